@@ -1,0 +1,158 @@
+//! Z-query strategies over a [`SortedTable`]: how to read every item of a
+//! partition whose Z-address lies in a box, paying for as few requests and
+//! as few scanned items as possible.
+//!
+//! - **naive**: one key range `[zmin, zmax]`, paginated; garbage filtered.
+//! - **precise**: the box's exact sub-ranges (under a range budget), one
+//!   paginated query each.
+//! - **page-jump** (seed 000): small `Limit N`; after every page, continue
+//!   from `LastEvaluatedKey` if it is inside the box, else jump with BIGMIN.
+//! - **adaptive**: see [`adaptive`]; sizes each request from the density
+//!   observed so far, so it behaves like precise on dense data and like naive
+//!   on sparse data.
+//!
+//! Sort keys are the Z-address bytes, optionally followed by a suffix that
+//! makes them unique (`suffixed`); then a range's upper key bound is the
+//! successor of its last Z-address, as a bare prefix.
+
+mod adaptive;
+mod reader;
+
+pub use adaptive::AdaptiveConfig;
+
+use crate::table::{Filter, Item, SortedTable, TableError};
+use crate::zorder::{decompose, ZBox};
+use reader::Reader;
+use std::fmt;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum QueryError {
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error("sort key {sk:02x?} is not a Z-address of {bits} bits followed by a suffix")]
+    CorruptKey { sk: Vec<u8>, bits: u32 },
+}
+
+/// What to read: the partition, the box, and the server-side filter that
+/// mirrors the box on item attributes (it saves bandwidth, not capacity;
+/// the box test on each returned key is applied client-side regardless).
+#[derive(Debug, Clone)]
+pub struct ZQuery<'a> {
+    pub pk: String,
+    pub zbox: &'a ZBox,
+    pub filter: Filter,
+    /// Sort keys carry bytes after the Z-address.
+    pub suffixed: bool,
+    pub consistent: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Strategy {
+    Naive,
+    Precise { budget: usize },
+    PageJump { limit: u32 },
+    Adaptive(AdaptiveConfig),
+}
+
+impl Strategy {
+    pub fn name(&self) -> String {
+        match self {
+            Strategy::Naive => "naive".into(),
+            Strategy::Precise { budget } => format!("precise(R={budget})"),
+            Strategy::PageJump { limit } => format!("page-jump(N={limit})"),
+            Strategy::Adaptive(_) => "adaptive".into(),
+        }
+    }
+
+    /// The strategies `zbench` compares, with their usual settings.
+    pub fn standard_set() -> Vec<Strategy> {
+        vec![
+            Strategy::Naive,
+            Strategy::Precise { budget: 256 },
+            Strategy::PageJump { limit: 16 },
+            Strategy::Adaptive(AdaptiveConfig::default()),
+        ]
+    }
+}
+
+/// Cost of one query run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QueryStats {
+    pub requests: u64,
+    /// Items evaluated by the store (sum of ScannedCount).
+    pub scanned: u64,
+    /// Items inside the box that passed the filter.
+    pub returned: u64,
+    pub rcu: f64,
+}
+
+impl QueryStats {
+    pub fn add(&mut self, other: &QueryStats) {
+        self.requests += other.requests;
+        self.scanned += other.scanned;
+        self.returned += other.returned;
+        self.rcu += other.rcu;
+    }
+}
+
+impl fmt::Display for QueryStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} returned, {} scanned, {} requests, {} RCU",
+            self.returned, self.scanned, self.requests, self.rcu
+        )
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct QueryOutcome {
+    pub items: Vec<Item>,
+    pub stats: QueryStats,
+}
+
+/// Reads every item of the box with the given strategy.
+pub async fn run_query<T: SortedTable + ?Sized>(
+    table: &T,
+    query: &ZQuery<'_>,
+    strategy: &Strategy,
+) -> Result<QueryOutcome, QueryError> {
+    let mut reader = Reader::new(table, query);
+    let zbox = query.zbox;
+    match strategy {
+        Strategy::Naive => reader.read_range(zbox.min(), zbox.max(), None).await?,
+        Strategy::Precise { budget } => {
+            for r in decompose(zbox, *budget).ranges {
+                reader.read_range(&r.lo, &r.hi, None).await?;
+            }
+        }
+        Strategy::PageJump { limit } => page_jump(&mut reader, *limit).await?,
+        Strategy::Adaptive(cfg) => adaptive::run(&mut reader, cfg).await?,
+    }
+    Ok(reader.finish())
+}
+
+/// Seed 000, steps 1-6: pages of at most `limit` evaluated items, each
+/// starting inside the box.
+async fn page_jump<T: SortedTable + ?Sized>(reader: &mut Reader<'_, T>, limit: u32) -> Result<(), QueryError> {
+    let zbox = reader.zbox();
+    let mut lo = zbox.min().clone();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = reader.page(&lo, zbox.max(), after.take(), Some(limit)).await?;
+        let Some(last) = page else { return Ok(()) };
+        let z = reader.z_of(&last)?;
+        if zbox.is_relevant(&z) {
+            after = Some(last);
+        } else {
+            match zbox.next_jump_in(&z) {
+                Some(next) => lo = next,
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,52 @@
+//! The sorted-table abstraction: partitions of items ordered by a binary
+//! sort key, queried with DynamoDB's semantics (key condition, filter,
+//! `Limit` counting evaluated items, `LastEvaluatedKey`, 1 MB pages,
+//! ScannedCount/Count, read capacity in 4 KB units).
+//!
+//! Every store (in-memory here; SQLite and DynamoDB in their crates) passes
+//! [`conformance::run`]. Query strategies are written against this trait only.
+
+pub mod conformance;
+mod item;
+mod memory;
+mod request;
+
+pub use item::{AttrValue, Item, PK_ATTR, SK_ATTR};
+pub use memory::MemoryTable;
+pub use request::{
+    evaluate_page, read_capacity, Condition, Filter, QueryPage, QueryRequest, SortKeyCondition, Test, PAGE_BYTES,
+    RCU_BYTES,
+};
+
+use async_trait::async_trait;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum TableError {
+    /// The request is malformed (DynamoDB's ValidationException).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The store asked us to slow down; retryable.
+    #[error("throttled: {0}")]
+    Throttled(String),
+    /// Anything else the store reported.
+    #[error("store error: {0}")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+#[async_trait]
+pub trait SortedTable: Send + Sync {
+    /// Inserts or wholly replaces the item with the same (pk, sk).
+    async fn put(&self, item: Item) -> Result<(), TableError>;
+
+    /// Inserts or replaces many items; stores override this to batch.
+    async fn put_batch(&self, items: Vec<Item>) -> Result<(), TableError> {
+        for item in items {
+            self.put(item).await?;
+        }
+        Ok(())
+    }
+
+    /// One page of a Query.
+    async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError>;
+}

@@ -1,0 +1,93 @@
+//! One query's reading state: issues pages, keeps the relevant items, and
+//! adds up the cost. Every strategy reads through it, so every strategy is
+//! accounted the same way.
+
+use super::{QueryError, QueryOutcome, QueryStats, ZQuery};
+use crate::table::{Item, QueryRequest, SortKeyCondition, SortedTable};
+use crate::zorder::{ZAddress, ZBox};
+
+pub(super) struct Reader<'a, T: SortedTable + ?Sized> {
+    table: &'a T,
+    query: &'a ZQuery<'a>,
+    bits: u32,
+    items: Vec<Item>,
+    stats: QueryStats,
+}
+
+impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
+    pub fn new(table: &'a T, query: &'a ZQuery<'a>) -> Self {
+        let bits = query.zbox.layout().total_bits();
+        Reader { table, query, bits, items: Vec::new(), stats: QueryStats::default() }
+    }
+
+    pub fn zbox(&self) -> &'a ZBox {
+        self.query.zbox
+    }
+
+    pub fn stats(&self) -> &QueryStats {
+        &self.stats
+    }
+
+    /// The Z-address a sort key starts with.
+    pub fn z_of(&self, sk: &[u8]) -> Result<ZAddress, QueryError> {
+        ZAddress::from_bytes(sk, self.bits).ok_or_else(|| QueryError::CorruptKey { sk: sk.to_vec(), bits: self.bits })
+    }
+
+    /// The key condition covering Z-addresses `[lo, hi]`.
+    fn condition(&self, lo: &ZAddress, hi: &ZAddress) -> SortKeyCondition {
+        let lo_key = lo.to_bytes(self.bits);
+        if !self.query.suffixed {
+            return SortKeyCondition::Between(lo_key, hi.to_bytes(self.bits));
+        }
+        // Keys are z ++ suffix: everything with prefix <= hi sorts below the
+        // bare successor of hi.
+        match hi.checked_next(self.bits) {
+            Some(next) => SortKeyCondition::Between(lo_key, next.to_bytes(self.bits)),
+            None => SortKeyCondition::Ge(lo_key),
+        }
+    }
+
+    /// Reads one page of `[lo, hi]`; returns the LastEvaluatedKey, if any.
+    pub async fn page(
+        &mut self,
+        lo: &ZAddress,
+        hi: &ZAddress,
+        exclusive_start: Option<Vec<u8>>,
+        limit: Option<u32>,
+    ) -> Result<Option<Vec<u8>>, QueryError> {
+        let req = QueryRequest {
+            pk: self.query.pk.clone(),
+            sk: self.condition(lo, hi),
+            filter: self.query.filter.clone(),
+            limit,
+            exclusive_start,
+            consistent: self.query.consistent,
+        };
+        let page = self.table.query(&req).await?;
+        self.stats.requests += 1;
+        self.stats.scanned += page.scanned_count as u64;
+        self.stats.rcu += page.consumed_rcu;
+        for item in page.items {
+            if self.query.zbox.is_relevant(&self.z_of(&item.sk)?) {
+                self.stats.returned += 1;
+                self.items.push(item);
+            }
+        }
+        Ok(page.last_evaluated)
+    }
+
+    /// Reads all of `[lo, hi]`, page after page.
+    pub async fn read_range(&mut self, lo: &ZAddress, hi: &ZAddress, limit: Option<u32>) -> Result<(), QueryError> {
+        let mut after = None;
+        loop {
+            match self.page(lo, hi, after, limit).await? {
+                Some(last) => after = Some(last),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    pub fn finish(self) -> QueryOutcome {
+        QueryOutcome { items: self.items, stats: self.stats }
+    }
+}

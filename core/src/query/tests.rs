@@ -1,0 +1,138 @@
+//! Every strategy returns exactly the brute-force matches, on random
+//! layouts, data and boxes, with and without sort-key suffixes and filters.
+
+use super::*;
+use crate::table::{AttrValue, MemoryTable, SortedTable, Test};
+use crate::zorder::{Layout, ZBox};
+use proptest::prelude::{any, prop, prop_assert, prop_assert_eq, proptest, Just, ProptestConfig, Strategy as _, TestCaseError};
+use super::Strategy;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(f)
+}
+
+fn strategies() -> Vec<Strategy> {
+    vec![
+        Strategy::Naive,
+        Strategy::Precise { budget: 1 },
+        Strategy::Precise { budget: 7 },
+        Strategy::Precise { budget: 10_000 },
+        Strategy::PageJump { limit: 1 },
+        Strategy::PageJump { limit: 16 },
+        Strategy::Adaptive(AdaptiveConfig::default()),
+        Strategy::Adaptive(AdaptiveConfig { probe_limit: 1, garbage_per_request: 0.0, min_limit: 1 }),
+        Strategy::Adaptive(AdaptiveConfig { probe_limit: 3, garbage_per_request: 50.0, min_limit: 2 }),
+    ]
+}
+
+type Case = (Vec<u32>, Vec<Vec<u128>>, Vec<(u128, u128)>);
+
+/// A layout of 2..=4 dimensions of 1..=9 bits, up to 200 points (with
+/// duplicates, which suffixes keep apart) and a box.
+fn case() -> impl proptest::strategy::Strategy<Value = Case> {
+    prop::collection::vec(1u32..=9, 2..=4).prop_flat_map(|widths| {
+        let point: Vec<_> = widths.iter().map(|&w| 0u128..(1 << w)).collect();
+        let bounds: Vec<_> = widths
+            .iter()
+            .map(|&w| (0u128..(1 << w), 0u128..(1 << w)).prop_map(|(a, b)| (a.min(b), a.max(b))))
+            .collect();
+        (Just(widths), prop::collection::vec(point, 0..200), bounds)
+    })
+}
+
+fn check(case: Case, suffixed: bool, with_filter: bool) -> Result<(), TestCaseError> {
+    let (widths, points, bounds) = case;
+    let layout = Arc::new(Layout::new(&widths).unwrap());
+    let bits = layout.total_bits();
+    let table = MemoryTable::new();
+    let mut expected = BTreeSet::new();
+    let mut items = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, p) in points.iter().enumerate() {
+        let mut sk = layout.interleave(p).to_bytes(bits);
+        if suffixed {
+            sk.extend_from_slice(&(i as u32).to_be_bytes());
+        } else if !seen.insert(sk.clone()) {
+            continue; // without a suffix, equal points are one item
+        }
+        let mut item = Item::new("p", sk.clone());
+        for (d, v) in p.iter().enumerate() {
+            item = item.with(&format!("d{d}"), AttrValue::from(*v as i64));
+        }
+        if p.iter().zip(&bounds).all(|(v, (lo, hi))| lo <= v && v <= hi) {
+            expected.insert(sk);
+        }
+        items.push(item);
+    }
+    block_on(table.put_batch(items)).unwrap();
+    let (lo, hi): (Vec<u128>, Vec<u128>) = bounds.iter().cloned().unzip();
+    let zbox = ZBox::new(layout, lo, hi).unwrap();
+    let mut filter = Filter::none();
+    if with_filter {
+        for (d, (lo, hi)) in bounds.iter().enumerate() {
+            filter = filter.and(&format!("d{d}"), Test::Between(AttrValue::from(*lo as i64), AttrValue::from(*hi as i64)));
+        }
+    }
+    let q = ZQuery { pk: "p".into(), zbox: &zbox, filter, suffixed, consistent: false };
+    for s in strategies() {
+        let out = block_on(run_query(&table, &q, &s)).unwrap();
+        let got: Vec<_> = out.items.iter().map(|i| i.sk.clone()).collect();
+        let got_set: BTreeSet<_> = got.iter().cloned().collect();
+        prop_assert_eq!(got.len(), got_set.len(), "{} returned an item twice", s.name());
+        prop_assert_eq!(&got_set, &expected, "{}", s.name());
+        prop_assert_eq!(out.stats.returned as usize, expected.len());
+        prop_assert!(out.stats.scanned >= out.stats.returned);
+        prop_assert!(out.stats.requests >= 1 && out.stats.rcu >= 0.5);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    #[test]
+    fn strategies_return_exactly_the_matches(c in case(), suffixed in any::<bool>(), with_filter in any::<bool>()) {
+        check(c, suffixed, with_filter)?;
+    }
+}
+
+#[test]
+fn precise_scans_only_matches_and_naive_scans_the_span() {
+    // Seed 000's box on a full 3+3-bit grid: every address holds one item.
+    let layout = Arc::new(Layout::new(&[3, 3]).unwrap());
+    let table = MemoryTable::new();
+    let items = (0..64u128).map(|z| Item::new("p", vec![z as u8])).collect();
+    block_on(table.put_batch(items)).unwrap();
+    let zbox = ZBox::new(layout, vec![3, 1], vec![4, 3]).unwrap();
+    let q = ZQuery { pk: "p".into(), zbox: &zbox, filter: Filter::none(), suffixed: false, consistent: false };
+    let run = |s| block_on(run_query(&table, &q, &s)).unwrap().stats;
+    let naive = run(Strategy::Naive);
+    assert_eq!((naive.returned, naive.scanned, naive.requests), (6, 27, 1), "naive reads 11..=37");
+    let precise = run(Strategy::Precise { budget: 100 });
+    assert_eq!((precise.returned, precise.scanned, precise.requests), (6, 6, 4));
+    // Dense data: adaptive converges on exact runs after its probe.
+    let adaptive = run(Strategy::Adaptive(AdaptiveConfig { probe_limit: 2, ..Default::default() }));
+    assert_eq!(adaptive.returned, 6);
+    assert!(adaptive.scanned <= 8, "adaptive scanned {}", adaptive.scanned);
+}
+
+#[test]
+fn adaptive_spans_gaps_on_sparse_data() {
+    // 4 items in a 2^24 space and an unaligned box over most of it: the
+    // exact decomposition has thousands of runs, almost all empty.
+    let layout = Arc::new(Layout::new(&[8, 8, 8]).unwrap());
+    let bits = layout.total_bits();
+    let pts = [[20u128, 20, 20], [100, 30, 40], [200, 200, 200], [50, 100, 60]];
+    let items = pts.iter().map(|p| Item::new("p", layout.interleave(p).to_bytes(bits))).collect();
+    let table = MemoryTable::new();
+    block_on(table.put_batch(items)).unwrap();
+    let zbox = ZBox::new(layout, vec![16, 16, 16], vec![111, 111, 111]).unwrap();
+    let q = ZQuery { pk: "p".into(), zbox: &zbox, filter: Filter::none(), suffixed: false, consistent: false };
+    let out = block_on(run_query(&table, &q, &Strategy::Adaptive(AdaptiveConfig::default()))).unwrap();
+    assert_eq!(out.stats.returned, 3);
+    assert!(out.stats.requests <= 3, "sparse data needs few requests, took {}", out.stats.requests);
+    let precise = block_on(run_query(&table, &q, &Strategy::Precise { budget: 100_000 })).unwrap();
+    assert!(precise.stats.requests > 100, "exact runs of this box: {}", precise.stats.requests);
+}
