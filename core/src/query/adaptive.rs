@@ -41,11 +41,32 @@ pub struct AdaptiveConfig {
 
 impl Default for AdaptiveConfig {
     fn default() -> Self {
-        AdaptiveConfig { probe_limit: 16, garbage_per_request: 1.0, min_limit: 8 }
+        AdaptiveConfig { probe_limit: 16, garbage_per_request: 0.1, min_limit: 8 }
     }
 }
 
-pub(super) async fn run<T: SortedTable + ?Sized>(reader: &mut Reader<'_, T>, cfg: &AdaptiveConfig) -> Result<(), QueryError> {
+/// What the adaptive strategy has observed: items scanned over Z-addresses
+/// covered. Carry one across the boxes of a query (one per time bin) so
+/// each box starts from the density its predecessors measured instead of
+/// paying for a fresh probe.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Density {
+    covered: f64,
+    scanned: f64,
+}
+
+impl Density {
+    /// Items per Z-address, once anything has been covered.
+    pub fn estimate(&self) -> Option<f64> {
+        (self.covered > 0.0).then(|| self.scanned / self.covered)
+    }
+}
+
+pub(super) async fn run<T: SortedTable + ?Sized>(
+    reader: &mut Reader<'_, T>,
+    cfg: &AdaptiveConfig,
+    seen: &mut Density,
+) -> Result<(), QueryError> {
     let zbox = reader.zbox();
     let bits = zbox.layout().total_bits();
     let zmax = zbox.max();
@@ -53,28 +74,26 @@ pub(super) async fn run<T: SortedTable + ?Sized>(reader: &mut Reader<'_, T>, cfg
     // `after`: LastEvaluatedKey to continue from, and its Z-address.
     let mut lo = zbox.min().clone();
     let mut after: Option<(Vec<u8>, ZAddress)> = None;
-    let mut covered = 0.0f64;
-    let mut scanned = 0.0f64;
     loop {
         let from = after.as_ref().map_or(&lo, |(_, z)| z).clone();
-        let (hi, limit) = if covered == 0.0 {
-            (zmax.clone(), cfg.probe_limit)
-        } else {
-            let density = scanned / covered;
-            let allowance = if density > 0.0 { cfg.garbage_per_request / density } else { f64::INFINITY };
-            let end = span_end_within_garbage(zbox, &from, zmax, allowance);
-            let end = zbox.litmax(&end).expect("`from` is inside the box and <= end");
-            let expected = density * (end.span_f64(&from) + 1.0);
-            let limit = (2.0 * expected + 2.0 * cfg.garbage_per_request).ceil();
-            (end, (limit.min(u32::MAX as f64) as u32).max(cfg.min_limit))
+        let (hi, limit) = match seen.estimate() {
+            None => (zmax.clone(), cfg.probe_limit),
+            Some(density) => {
+                let allowance = if density > 0.0 { cfg.garbage_per_request / density } else { f64::INFINITY };
+                let end = span_end_within_garbage(zbox, &from, zmax, allowance);
+                let end = zbox.litmax(&end).expect("`from` is inside the box and <= end");
+                let expected = density * (end.span_f64(&from) + 1.0);
+                let limit = (2.0 * expected + 2.0 * cfg.garbage_per_request).ceil();
+                (end, (limit.min(u32::MAX as f64) as u32).max(cfg.min_limit))
+            }
         };
         let before = reader.stats().scanned;
         let last = reader.page(&lo, &hi, after.take().map(|(k, _)| k), Some(limit)).await?;
-        scanned += (reader.stats().scanned - before) as f64;
+        seen.scanned += (reader.stats().scanned - before) as f64;
         match last {
             Some(key) => {
                 let z = reader.z_of(&key)?;
-                covered += z.span_f64(&from) + 1.0;
+                seen.covered += z.span_f64(&from) + 1.0;
                 if zbox.is_relevant(&z) {
                     after = Some((key, z));
                 } else {
@@ -85,7 +104,7 @@ pub(super) async fn run<T: SortedTable + ?Sized>(reader: &mut Reader<'_, T>, cfg
                 }
             }
             None => {
-                covered += hi.span_f64(&from) + 1.0;
+                seen.covered += hi.span_f64(&from) + 1.0;
                 let next = hi.checked_next(bits).and_then(|n| zbox.next_jump_in(&n));
                 match next {
                     Some(next) => lo = next,

@@ -18,10 +18,10 @@
 mod adaptive;
 mod reader;
 
-pub use adaptive::AdaptiveConfig;
+pub use adaptive::{AdaptiveConfig, Density};
 
-use crate::table::{Filter, Item, SortedTable, TableError};
-use crate::zorder::{decompose, ZBox};
+use crate::table::{Filter, Item, QueryRequest, SortKeyCondition, SortedTable, TableError};
+use crate::zorder::{decompose, ZAddress, ZBox};
 use reader::Reader;
 use std::fmt;
 use thiserror::Error;
@@ -118,6 +118,17 @@ pub async fn run_query<T: SortedTable + ?Sized>(
     query: &ZQuery<'_>,
     strategy: &Strategy,
 ) -> Result<QueryOutcome, QueryError> {
+    run_query_with(table, query, strategy, &mut Density::default()).await
+}
+
+/// [`run_query`] for one box of several (e.g. one per time bin): `seen`
+/// carries the adaptive strategy's density estimate from box to box.
+pub async fn run_query_with<T: SortedTable + ?Sized>(
+    table: &T,
+    query: &ZQuery<'_>,
+    strategy: &Strategy,
+    seen: &mut Density,
+) -> Result<QueryOutcome, QueryError> {
     let mut reader = Reader::new(table, query);
     let zbox = query.zbox;
     match strategy {
@@ -128,9 +139,42 @@ pub async fn run_query<T: SortedTable + ?Sized>(
             }
         }
         Strategy::PageJump { limit } => page_jump(&mut reader, *limit).await?,
-        Strategy::Adaptive(cfg) => adaptive::run(&mut reader, cfg).await?,
+        Strategy::Adaptive(cfg) => adaptive::run(&mut reader, cfg, seen).await?,
     }
     Ok(reader.finish())
+}
+
+/// The key condition covering Z-addresses (or any fixed-width key
+/// prefixes) `[lo, hi]` of `bits` bits. With `suffixed` keys (prefix ++
+/// more bytes), the upper bound is the bare successor of `hi`: every key
+/// whose prefix is `<= hi` sorts below it.
+pub fn key_condition(bits: u32, lo: &ZAddress, hi: &ZAddress, suffixed: bool) -> SortKeyCondition {
+    let lo_key = lo.to_bytes(bits);
+    if !suffixed {
+        return SortKeyCondition::Between(lo_key, hi.to_bytes(bits));
+    }
+    match hi.checked_next(bits) {
+        Some(next) => SortKeyCondition::Between(lo_key, next.to_bytes(bits)),
+        None => SortKeyCondition::Ge(lo_key),
+    }
+}
+
+/// Reads every page of a plain key-condition query (no Z-box): the
+/// single-attribute-index baseline. `returned` counts what passed the filter.
+pub async fn run_key_range<T: SortedTable + ?Sized>(table: &T, mut req: QueryRequest) -> Result<QueryOutcome, QueryError> {
+    let mut out = QueryOutcome::default();
+    loop {
+        let page = table.query(&req).await?;
+        out.stats.requests += 1;
+        out.stats.scanned += page.scanned_count as u64;
+        out.stats.returned += page.count as u64;
+        out.stats.rcu += page.consumed_rcu;
+        out.items.extend(page.items);
+        match page.last_evaluated {
+            Some(k) => req.exclusive_start = Some(k),
+            None => return Ok(out),
+        }
+    }
 }
 
 /// Seed 000, steps 1-6: pages of at most `limit` evaluated items, each

@@ -2,8 +2,8 @@
 //! adds up the cost. Every strategy reads through it, so every strategy is
 //! accounted the same way.
 
-use super::{QueryError, QueryOutcome, QueryStats, ZQuery};
-use crate::table::{Item, QueryRequest, SortKeyCondition, SortedTable};
+use super::{key_condition, QueryError, QueryOutcome, QueryStats, ZQuery};
+use crate::table::{Item, QueryRequest, SortedTable};
 use crate::zorder::{ZAddress, ZBox};
 
 pub(super) struct Reader<'a, T: SortedTable + ?Sized> {
@@ -33,20 +33,6 @@ impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
         ZAddress::from_bytes(sk, self.bits).ok_or_else(|| QueryError::CorruptKey { sk: sk.to_vec(), bits: self.bits })
     }
 
-    /// The key condition covering Z-addresses `[lo, hi]`.
-    fn condition(&self, lo: &ZAddress, hi: &ZAddress) -> SortKeyCondition {
-        let lo_key = lo.to_bytes(self.bits);
-        if !self.query.suffixed {
-            return SortKeyCondition::Between(lo_key, hi.to_bytes(self.bits));
-        }
-        // Keys are z ++ suffix: everything with prefix <= hi sorts below the
-        // bare successor of hi.
-        match hi.checked_next(self.bits) {
-            Some(next) => SortKeyCondition::Between(lo_key, next.to_bytes(self.bits)),
-            None => SortKeyCondition::Ge(lo_key),
-        }
-    }
-
     /// Reads one page of `[lo, hi]`; returns the LastEvaluatedKey, if any.
     pub async fn page(
         &mut self,
@@ -57,7 +43,7 @@ impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
     ) -> Result<Option<Vec<u8>>, QueryError> {
         let req = QueryRequest {
             pk: self.query.pk.clone(),
-            sk: self.condition(lo, hi),
+            sk: key_condition(self.bits, lo, hi, self.query.suffixed),
             filter: self.query.filter.clone(),
             limit,
             exclusive_start,

@@ -96,6 +96,21 @@ impl ZBox {
         self.lo.iter().zip(&self.hi).map(|(&l, &h)| (h - l) as f64 + 1.0).product()
     }
 
+    /// Seed 001's estimate of the addresses a query visits: `n^((a-b)/a)`
+    /// with `n = 2^bits`, `a` dimensions and `b` the bound dimensions, each
+    /// counted by the share of its bits the bound fixes
+    /// (`1 - log2(range) / width`; 1 for an exact value, 0 for unbound).
+    pub fn seed_001_estimate(&self) -> f64 {
+        let widths = self.layout.widths();
+        let a = widths.len() as f64;
+        let b: f64 = widths
+            .iter()
+            .zip(self.lo.iter().zip(&self.hi))
+            .map(|(&w, (&l, &h))| 1.0 - ((h - l) as f64 + 1.0).log2() / w as f64)
+            .sum();
+        2f64.powf(self.layout.total_bits() as f64 * (a - b) / a)
+    }
+
     /// Is `z` inside the box?
     pub fn is_relevant(&self, z: &ZAddress) -> bool {
         (0..self.layout.dims()).all(|d| {
