@@ -53,8 +53,9 @@ pub enum Encoding {
     /// IEEE 754 single, top `bits` bits of the order-preserving form.
     F32,
     F64,
-    /// Linear quantization of `[min, max]` into `2^bits` cells.
-    Scaled { min: f64, max: f64 },
+    /// Linear quantization of `[min, max]` into `2^bits` cells; `scale` is
+    /// `2^bits / (max - min)` (see [`Encoding::scaled`]).
+    Scaled { min: f64, max: f64, scale: f64 },
     Timestamp(TimeEncoding),
     /// Fixed-width UTF-8: `bytes` bytes, zero-padded or truncated.
     FixedStr { bytes: u32 },
@@ -85,12 +86,18 @@ impl TimeEncoding {
 }
 
 /// Largest encoded value for `bits`.
+#[inline]
 pub(crate) fn max_for(bits: u32) -> u128 {
     crate::zorder::dim_max(bits)
 }
 
 impl Encoding {
+    pub fn scaled(min: f64, max: f64, bits: u32) -> Self {
+        Encoding::Scaled { min, max, scale: 2f64.powi(bits as i32) / (max - min) }
+    }
+
     /// Encodes a data value: out of range is an error.
+#[inline]
     pub fn encode(&self, bits: u32, value: &Value) -> Result<u128, EncodeError> {
         self.encode_inner(bits, value, None)
     }
@@ -106,6 +113,7 @@ impl Encoding {
         }
     }
 
+#[inline]
     fn encode_inner(&self, bits: u32, value: &Value, clamp: Option<Side>) -> Result<u128, EncodeError> {
         let max = max_for(bits);
         match (self, value) {
@@ -144,7 +152,7 @@ impl Encoding {
                 let ordered = if u >> 63 == 0 { u ^ (1 << 63) } else { !u };
                 Ok((ordered >> (64 - bits)) as u128)
             }
-            (Encoding::Scaled { min, max: top }, v) => {
+            (Encoding::Scaled { min, max: top, scale }, v) => {
                 let f = as_float(v)?;
                 if f.is_nan() {
                     return Err(EncodeError::NaN);
@@ -152,13 +160,18 @@ impl Encoding {
                 if f < *min || f > *top {
                     return clamp_or(clamp, f < *min, max, || range_err(&f, min, top));
                 }
-                let cells = 2f64.powi(bits as i32);
-                let cell = ((f - min) / (top - min) * cells).floor();
-                Ok((cell as u128).min(max))
+                // Truncation is floor here (non-negative); f64 -> u64 is one
+                // instruction, f64 -> u128 a library call.
+                let cell = (f - min) * scale;
+                let cell = if bits <= 63 { cell as u64 as u128 } else { cell as u128 };
+                Ok(cell.min(max))
             }
             (Encoding::Timestamp(te), Value::Time(t)) => {
                 let base = te.base_of(*t);
-                let offset = (t - base).div_euclid(te.unit.millis());
+                let offset = match te.unit {
+                    TimeUnit::Millisecond => t - base,
+                    unit => (t - base).div_euclid(unit.millis()),
+                };
                 if offset < 0 || offset as u128 > max {
                     let last = base + (max as i64).saturating_mul(te.unit.millis());
                     return clamp_or(clamp, offset < 0, max, || EncodeError::OutOfRange {
@@ -210,6 +223,7 @@ impl Encoding {
     }
 }
 
+#[inline]
 fn as_float(v: &Value) -> Result<f64, EncodeError> {
     match v {
         Value::Float(f) => Ok(*f),

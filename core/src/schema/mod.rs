@@ -97,6 +97,7 @@ impl Dimension {
         }
     }
 
+#[inline]
     pub fn encode(&self, value: &Value) -> Result<u128, DimError> {
         self.encoding.encode(self.bits, value).map_err(|error| DimError { dim: self.name.clone(), error })
     }
@@ -143,7 +144,10 @@ impl Dimension {
                     (Some(a), Some(b)) if a.is_finite() && b.is_finite() && a < b => (a, b),
                     _ => return Err(fail("type \"scaled\" needs finite `min` < `max`".into())),
                 };
-                (need_bits()?, Encoding::Scaled { min, max })
+                {
+                    let bits = need_bits()?;
+                    (bits, Encoding::scaled(min, max, bits))
+                }
             }
             "timestamp" => {
                 let unit = c.unit.unwrap_or(TimeUnit::Millisecond);
@@ -276,18 +280,29 @@ impl Schema {
 
     /// Encodes one point (values in schema order) into its Z-address.
     pub fn encode_point(&self, values: &[Value]) -> Result<ZAddress, DimError> {
-        let mut enc = [0u128; 8];
-        let mut heap;
-        let buf: &mut [u128] = if values.len() <= 8 {
-            &mut enc[..values.len()]
-        } else {
-            heap = vec![0u128; values.len()];
-            &mut heap
-        };
-        for ((slot, d), v) in buf.iter_mut().zip(&self.dims).zip(values) {
-            *slot = d.encode(v)?;
+        let mut z = self.layout.zero();
+        self.encode_point_into(values, z.words_mut())?;
+        Ok(z)
+    }
+
+    /// Allocation-free [`encode_point`](Self::encode_point) into
+    /// `layout().nwords()` words.
+    #[inline]
+    pub fn encode_point_into(&self, values: &[Value], out: &mut [u64]) -> Result<(), DimError> {
+        const INLINE: usize = 8;
+        let n = self.dims.len();
+        assert_eq!(values.len(), n, "one value per dimension");
+        if n > INLINE {
+            let enc = self.dims.iter().zip(values).map(|(d, v)| d.encode(v)).collect::<Result<Vec<_>, _>>()?;
+            self.layout.interleave_into(&enc, out);
+            return Ok(());
         }
-        Ok(self.layout.interleave(buf))
+        let mut enc = [0u128; INLINE];
+        for i in 0..n {
+            enc[i] = self.dims[i].encode(&values[i])?;
+        }
+        self.layout.interleave_into(&enc[..n], out);
+        Ok(())
     }
 
     /// Turns per-dimension constraints (by dimension index; unconstrained

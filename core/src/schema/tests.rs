@@ -180,7 +180,7 @@ proptest! {
 
     #[test]
     fn scaled_preserves_order(a in -100.0f64..100.0, b in -100.0f64..100.0, bits in 1u32..=60) {
-        let d = Dimension { name: "x".into(), bits, encoding: Encoding::Scaled { min: -100.0, max: 100.0 } };
+        let d = Dimension { name: "x".into(), bits, encoding: Encoding::scaled(-100.0, 100.0, bits) };
         let (ea, eb) = (d.encode(&Value::Float(a)).unwrap(), d.encode(&Value::Float(b)).unwrap());
         if a < b { prop_assert!(ea <= eb); }
         prop_assert!(ea <= dim_max(bits));

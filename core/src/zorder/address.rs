@@ -57,6 +57,11 @@ impl ZAddress {
         Some(hi << 64 | lo)
     }
 
+    /// The words, most significant first (for allocation-free writers).
+    pub fn words_mut(&mut self) -> &mut [u64] {
+        &mut self.words
+    }
+
     pub fn nwords(&self) -> usize {
         self.words.len()
     }

@@ -231,6 +231,7 @@ pub(crate) enum Overlap {
 }
 
 /// The largest value of a `bits`-wide dimension.
+#[inline]
 pub fn dim_max(bits: u32) -> u128 {
     if bits >= 128 {
         u128::MAX
