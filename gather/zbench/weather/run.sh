@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Seed 000's experiment: 300,000 generated weather reports, the blog's three
+# queries, every strategy, beside a timestamp index. Extra arguments go to
+# `gather zbench` (e.g. --json, --garbage 1); SCHEMA=path picks another schema
+# (schema-weekly.toml bins the timestamp by week into the partition key).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/zigzag-target}
+cd "$root"
+cargo build --release --quiet -p zigzag-gather --bin gather --example weather_csv
+data=${WEATHER_CSV:-$CARGO_TARGET_DIR/weather-300k.csv}
+if [ ! -s "$data" ]; then
+  "$CARGO_TARGET_DIR/release/examples/weather_csv" 300000 1 > "$data.tmp" && mv "$data.tmp" "$data"
+fi
+schema=${SCHEMA:-$here/schema.toml}
+exec "$CARGO_TARGET_DIR/release/gather" zbench --csv "$data" --schema "$schema" \
+  --queries "$here/queries.toml" "$@"
