@@ -64,16 +64,6 @@ impl Strategy {
             Strategy::Adaptive(_) => "adaptive".into(),
         }
     }
-
-    /// The strategies `zbench` compares, with their usual settings.
-    pub fn standard_set() -> Vec<Strategy> {
-        vec![
-            Strategy::Naive,
-            Strategy::Precise { budget: 256 },
-            Strategy::PageJump { limit: 16 },
-            Strategy::Adaptive(AdaptiveConfig::default()),
-        ]
-    }
 }
 
 /// Cost of one query run.

@@ -73,7 +73,7 @@ fn number_size(n: &Decimal) -> usize {
     let mantissa = n.normalize().mantissa().unsigned_abs();
     let mut digits = if mantissa == 0 { 1 } else { mantissa.ilog10() as usize + 1 };
     let mut m = mantissa;
-    while m != 0 && m % 10 == 0 {
+    while m != 0 && m.is_multiple_of(10) {
         m /= 10;
         digits -= 1;
     }

@@ -162,7 +162,6 @@ impl ZAddress {
     }
 
     #[inline]
-
     pub(crate) fn andnot_assign(&mut self, mask: &Self) {
         for (a, b) in self.words.iter_mut().zip(mask.words.iter()) {
             *a &= !b;
