@@ -16,10 +16,8 @@ fn small_widths() -> impl Strategy<Value = Vec<u32>> {
 }
 
 fn box_in(widths: Vec<u32>) -> impl Strategy<Value = (Vec<u32>, Vec<u128>, Vec<u128>)> {
-    let per_dim: Vec<_> = widths
-        .iter()
-        .map(|&w| (0u128..(1 << w), 0u128..(1 << w)).prop_map(|(a, b)| (a.min(b), a.max(b))))
-        .collect();
+    let per_dim: Vec<_> =
+        widths.iter().map(|&w| (0u128..(1 << w), 0u128..(1 << w)).prop_map(|(a, b)| (a.min(b), a.max(b)))).collect();
     (Just(widths), per_dim).prop_map(|(w, bounds)| {
         let (lo, hi) = bounds.into_iter().unzip();
         (w, lo, hi)

@@ -31,9 +31,7 @@ fn rows(n: usize) -> Vec<(i64, f64, i64)> {
         s ^= s << 17;
         s
     };
-    (0..n)
-        .map(|_| ((next() % 900_000) as i64, (next() % 100_000) as f64 / 1000.0, (next() % 61) as i64 - 20))
-        .collect()
+    (0..n).map(|_| ((next() % 900_000) as i64, (next() % 100_000) as f64 / 1000.0, (next() % 61) as i64 - 20)).collect()
 }
 
 const ORIGIN: i64 = 1_451_606_400;
@@ -143,7 +141,10 @@ fn bad_input_names_the_line() {
     assert!(err.contains("CSV line 1: the header has no column \"x\""), "{err}");
     let bad_q = write(dir.path(), "bad.toml", "[[query]]\nname = 'a'\nc = [1, 2, 3]\n");
     let err = run(&format!("t,x,c\n{ok_row}"), &bad_q, &schema);
-    assert!(err.contains("query file, line 3: query \"a\", field \"c\": a range is [low, high]; got 3 elements"), "{err}");
+    assert!(
+        err.contains("query file, line 3: query \"a\", field \"c\": a range is [low, high]; got 3 elements"),
+        "{err}"
+    );
     let bad_q = write(dir.path(), "bad2.toml", "[[query]]\nname = 'a'\n\nx = 'wide'\n");
     let err = run(&format!("t,x,c\n{ok_row}"), &bad_q, &schema);
     assert!(err.contains("query file, line 4: query \"a\", field \"x\": expected a number, got \"wide\""), "{err}");

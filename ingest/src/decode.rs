@@ -241,17 +241,28 @@ mod tests {
         let base = |patch: &str| OK.replacen(r#""type":"click""#, patch, 1);
         assert_eq!(err(&base(r#""type":"view""#)), DecodeError::UnknownType("view".into()));
         assert_eq!(err(&OK.replace(r#""referrer":"news.example","#, "")), DecodeError::Missing("referrer"));
-        assert_eq!(err(&OK.replace(r#""country":"DE""#, r#""country":7"#)),
-            DecodeError::WrongType { field: "country", expected: "a string", got: "a number" });
+        assert_eq!(
+            err(&OK.replace(r#""country":"DE""#, r#""country":7"#)),
+            DecodeError::WrongType { field: "country", expected: "a string", got: "a number" }
+        );
         assert_eq!(err(&OK.replace(r#""country":"DE""#, r#""country":"""#)), DecodeError::Empty { field: "country" });
-        assert_eq!(err(&OK.replace("2026-11-21T10:15:30.250Z", "yesterday")), DecodeError::BadTimestamp("yesterday".into()));
+        assert_eq!(
+            err(&OK.replace("2026-11-21T10:15:30.250Z", "yesterday")),
+            DecodeError::BadTimestamp("yesterday".into())
+        );
         assert_eq!(err(&OK.replace(r#""2026-11-21T10:15:30.250Z""#, "1.5")), DecodeError::BadTimestamp("1.5".into()));
         assert!(matches!(err(&OK.replace("2026-11-21", "1970-01-01")), DecodeError::TimestampOutOfRange { .. }));
         assert_eq!(err(&OK.replace(r#""cost":0.25"#, r#""cost":-1"#)), DecodeError::BadCost("-1".into()));
-        assert_eq!(err(&OK.replace(r#""cost":0.25"#, r#""cost":"free""#)), DecodeError::WrongType { field: "cost", expected: "a number", got: "a string" });
+        assert_eq!(
+            err(&OK.replace(r#""cost":0.25"#, r#""cost":"free""#)),
+            DecodeError::WrongType { field: "cost", expected: "a number", got: "a string" }
+        );
         assert!(matches!(err("[1,2]"), DecodeError::Json { .. }));
         assert!(matches!(err("{\"type\":"), DecodeError::Json { line: 1, .. }));
-        assert_eq!(decode(b"{\"a\":\"\xff\"}", &DecodeLimits::default()).unwrap_err(), DecodeError::NotUtf8 { offset: 6 });
+        assert_eq!(
+            decode(b"{\"a\":\"\xff\"}", &DecodeLimits::default()).unwrap_err(),
+            DecodeError::NotUtf8 { offset: 6 }
+        );
         let small = DecodeLimits { max_bytes: 10, ..Default::default() };
         assert_eq!(decode(OK.as_bytes(), &small).unwrap_err(), DecodeError::Oversize { bytes: OK.len(), max: 10 });
         assert_eq!(err(&OK.replace(r#""cost":0.25"#, r#""cost":1e999"#)), DecodeError::BadCost("1e999".into()));

@@ -88,11 +88,7 @@ impl QueryStats {
 
 impl fmt::Display for QueryStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} returned, {} scanned, {} requests, {} RCU",
-            self.returned, self.scanned, self.requests, self.rcu
-        )
+        write!(f, "{} returned, {} scanned, {} requests, {} RCU", self.returned, self.scanned, self.requests, self.rcu)
     }
 }
 
@@ -151,7 +147,10 @@ pub fn key_condition(bits: u32, lo: &ZAddress, hi: &ZAddress, suffixed: bool) ->
 
 /// Reads every page of a plain key-condition query (no Z-box): the
 /// single-attribute-index baseline. `returned` counts what passed the filter.
-pub async fn run_key_range<T: SortedTable + ?Sized>(table: &T, mut req: QueryRequest) -> Result<QueryOutcome, QueryError> {
+pub async fn run_key_range<T: SortedTable + ?Sized>(
+    table: &T,
+    mut req: QueryRequest,
+) -> Result<QueryOutcome, QueryError> {
     let mut out = QueryOutcome::default();
     loop {
         let page = table.query(&req).await?;

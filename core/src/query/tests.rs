@@ -1,11 +1,13 @@
 //! Every strategy returns exactly the brute-force matches, on random
 //! layouts, data and boxes, with and without sort-key suffixes and filters.
 
+use super::Strategy;
 use super::*;
 use crate::table::{AttrValue, MemoryTable, SortedTable, Test};
 use crate::zorder::{Layout, ZBox};
-use proptest::prelude::{any, prop, prop_assert, prop_assert_eq, proptest, Just, ProptestConfig, Strategy as _, TestCaseError};
-use super::Strategy;
+use proptest::prelude::{
+    any, prop, prop_assert, prop_assert_eq, proptest, Just, ProptestConfig, Strategy as _, TestCaseError,
+};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -72,7 +74,8 @@ fn check(case: Case, suffixed: bool, with_filter: bool) -> Result<(), TestCaseEr
     let mut filter = Filter::none();
     if with_filter {
         for (d, (lo, hi)) in bounds.iter().enumerate() {
-            filter = filter.and(&format!("d{d}"), Test::Between(AttrValue::from(*lo as i64), AttrValue::from(*hi as i64)));
+            filter =
+                filter.and(&format!("d{d}"), Test::Between(AttrValue::from(*lo as i64), AttrValue::from(*hi as i64)));
         }
     }
     let q = ZQuery { pk: "p".into(), zbox: &zbox, filter, suffixed, consistent: false };

@@ -55,13 +55,21 @@ pub enum Encoding {
     F64,
     /// Linear quantization of `[min, max]` into `2^bits` cells; `scale` is
     /// `2^bits / (max - min)` (see [`Encoding::scaled`]).
-    Scaled { min: f64, max: f64, scale: f64 },
+    Scaled {
+        min: f64,
+        max: f64,
+        scale: f64,
+    },
     Timestamp(TimeEncoding),
     /// Fixed-width UTF-8: `bytes` bytes, zero-padded or truncated.
-    FixedStr { bytes: u32 },
+    FixedStr {
+        bytes: u32,
+    },
     /// The top `bits` bits of xxh3-64 of the UTF-8 text: equality only.
     Hash,
-    Enum { values: Vec<String> },
+    Enum {
+        values: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -97,7 +105,7 @@ impl Encoding {
     }
 
     /// Encodes a data value: out of range is an error.
-#[inline]
+    #[inline]
     pub fn encode(&self, bits: u32, value: &Value) -> Result<u128, EncodeError> {
         self.encode_inner(bits, value, None)
     }
@@ -113,7 +121,7 @@ impl Encoding {
         }
     }
 
-#[inline]
+    #[inline]
     fn encode_inner(&self, bits: u32, value: &Value, clamp: Option<Side>) -> Result<u128, EncodeError> {
         let max = max_for(bits);
         match (self, value) {

@@ -97,7 +97,7 @@ impl Dimension {
         }
     }
 
-#[inline]
+    #[inline]
     pub fn encode(&self, value: &Value) -> Result<u128, DimError> {
         self.encoding.encode(self.bits, value).map_err(|error| DimError { dim: self.name.clone(), error })
     }
@@ -254,10 +254,8 @@ impl Schema {
             }
         }
         let widths: Vec<u32> = dims.iter().map(|d| d.bits).collect();
-        let layout = Layout::new(&widths).map_err(|e| SchemaError::Dimension {
-            name: dims[0].name.clone(),
-            why: e.to_string(),
-        })?;
+        let layout = Layout::new(&widths)
+            .map_err(|e| SchemaError::Dimension { name: dims[0].name.clone(), why: e.to_string() })?;
         Ok(Schema { dims, layout: Arc::new(layout), binned })
     }
 
@@ -338,7 +336,9 @@ impl Schema {
                     match v {
                         None => Ok(None),
                         Some(Value::Time(t)) => Ok(Some(t)),
-                        Some(other) => Err(err(EncodeError::Type { expected: "a timestamp", got: format!("{other:?}") })),
+                        Some(other) => {
+                            Err(err(EncodeError::Type { expected: "a timestamp", got: format!("{other:?}") }))
+                        }
                     }
                 };
                 time_range = (as_time(vlo)?, as_time(vhi)?);

@@ -92,12 +92,21 @@ fn config_errors_name_the_dimension() {
     assert_eq!(err_of("[[dimension]]\nname='x'\ntype='bogus'\nbits=3"),
         "dimension \"x\": unknown type \"bogus\"; expected one of uint, int, f32, f64, scaled, timestamp, string, hash, enum");
     assert_eq!(err_of("[[dimension]]\nname='x'\ntype='uint'"), "dimension \"x\": type \"uint\" needs `bits`");
-    assert_eq!(err_of("[[dimension]]\nname='x'\ntype='uint'\nbits=3\nunit='second'"),
-        "dimension \"x\": field `unit` does not apply to type \"uint\"");
-    assert_eq!(err_of("[[dimension]]\nname='x'\ntype='hash'\nbits=65"), "dimension \"x\": `bits` must be 1..=64, got 65");
-    assert_eq!(err_of("[[dimension]]\nname='x'\ntype='uint'\nbits=3\n[[dimension]]\nname='x'\ntype='uint'\nbits=3"),
-        "dimension name \"x\" appears twice");
-    assert!(err_of("[[dimension]]\nname='t'\ntype='timestamp'\nunit='second'\nbin='day'\nbits=16").contains("cannot hold"));
+    assert_eq!(
+        err_of("[[dimension]]\nname='x'\ntype='uint'\nbits=3\nunit='second'"),
+        "dimension \"x\": field `unit` does not apply to type \"uint\""
+    );
+    assert_eq!(
+        err_of("[[dimension]]\nname='x'\ntype='hash'\nbits=65"),
+        "dimension \"x\": `bits` must be 1..=64, got 65"
+    );
+    assert_eq!(
+        err_of("[[dimension]]\nname='x'\ntype='uint'\nbits=3\n[[dimension]]\nname='x'\ntype='uint'\nbits=3"),
+        "dimension name \"x\" appears twice"
+    );
+    assert!(
+        err_of("[[dimension]]\nname='t'\ntype='timestamp'\nunit='second'\nbin='day'\nbits=16").contains("cannot hold")
+    );
     assert_eq!(err_of(""), "the schema has no dimensions");
     assert!(err_of("[[dimension]]\nname='x'\ntype='uint'\nbits=3\ncolour='red'").starts_with("schema TOML:"));
 }
@@ -112,7 +121,10 @@ fn plan_boxes_splits_by_time_bin() {
     let t0 = parse_instant("2016-02-17T23:00:00Z", TimeUnit::Second).unwrap();
     let t1 = parse_instant("2016-02-19T00:30:00Z", TimeUnit::Second).unwrap();
     let boxes = s
-        .plan_boxes(&[(0, Constraint::Range(Some(Value::Time(t0)), Some(Value::Time(t1)))), (1, Constraint::Eq(Value::Int(3)))])
+        .plan_boxes(&[
+            (0, Constraint::Range(Some(Value::Time(t0)), Some(Value::Time(t1)))),
+            (1, Constraint::Eq(Value::Int(3))),
+        ])
         .unwrap();
     let summary: Vec<_> = boxes
         .iter()

@@ -49,9 +49,7 @@ impl TimeBin {
         match self {
             TimeBin::Hour => t.div_euclid(HOUR_MS) * HOUR_MS,
             TimeBin::Day => t.div_euclid(DAY_MS) * DAY_MS,
-            TimeBin::Week => {
-                (t - FIRST_MONDAY_MS).div_euclid(7 * DAY_MS) * 7 * DAY_MS + FIRST_MONDAY_MS
-            }
+            TimeBin::Week => (t - FIRST_MONDAY_MS).div_euclid(7 * DAY_MS) * 7 * DAY_MS + FIRST_MONDAY_MS,
             TimeBin::Month => {
                 let dt = Utc.timestamp_millis_opt(t).single().unwrap_or_default();
                 month_start(dt.year(), dt.month())

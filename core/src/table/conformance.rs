@@ -94,8 +94,15 @@ async fn query_all<T: SortedTable + ?Sized>(t: &T, mut req: QueryRequest) -> Res
 }
 
 async fn sort_order_is_unsigned_bytes<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
-    let mut ks: Vec<Vec<u8>> =
-        vec![vec![0x80], vec![0x01, 0x00], vec![0x01], vec![0x00, 0xff], vec![0x7f, 0xff, 0xff], vec![0xff], vec![0x00]];
+    let mut ks: Vec<Vec<u8>> = vec![
+        vec![0x80],
+        vec![0x01, 0x00],
+        vec![0x01],
+        vec![0x00, 0xff],
+        vec![0x7f, 0xff, 0xff],
+        vec![0xff],
+        vec![0x00],
+    ];
     for k in &ks {
         t.put(Item::new(pk, k.clone())).await.map_err(e)?;
     }
@@ -139,8 +146,17 @@ async fn limit_counts_evaluated_items<T: SortedTable + ?Sized>(t: &T, pk: &str) 
     req.filter = Filter::none().and("n", Test::Ge(AttrValue::from(5)));
     req.limit = Some(3);
     let p = t.query(&req).await.map_err(e)?;
-    ensure!(p.scanned_count == 3 && p.count == 0 && p.items.is_empty(), "page 1: scanned {} count {}", p.scanned_count, p.count);
-    ensure!(p.last_evaluated == Some(vec![3]), "page 1: LastEvaluatedKey must be the last evaluated (filtered-out) key [3], got {:?}", p.last_evaluated);
+    ensure!(
+        p.scanned_count == 3 && p.count == 0 && p.items.is_empty(),
+        "page 1: scanned {} count {}",
+        p.scanned_count,
+        p.count
+    );
+    ensure!(
+        p.last_evaluated == Some(vec![3]),
+        "page 1: LastEvaluatedKey must be the last evaluated (filtered-out) key [3], got {:?}",
+        p.last_evaluated
+    );
     req.exclusive_start = p.last_evaluated;
     let p = t.query(&req).await.map_err(e)?;
     ensure!(p.scanned_count == 3 && p.count == 1, "page 2: scanned {} count {}", p.scanned_count, p.count);
@@ -155,7 +171,11 @@ async fn limit_reached_at_the_end_still_returns_a_key<T: SortedTable + ?Sized>(t
     req.limit = Some(4);
     let p = t.query(&req).await.map_err(e)?;
     ensure!(p.count == 4, "count {}", p.count);
-    ensure!(p.last_evaluated == Some(vec![4]), "Limit reached on the last item: DynamoDB still returns LastEvaluatedKey; got {:?}", p.last_evaluated);
+    ensure!(
+        p.last_evaluated == Some(vec![4]),
+        "Limit reached on the last item: DynamoDB still returns LastEvaluatedKey; got {:?}",
+        p.last_evaluated
+    );
     req.exclusive_start = p.last_evaluated;
     let p = t.query(&req).await.map_err(e)?;
     ensure!(p.count == 0 && p.scanned_count == 0 && p.last_evaluated.is_none(), "after the end: {p:?}");
@@ -175,11 +195,15 @@ async fn pagination_reads_everything_once<T: SortedTable + ?Sized>(t: &T, pk: &s
     put_numbered(t, pk, 25).await?;
     let mut req = QueryRequest::new(pk, SortKeyCondition::Between(vec![3], vec![23]));
     req.limit = Some(7);
-    req.filter = Filter::none().and("n", Test::In(vec![AttrValue::from(2), AttrValue::from(9), AttrValue::from(22), AttrValue::from(24)]));
+    req.filter = Filter::none()
+        .and("n", Test::In(vec![AttrValue::from(2), AttrValue::from(9), AttrValue::from(22), AttrValue::from(24)]));
     let (items, pages) = query_all(t, req).await?;
     let got: Vec<_> = items.into_iter().map(|i| i.sk).collect();
     ensure!(got == vec![vec![3], vec![10], vec![23]], "got {got:?}");
-    ensure!(pages == 3 || pages == 4, "21 items at Limit 7 take 3 pages (+1 empty when the limit lands on the end); took {pages}");
+    ensure!(
+        pages == 3 || pages == 4,
+        "21 items at Limit 7 take 3 pages (+1 empty when the limit lands on the end); took {pages}"
+    );
     Ok(())
 }
 
@@ -217,7 +241,11 @@ async fn put_replaces_the_whole_item<T: SortedTable + ?Sized>(t: &T, pk: &str) -
     t.put(Item::new(pk, vec![1]).with("b", 2)).await.map_err(e)?;
     let (items, _) = query_all(t, QueryRequest::new(pk, SortKeyCondition::Any)).await?;
     ensure!(items.len() == 1, "{} items", items.len());
-    ensure!(!items[0].attrs.contains_key("a") && items[0].attrs.get("b") == Some(&AttrValue::from(2)), "got {:?}", items[0].attrs);
+    ensure!(
+        !items[0].attrs.contains_key("a") && items[0].attrs.get("b") == Some(&AttrValue::from(2)),
+        "got {:?}",
+        items[0].attrs
+    );
     Ok(())
 }
 
@@ -229,7 +257,11 @@ fn sized_item(pk: &str, sk: u8, size: usize) -> Item {
 
 async fn read_capacity_by_4kb_of_evaluated_items<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
     let empty = t.query(&QueryRequest::new(pk, SortKeyCondition::Any)).await.map_err(e)?;
-    ensure!(empty.consumed_rcu == 0.5, "an empty eventually consistent Query costs 0.5 RCU, got {}", empty.consumed_rcu);
+    ensure!(
+        empty.consumed_rcu == 0.5,
+        "an empty eventually consistent Query costs 0.5 RCU, got {}",
+        empty.consumed_rcu
+    );
     t.put_batch((1..=4).map(|i| sized_item(pk, i, 1024)).collect()).await.map_err(e)?;
     let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
     let p = t.query(&req).await.map_err(e)?;

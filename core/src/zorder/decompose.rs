@@ -148,12 +148,7 @@ fn close_smallest_gaps(ranges: Vec<ZRange>, budget: usize) -> Vec<ZRange> {
 /// outside addresses. Greedy over the aligned blocks that tile `[start, limit]`:
 /// take a block whole when its outside volume fits, else descend into its
 /// lower half. O(bits) blocks, each O(bits).
-pub fn span_end_within_garbage(
-    zbox: &ZBox,
-    start: &ZAddress,
-    limit: &ZAddress,
-    garbage: f64,
-) -> ZAddress {
+pub fn span_end_within_garbage(zbox: &ZBox, start: &ZAddress, limit: &ZAddress, garbage: f64) -> ZAddress {
     let bits = zbox.layout().total_bits();
     let mut remaining = garbage;
     let mut cur = start.clone();

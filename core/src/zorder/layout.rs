@@ -71,8 +71,7 @@ impl Layout {
         // dimension that still has bits.
         let mut owner = vec![0u16; total_bits as usize];
         let mut owner_bit = vec![0u8; total_bits as usize];
-        let mut dim_positions: Vec<Vec<u32>> =
-            widths.iter().map(|&w| vec![0; w as usize]).collect();
+        let mut dim_positions: Vec<Vec<u32>> = widths.iter().map(|&w| vec![0; w as usize]).collect();
         let mut pos = total_bits;
         let max_w = *widths.iter().max().unwrap_or(&0);
         for r in 0..max_w {
@@ -238,9 +237,7 @@ impl Layout {
         #[cfg(target_arch = "x86_64")]
         if self.use_pdep {
             // SAFETY: `use_pdep` is true only when the CPU reports BMI2.
-            unsafe {
-                self.interleave_pdep(values, out)
-            };
+            unsafe { self.interleave_pdep(values, out) };
             return;
         }
         self.interleave_tables(values, out);
@@ -319,7 +316,7 @@ fn pdep_is_available() -> bool {
             (l0.ebx, family)
         };
         const AUTH: u32 = u32::from_le_bytes(*b"Auth"); // AuthenticAMD
-        // Zen 3 is family 0x19; Zen 1/2 are 0x17.
+                                                        // Zen 3 is family 0x19; Zen 1/2 are 0x17.
         vendor != AUTH || family >= 0x19
     }
     #[cfg(not(target_arch = "x86_64"))]

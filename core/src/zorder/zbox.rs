@@ -115,8 +115,7 @@ impl ZBox {
     pub fn is_relevant(&self, z: &ZAddress) -> bool {
         (0..self.layout.dims()).all(|d| {
             let m = self.layout.dim_mask(d);
-            z.cmp_masked(&self.min, m) != Ordering::Less
-                && z.cmp_masked(&self.max, m) != Ordering::Greater
+            z.cmp_masked(&self.min, m) != Ordering::Less && z.cmp_masked(&self.max, m) != Ordering::Greater
         })
     }
 
@@ -204,14 +203,10 @@ impl ZBox {
         let mut inside = true;
         for d in 0..layout.dims() {
             let m = layout.dim_mask(d);
-            if end.cmp_masked(&self.min, m) == Ordering::Less
-                || start.cmp_masked(&self.max, m) == Ordering::Greater
-            {
+            if end.cmp_masked(&self.min, m) == Ordering::Less || start.cmp_masked(&self.max, m) == Ordering::Greater {
                 return Overlap::Disjoint;
             }
-            if start.cmp_masked(&self.min, m) == Ordering::Less
-                || end.cmp_masked(&self.max, m) == Ordering::Greater
-            {
+            if start.cmp_masked(&self.min, m) == Ordering::Less || end.cmp_masked(&self.max, m) == Ordering::Greater {
                 inside = false;
             }
         }

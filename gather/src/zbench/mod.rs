@@ -47,7 +47,14 @@ pub struct Run {
 
 impl Run {
     fn new(index: &str, strategy: String, s: &QueryStats) -> Self {
-        Run { index: index.into(), strategy, returned: s.returned, scanned: s.scanned, requests: s.requests, rcu: s.rcu }
+        Run {
+            index: index.into(),
+            strategy,
+            returned: s.returned,
+            scanned: s.scanned,
+            requests: s.requests,
+            rcu: s.rcu,
+        }
     }
 }
 
@@ -124,7 +131,9 @@ pub async fn run(
 
             let zq = ZQuery { pk, zbox: &b.zbox, filter: filter.clone(), suffixed: true, consistent: false };
             for (s, acc) in strategies.iter().zip(per_strategy.iter_mut()) {
-                let out = run_query_with(&data.z_index, &zq, s, &mut acc.2).await.map_err(|e| ZbenchError::Internal(e.to_string()))?;
+                let out = run_query_with(&data.z_index, &zq, s, &mut acc.2)
+                    .await
+                    .map_err(|e| ZbenchError::Internal(e.to_string()))?;
                 acc.0.add(&out.stats);
                 acc.1.extend(out.items);
             }

@@ -82,7 +82,8 @@ pub fn parse(text: &str) -> Result<Vec<BenchQuery>, ZbenchError> {
                 continue;
             }
             let line = line_of(text, value.span().start);
-            let bad = |why: String| ZbenchError::Queries { line, why: format!("query {name:?}, field {field:?}: {why}") };
+            let bad =
+                |why: String| ZbenchError::Queries { line, why: format!("query {name:?}, field {field:?}: {why}") };
             let bound = match value.get_ref() {
                 Toml::Array(a) => match a.as_slice() {
                     [lo, hi] => Bound::Range(
@@ -92,13 +93,18 @@ pub fn parse(text: &str) -> Result<Vec<BenchQuery>, ZbenchError> {
                     _ => return Err(bad(format!("a range is [low, high]; got {} elements", a.len()))),
                 },
                 Toml::Table(t) => {
-                    let get = |k: &str| t.get(k).map(|v| scalar(v).ok_or_else(|| bad(format!("`{k}` must be a scalar")))).transpose();
+                    let get = |k: &str| {
+                        t.get(k).map(|v| scalar(v).ok_or_else(|| bad(format!("`{k}` must be a scalar")))).transpose()
+                    };
                     if let Some(unknown) = t.keys().find(|k| !["min", "max", "in"].contains(&k.as_str())) {
                         return Err(bad(format!("unknown key `{unknown}`; use min, max or in")));
                     }
                     match t.get("in") {
                         Some(Toml::Array(items)) if t.len() == 1 => Bound::In(
-                            items.iter().map(|v| scalar(v).ok_or_else(|| bad("`in` takes scalars".into()))).collect::<Result<_, _>>()?,
+                            items
+                                .iter()
+                                .map(|v| scalar(v).ok_or_else(|| bad("`in` takes scalars".into())))
+                                .collect::<Result<_, _>>()?,
                         ),
                         Some(_) => return Err(bad("`in` takes an array, alone".into())),
                         None => Bound::Range(get("min")?, get("max")?),

@@ -12,10 +12,7 @@ fn count(n: f64) -> String {
 }
 
 pub fn render_table(r: &Report) -> String {
-    let mut out = format!(
-        "{} rows; Z-address {} bits; single-attribute index on {:?}\n",
-        r.rows, r.z_bits, r.order_by
-    );
+    let mut out = format!("{} rows; Z-address {} bits; single-attribute index on {:?}\n", r.rows, r.z_bits, r.order_by);
     for q in &r.queries {
         out.push_str(&format!(
             "\n{}\n  search space: seed-001 estimate {} addresses; box {}; naive span {}; {} box(es)\n",
@@ -29,7 +26,8 @@ pub fn render_table(r: &Report) -> String {
         t.load_preset(UTF8_FULL_CONDENSED);
         t.set_header(vec!["index", "strategy", "returned", "scanned", "requests", "RCU", "scanned/returned"]);
         for run in &q.runs {
-            let ratio = if run.returned > 0 { format!("{:.1}", run.scanned as f64 / run.returned as f64) } else { "-".into() };
+            let ratio =
+                if run.returned > 0 { format!("{:.1}", run.scanned as f64 / run.returned as f64) } else { "-".into() };
             t.add_row(vec![
                 Cell::new(&run.index),
                 Cell::new(&run.strategy),

@@ -18,9 +18,7 @@ use async_trait::async_trait;
 use rusqlite::{params_from_iter, Connection, OpenFlags};
 use std::path::Path;
 use std::sync::Mutex;
-use zigzag_core::table::{
-    evaluate_page, Item, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError,
-};
+use zigzag_core::table::{evaluate_page, Item, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError};
 
 pub use codec::CorruptAttributes;
 
