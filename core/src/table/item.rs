@@ -40,20 +40,6 @@ impl AttrValue {
             AttrValue::N(n) => number_size(n),
         }
     }
-
-    pub fn as_decimal(&self) -> Option<Decimal> {
-        match self {
-            AttrValue::N(n) => Some(*n),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            AttrValue::S(s) => Some(s),
-            _ => None,
-        }
-    }
 }
 
 impl From<&str> for AttrValue {
@@ -96,6 +82,14 @@ impl Item {
     pub fn with(mut self, name: &str, value: impl Into<AttrValue>) -> Self {
         self.attrs.insert(name.to_string(), value.into());
         self
+    }
+
+    /// Rejects what DynamoDB rejects on write: empty key values.
+    pub fn validate_keys(&self) -> Result<(), super::TableError> {
+        if self.pk.is_empty() || self.sk.is_empty() {
+            return Err(super::TableError::InvalidRequest("key attributes must not be empty".into()));
+        }
+        Ok(())
     }
 
     /// Size by DynamoDB's rules: attribute names plus values, keys included.

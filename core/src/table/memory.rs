@@ -75,9 +75,7 @@ impl SortedTable for MemoryTable {
 
     async fn put_batch(&self, items: Vec<Item>) -> Result<(), TableError> {
         for item in &items {
-            if item.pk.is_empty() || item.sk.is_empty() {
-                return Err(TableError::InvalidRequest("key attributes must not be empty".into()));
-            }
+            item.validate_keys()?;
         }
         let mut parts = self.partitions.write().unwrap_or_else(|e| e.into_inner());
         for item in items {

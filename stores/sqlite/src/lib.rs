@@ -121,9 +121,7 @@ impl SqliteTable {
 
     fn put_batch_sync(&self, items: &[Item]) -> Result<(), TableError> {
         for item in items {
-            if item.pk.is_empty() || item.sk.is_empty() {
-                return Err(TableError::InvalidRequest("key attributes must not be empty".into()));
-            }
+            item.validate_keys()?;
         }
         let mut conn = self.lock();
         let tx = conn.transaction().map_err(sqlite_err)?;
