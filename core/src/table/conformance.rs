@@ -65,6 +65,9 @@ pub async fn run<T: SortedTable + ?Sized>(table: &T, namespace: &str) -> Result<
     check!("capacity", read_capacity_by_4kb_of_evaluated_items);
     check!("page-size", pages_stop_at_one_megabyte);
     check!("filter-types", filters_compare_like_dynamodb);
+    check!("update-add", updates_add_and_create);
+    check!("update-guards", failed_guards_change_nothing);
+    check!("update-concurrent", concurrent_adds_all_apply);
     if failures.is_empty() {
         Ok(())
     } else {
@@ -316,5 +319,53 @@ async fn filters_compare_like_dynamodb<T: SortedTable + ?Sized>(t: &T, pk: &str)
     ensure!(got == vec![1, 2], "BETWEEN on numbers: {got:?}");
     let got = run(Test::In(vec![n(9), AttrValue::from("9")])).await?;
     ensure!(got == vec![1, 4], "IN matches by type and value: {got:?}");
+    Ok(())
+}
+
+async fn updates_add_and_create<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
+    let req = UpdateRequest::new(pk, vec![7]).add("n", Decimal::from(3)).set_if_absent("first", 1).set("last", 1);
+    let out = t.update(&req).await.map_err(e)?;
+    ensure!(out.applied(), "first update not applied: {out:?}");
+    let req2 = UpdateRequest::new(pk, vec![7]).add("n", Decimal::new(-15, 1)).set_if_absent("first", 2).set("last", 2);
+    t.update(&req2).await.map_err(e)?;
+    let item = t.get(pk, &[7]).await.map_err(e)?.ok_or("item missing after update")?;
+    ensure!(item.attrs.get("n") == Some(&AttrValue::N(Decimal::new(15, 1))), "n = {:?}", item.attrs.get("n"));
+    ensure!(item.attrs.get("first") == Some(&AttrValue::from(1)), "if_not_exists overwrote: {:?}", item.attrs);
+    ensure!(item.attrs.get("last") == Some(&AttrValue::from(2)), "SET lost: {:?}", item.attrs);
+    ensure!(t.get(pk, &[8]).await.map_err(e)?.is_none(), "get of an absent key returned an item");
+    Ok(())
+}
+
+async fn failed_guards_change_nothing<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
+    let write = |hwm: i64| {
+        UpdateRequest::new(pk, vec![1]).add("n", Decimal::ONE).set("hwm", hwm).guard("hwm", CmpOp::Lt, hwm, true)
+    };
+    ensure!(t.update(&write(5)).await.map_err(e)?.applied(), "absent_ok guard failed on a new item");
+    match t.update(&write(5)).await.map_err(e)? {
+        UpdateOutcome::ConditionFailed(Some(old)) => {
+            ensure!(old.attrs.get("hwm") == Some(&AttrValue::from(5)), "old item {:?}", old.attrs)
+        }
+        other => return Err(format!("replayed write with the same mark: {other:?}")),
+    }
+    ensure!(t.update(&write(6)).await.map_err(e)?.applied(), "higher mark rejected");
+    let item = t.get(pk, &[1]).await.map_err(e)?.ok_or("item missing")?;
+    ensure!(item.attrs.get("n") == Some(&AttrValue::from(2)), "n = {:?} after 2 of 3 writes", item.attrs.get("n"));
+    let strict = UpdateRequest::new(pk, vec![2]).set("x", 1).guard("owner", CmpOp::Eq, "me", false);
+    ensure!(
+        t.update(&strict).await.map_err(e)? == UpdateOutcome::ConditionFailed(None),
+        "strict guard on an absent item"
+    );
+    ensure!(t.get(pk, &[2]).await.map_err(e)?.is_none(), "a failed update created the item");
+    Ok(())
+}
+
+async fn concurrent_adds_all_apply<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
+    let req = UpdateRequest::new(pk, vec![3]).add("n", Decimal::ONE);
+    let results = futures::future::join_all((0..50).map(|_| t.update(&req))).await;
+    for r in results {
+        r.map_err(e)?;
+    }
+    let item = t.get(pk, &[3]).await.map_err(e)?.ok_or("item missing")?;
+    ensure!(item.attrs.get("n") == Some(&AttrValue::from(50)), "n = {:?} after 50 adds", item.attrs.get("n"));
     Ok(())
 }

@@ -2,7 +2,10 @@
 //! reference implementation for tests, `zbench` and benchmarks.
 
 use super::request::evaluate_page;
-use super::{Item, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError};
+use super::{
+    apply_update, Item, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError, UpdateOutcome,
+    UpdateRequest,
+};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -86,6 +89,17 @@ impl SortedTable for MemoryTable {
 
     async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
         self.query_sync(req)
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
+        req.validate()?;
+        let mut parts = self.partitions.write().unwrap_or_else(|e| e.into_inner());
+        let part = parts.entry(req.pk.clone()).or_default();
+        let outcome = apply_update(part.get(&req.sk).cloned(), req)?;
+        if let UpdateOutcome::Applied(item) = &outcome {
+            part.insert(req.sk.clone(), item.clone());
+        }
+        Ok(outcome)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The sorted-table abstraction: partitions of items ordered by a binary
-//! sort key, queried with DynamoDB's semantics (key condition, filter,
+//! sort key, updated atomically under conditions and queried with
+//! DynamoDB's semantics (key condition, filter,
 //! `Limit` counting evaluated items, `LastEvaluatedKey`, 1 MB pages,
 //! ScannedCount/Count, read capacity in 4 KB units).
 //!
@@ -10,6 +11,7 @@ pub mod conformance;
 mod item;
 mod memory;
 mod request;
+mod update;
 
 pub use item::{AttrValue, Item, PK_ATTR, SK_ATTR};
 pub use memory::MemoryTable;
@@ -17,6 +19,7 @@ pub use request::{
     evaluate_page, read_capacity, Condition, Filter, QueryPage, QueryRequest, SortKeyCondition, Test, PAGE_BYTES,
     RCU_BYTES,
 };
+pub use update::{apply_update, Action, CmpOp, Guard, UpdateOutcome, UpdateRequest};
 
 use async_trait::async_trait;
 use thiserror::Error;
@@ -49,4 +52,14 @@ pub trait SortedTable: Send + Sync {
 
     /// One page of a Query.
     async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError>;
+
+    /// One atomic conditional update of one item (DynamoDB UpdateItem).
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError>;
+
+    /// Strongly consistent read of one item (GetItem).
+    async fn get(&self, pk: &str, sk: &[u8]) -> Result<Option<Item>, TableError> {
+        let mut req = QueryRequest::new(pk, SortKeyCondition::Eq(sk.to_vec()));
+        req.consistent = true;
+        Ok(self.query(&req).await?.items.pop())
+    }
 }

@@ -18,15 +18,23 @@ use async_trait::async_trait;
 use rusqlite::{params_from_iter, Connection, OpenFlags};
 use std::path::Path;
 use std::sync::Mutex;
-use zigzag_core::table::{evaluate_page, Item, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError};
+use zigzag_core::table::{
+    apply_update, evaluate_page, Item, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError,
+    UpdateOutcome, UpdateRequest,
+};
 
 pub use codec::CorruptAttributes;
 
 /// Default database file of the embedded pipeline.
 pub const DEFAULT_PATH: &str = "zigzag.db";
 
+/// Default table of aggregates; checkpoints live in another table of the same file.
+pub const DEFAULT_TABLE: &str = "items";
+
 pub struct SqliteTable {
     conn: Mutex<Connection>,
+    /// SQL table name (validated: lowercase letters, digits, underscores).
+    table: String,
 }
 
 fn store_err(e: impl std::error::Error + Send + Sync + 'static) -> TableError {
@@ -44,19 +52,32 @@ fn sqlite_err(e: rusqlite::Error) -> TableError {
 }
 
 impl SqliteTable {
-    /// Opens (creating if needed) the database file.
+    /// Opens (creating if needed) the database file's default table.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, TableError> {
+        Self::open_table(path, DEFAULT_TABLE)
+    }
+
+    /// Opens (creating if needed) one named table of the database file.
+    pub fn open_table(path: impl AsRef<Path>, table: &str) -> Result<Self, TableError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(sqlite_err)?;
-        Self::init(conn, true)
+        Self::init(conn, table, true)
     }
 
     /// A private in-memory database (tests).
     pub fn in_memory() -> Result<Self, TableError> {
-        Self::init(Connection::open_in_memory().map_err(sqlite_err)?, false)
+        Self::init(Connection::open_in_memory().map_err(sqlite_err)?, DEFAULT_TABLE, false)
     }
 
-    fn init(conn: Connection, wal: bool) -> Result<Self, TableError> {
+    fn init(conn: Connection, table: &str, wal: bool) -> Result<Self, TableError> {
+        let valid = !table.is_empty()
+            && table.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            && !table.as_bytes()[0].is_ascii_digit();
+        if !valid {
+            return Err(TableError::InvalidRequest(format!(
+                "table name {table:?}: use lowercase letters, digits and underscores"
+            )));
+        }
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(sqlite_err)?;
         if wal {
             conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite_err)?;
@@ -64,16 +85,16 @@ impl SqliteTable {
             // only an OS crash can lose the last transactions.
             conn.pragma_update(None, "synchronous", "NORMAL").map_err(sqlite_err)?;
         }
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS items (
+        conn.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {table} (
                  pk TEXT NOT NULL,
                  sk BLOB NOT NULL,
                  attrs BLOB NOT NULL,
                  PRIMARY KEY (pk, sk)
-             ) WITHOUT ROWID;",
-        )
+             ) WITHOUT ROWID;"
+        ))
         .map_err(sqlite_err)?;
-        Ok(SqliteTable { conn: Mutex::new(conn) })
+        Ok(SqliteTable { conn: Mutex::new(conn), table: table.to_string() })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -84,7 +105,7 @@ impl SqliteTable {
     /// Synchronous query (the async trait method delegates here).
     pub fn query_sync(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
         req.validate()?;
-        let (sql, args) = range_sql(req);
+        let (sql, args) = range_sql(&self.table, req);
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(&sql).map_err(sqlite_err)?;
         let mut rows = stmt.query(params_from_iter(args.iter())).map_err(sqlite_err)?;
@@ -127,13 +148,46 @@ impl SqliteTable {
         let tx = conn.transaction().map_err(sqlite_err)?;
         {
             let mut stmt = tx
-                .prepare_cached("INSERT OR REPLACE INTO items (pk, sk, attrs) VALUES (?1, ?2, ?3)")
+                .prepare_cached(&format!("INSERT OR REPLACE INTO {} (pk, sk, attrs) VALUES (?1, ?2, ?3)", self.table))
                 .map_err(sqlite_err)?;
             for item in items {
                 stmt.execute(rusqlite::params![item.pk, item.sk, codec::encode(&item.attrs)]).map_err(sqlite_err)?;
             }
         }
         tx.commit().map_err(sqlite_err)
+    }
+
+    /// Read, evaluate and write in one IMMEDIATE transaction: the write lock
+    /// is taken before the read, so no other process can interleave.
+    pub fn update_sync(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
+        req.validate()?;
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(sqlite_err)?;
+        let current: Option<Vec<u8>> = {
+            let mut stmt = tx
+                .prepare_cached(&format!("SELECT attrs FROM {} WHERE pk = ?1 AND sk = ?2", self.table))
+                .map_err(sqlite_err)?;
+            let mut rows = stmt.query(rusqlite::params![req.pk, req.sk]).map_err(sqlite_err)?;
+            match rows.next().map_err(sqlite_err)? {
+                Some(row) => Some(row.get(0).map_err(sqlite_err)?),
+                None => None,
+            }
+        };
+        let current = match current {
+            Some(blob) => {
+                Some(Item { pk: req.pk.clone(), sk: req.sk.clone(), attrs: codec::decode(&blob).map_err(store_err)? })
+            }
+            None => None,
+        };
+        let outcome = apply_update(current, req)?;
+        if let UpdateOutcome::Applied(item) = &outcome {
+            let mut stmt = tx
+                .prepare_cached(&format!("INSERT OR REPLACE INTO {} (pk, sk, attrs) VALUES (?1, ?2, ?3)", self.table))
+                .map_err(sqlite_err)?;
+            stmt.execute(rusqlite::params![item.pk, item.sk, codec::encode(&item.attrs)]).map_err(sqlite_err)?;
+        }
+        tx.commit().map_err(sqlite_err)?;
+        Ok(outcome)
     }
 }
 
@@ -151,9 +205,9 @@ fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 
 /// SQL for the key range a request can touch, in ascending key order. The
 /// exact condition is re-applied to each row; SQL only narrows the scan.
-fn range_sql(req: &QueryRequest) -> (String, Vec<rusqlite::types::Value>) {
+fn range_sql(table: &str, req: &QueryRequest) -> (String, Vec<rusqlite::types::Value>) {
     use rusqlite::types::Value as V;
-    let mut sql = String::from("SELECT sk, attrs FROM items WHERE pk = ?1");
+    let mut sql = format!("SELECT sk, attrs FROM {table} WHERE pk = ?1");
     let mut args = vec![V::Text(req.pk.clone())];
     let mut bound = |op: &str, key: &[u8], sql: &mut String| {
         args.push(V::Blob(key.to_vec()));
@@ -196,6 +250,10 @@ impl SortedTable for SqliteTable {
 
     async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
         self.query_sync(req)
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
+        self.update_sync(req)
     }
 }
 
