@@ -14,6 +14,7 @@ pub enum TimeUnit {
     Second,
     Minute,
     Hour,
+    Day,
 }
 
 impl TimeUnit {
@@ -23,6 +24,7 @@ impl TimeUnit {
             TimeUnit::Second => 1_000,
             TimeUnit::Minute => 60_000,
             TimeUnit::Hour => 3_600_000,
+            TimeUnit::Day => 86_400_000,
         }
     }
 }

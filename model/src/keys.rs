@@ -1,0 +1,176 @@
+//! Where an aggregate lives.
+//!
+//! - partition key: `{prefix:03}#{rollup}#{bin}`, e.g. `007#minute#2026-11-21`:
+//!   the scatter prefix spreads the writes for "now" over P partitions; the
+//!   rollup's time bin bounds each partition (a day of minutes, a month of
+//!   hours or days);
+//! - sort key: the Z-address of (time within bin, indexed dimensions), then
+//!   16 bytes of the key's identity (xxh3-128 of the full dimension values),
+//!   because fixed-width strings and hashes let distinct keys share a
+//!   Z-address.
+//!
+//! The full dimension values and the bucket start are also item attributes,
+//! so readers filter and group on exact values.
+
+use crate::config::{Config, ConfigError, DimensionType, Field, ScatterMode};
+use crate::rollup::Rollup;
+use zigzag_core::schema::{DimError, Dimension, Encoding, Schema, TimeEncoding, TimeUnit, Value};
+use zigzag_core::zorder::ZAddress;
+
+/// A key's identity: xxh3-128 over its dimension values.
+pub type Identity = u128;
+
+/// Bytes of identity after the Z-address in every sort key.
+pub const IDENTITY_BYTES: usize = 16;
+
+#[derive(Debug, Clone)]
+pub struct KeyModel {
+    fields: Vec<Field>,
+    schemas: Vec<(Rollup, Schema)>,
+    prefixes: u32,
+    mode: ScatterMode,
+}
+
+impl KeyModel {
+    pub fn new(config: &Config) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let fields: Vec<Field> = config.dimensions.iter().map(|d| d.field).collect();
+        let mut schemas = Vec::new();
+        for &rollup in &config.rollups {
+            let mut dims = vec![Dimension {
+                name: "time".into(),
+                bits: rollup.time_bits(),
+                encoding: Encoding::Timestamp(TimeEncoding {
+                    unit: rollup.unit(),
+                    bin: Some(rollup.bin()),
+                    origin: 0,
+                    epoch_unit: TimeUnit::Millisecond,
+                }),
+            }];
+            for d in &config.dimensions {
+                dims.push(match d.kind {
+                    DimensionType::String => {
+                        let bytes = d.bytes.unwrap_or(8);
+                        Dimension {
+                            name: d.field.name().into(),
+                            bits: bytes * 8,
+                            encoding: Encoding::FixedStr { bytes },
+                        }
+                    }
+                    DimensionType::Hash => {
+                        Dimension { name: d.field.name().into(), bits: d.bits.unwrap_or(32), encoding: Encoding::Hash }
+                    }
+                });
+            }
+            let schema = Schema::new(dims).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+            schemas.push((rollup, schema));
+        }
+        Ok(KeyModel { fields, schemas, prefixes: config.scatter.prefixes, mode: config.scatter.mode })
+    }
+
+    /// The indexed fields, in Z-dimension order (after time).
+    pub fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    pub fn rollups(&self) -> impl Iterator<Item = Rollup> + '_ {
+        self.schemas.iter().map(|(r, _)| *r)
+    }
+
+    pub fn prefixes(&self) -> u32 {
+        self.prefixes
+    }
+
+    pub fn mode(&self) -> ScatterMode {
+        self.mode
+    }
+
+    /// The Z-schema of a rollup: `time` (within the bin), then the fields.
+    pub fn schema(&self, rollup: Rollup) -> Option<&Schema> {
+        self.schemas.iter().find(|(r, _)| *r == rollup).map(|(_, s)| s)
+    }
+
+    pub fn identity(values: &[&str]) -> Identity {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for v in values {
+            h.update(&(v.len() as u32).to_le_bytes());
+            h.update(v.as_bytes());
+        }
+        h.digest128()
+    }
+
+    pub fn partition_key(prefix: u32, rollup: Rollup, bin_start: i64) -> String {
+        format!("{prefix:03}#{rollup}#{}", rollup.bin().label(bin_start))
+    }
+
+    /// Sort key of a key's bucket. `values` are in [`fields`](Self::fields) order.
+    pub fn sort_key(
+        &self,
+        rollup: Rollup,
+        bucket_start: i64,
+        values: &[&str],
+        id: Identity,
+    ) -> Result<Vec<u8>, DimError> {
+        let schema = self.schema(rollup).expect("rollup is configured");
+        let mut point: Vec<Value> = Vec::with_capacity(values.len() + 1);
+        point.push(Value::Time(bucket_start));
+        point.extend(values.iter().map(|v| Value::Str(v)));
+        let z: ZAddress = schema.encode_point(&point)?;
+        let mut sk = z.to_bytes(schema.layout().total_bits());
+        sk.extend_from_slice(&id.to_be_bytes());
+        Ok(sk)
+    }
+
+    /// The scatter prefix of one write. Hash mode: a function of the key and
+    /// bucket only. Random mode: also of the shard and flush, so every flush
+    /// lands somewhere new, yet a replayed flush lands where it did.
+    pub fn prefix(&self, id: Identity, rollup: Rollup, bucket_start: i64, shard: &str, flush: u64) -> u32 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(&id.to_le_bytes());
+        h.update(&[rollup as u8]);
+        h.update(&bucket_start.to_le_bytes());
+        if self.mode == ScatterMode::Random {
+            h.update(shard.as_bytes());
+            h.update(&flush.to_le_bytes());
+        }
+        (h.digest() % self.prefixes as u64) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_bounded_and_distinct() {
+        let m = KeyModel::new(&Config::default()).unwrap();
+        let t = 1_763_700_000_000; // 2025-11-21T04:40Z
+        let a = ["news.example", "spring", "DE"];
+        let b = ["news.example.org", "spring", "DE"]; // same 8-byte prefix
+        let (ia, ib) = (KeyModel::identity(&a), KeyModel::identity(&b));
+        let ska = m.sort_key(Rollup::Minute, Rollup::Minute.floor(t), &a, ia).unwrap();
+        let skb = m.sort_key(Rollup::Minute, Rollup::Minute.floor(t), &b, ib).unwrap();
+        assert_ne!(ska, skb, "the identity suffix separates keys sharing a Z-address");
+        assert_eq!(ska.len(), skb.len());
+        assert_eq!(ska[..ska.len() - IDENTITY_BYTES], skb[..skb.len() - IDENTITY_BYTES]);
+        assert_eq!(
+            KeyModel::partition_key(7, Rollup::Minute, Rollup::Minute.bin().start_of(t)),
+            "007#minute#2025-11-21"
+        );
+        assert_eq!(KeyModel::partition_key(7, Rollup::Hour, Rollup::Hour.bin().start_of(t)), "007#hour#2025-11");
+    }
+
+    #[test]
+    fn scatter_modes() {
+        let mut c = Config::default();
+        let hash = KeyModel::new(&c).unwrap();
+        c.scatter.mode = ScatterMode::Random;
+        let random = KeyModel::new(&c).unwrap();
+        let id = KeyModel::identity(&["a", "b", "c"]);
+        assert_eq!(hash.prefix(id, Rollup::Hour, 0, "s1", 1), hash.prefix(id, Rollup::Hour, 0, "s2", 9));
+        let seen: std::collections::HashSet<u32> =
+            (0..64).map(|f| random.prefix(id, Rollup::Hour, 0, "s1", f)).collect();
+        assert!(seen.len() > 8, "random mode moves between flushes: {seen:?}");
+        assert_eq!(random.prefix(id, Rollup::Hour, 0, "s1", 3), random.prefix(id, Rollup::Hour, 0, "s1", 3));
+    }
+}

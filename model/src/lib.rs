@@ -1,0 +1,25 @@
+//! The data model shared by `ingest` (writer) and `gather` (reader): what an
+//! aggregate item is and where it lives.
+//!
+//! - [`config`]: the pipeline configuration (TOML, all defaults sensible).
+//! - [`rollup`]: rollup granularities and their partition time bins.
+//! - [`keys`]: partition key (scatter prefix + rollup + time bin) and sort
+//!   key (Z-address + identity suffix) of an aggregate, and the scatter rule.
+//! - [`measures`]: the measures of one aggregate, their item attributes and
+//!   the exactly-once update request.
+//! - [`position`]: stream positions (sequence numbers up to 256 bits).
+//! - [`checkpoint`]: the per-shard checkpoint item and its flush protocol.
+
+pub mod checkpoint;
+pub mod config;
+pub mod keys;
+pub mod measures;
+pub mod position;
+pub mod rollup;
+
+pub use checkpoint::Checkpoint;
+pub use config::{Config, ConfigError, Field, ScatterMode};
+pub use keys::{Identity, KeyModel};
+pub use measures::{Measure, Measures};
+pub use position::{Position, SeqNo};
+pub use rollup::Rollup;
