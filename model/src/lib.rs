@@ -9,6 +9,7 @@
 //!   the exactly-once update request.
 //! - [`position`]: stream positions (sequence numbers up to 256 bits).
 //! - [`checkpoint`]: the per-shard checkpoint item and its flush protocol.
+//! - [`truth`]: a generator's ground truth, to check reports against.
 
 pub mod checkpoint;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod keys;
 pub mod measures;
 pub mod position;
 pub mod rollup;
+pub mod truth;
 
 pub use checkpoint::Checkpoint;
 pub use config::{Config, ConfigError, Field, ScatterMode};
@@ -23,3 +25,4 @@ pub use keys::{Identity, KeyModel};
 pub use measures::{Measure, Measures};
 pub use position::{Position, SeqNo};
 pub use rollup::Rollup;
+pub use truth::{Truth, TruthMeasures};
