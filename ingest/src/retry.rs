@@ -1,0 +1,84 @@
+//! Bounded retries with exponential backoff and full jitter (sleep a
+//! uniform random time in `[0, min(cap, base * 2^attempt))`), for errors the
+//! store marks as retryable. One helper for every call site: no copy-pasted
+//! retry loops.
+
+use rand::Rng;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use zigzag_core::table::TableError;
+
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { max_attempts: 10, base: Duration::from_millis(25), cap: Duration::from_secs(5) }
+    }
+}
+
+fn retryable(e: &TableError) -> bool {
+    matches!(e, TableError::Throttled(_))
+}
+
+impl RetryPolicy {
+    /// Runs `op` until it succeeds, fails with a non-retryable error, or
+    /// `max_attempts` are spent; counts each retry in `retries`.
+    pub async fn run<T, F, Fut>(&self, retries: &AtomicU64, mut op: F) -> Result<T, TableError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, TableError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            match op().await {
+                Err(e) if retryable(&e) && attempt + 1 < self.max_attempts => {
+                    let ceiling = self.base.saturating_mul(1 << attempt.min(20)).min(self.cap);
+                    let sleep = rand::thread_rng().gen_range(Duration::ZERO..=ceiling);
+                    retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(sleep).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn retries_throttles_then_gives_up() {
+        let policy = RetryPolicy { max_attempts: 4, base: Duration::from_millis(1), cap: Duration::from_millis(2) };
+        let retries = AtomicU64::new(0);
+        let mut calls = 0;
+        let r: Result<u32, _> = policy
+            .run(&retries, || {
+                calls += 1;
+                let n = calls;
+                async move {
+                    if n < 3 {
+                        Err(TableError::Throttled("slow down".into()))
+                    } else {
+                        Ok(n)
+                    }
+                }
+            })
+            .await;
+        assert_eq!(r.unwrap(), 3);
+        assert_eq!(retries.load(Ordering::Relaxed), 2);
+        let r: Result<(), _> = policy.run(&retries, || async { Err(TableError::Throttled("x".into())) }).await;
+        assert!(matches!(r, Err(TableError::Throttled(_))));
+        assert_eq!(retries.load(Ordering::Relaxed), 5, "4 attempts = 3 more retries");
+        let r: Result<(), _> = policy.run(&retries, || async { Err(TableError::InvalidRequest("no".into())) }).await;
+        assert!(matches!(r, Err(TableError::InvalidRequest(_))));
+        assert_eq!(retries.load(Ordering::Relaxed), 5, "validation errors are not retried");
+    }
+}
