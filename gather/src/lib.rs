@@ -1,4 +1,34 @@
-//! `gather`: reads what `ingest` wrote. For now: `zbench`, the schema
-//! workbench; time-window reports arrive with the embedded pipeline.
+//! `gather`: reads what `ingest` wrote, as reports over a time window.
+//!
+//! A request goes through small steps, one module each:
+//! - [`window`]: `--from/--to` or `--last`, and durations (`--step`);
+//! - [`filter`]: `--where` expressions → Z-box constraints + exact tests;
+//! - [`plan`]: the rollup, the window's bins × scatter prefixes as Z-range
+//!   queries, and an estimate;
+//! - [`execute`]: the queries in parallel under a concurrency limit, every
+//!   page read, paced by [`throttle`] (RCU/s budget, retries);
+//! - [`merge`]: partial aggregates summed exactly per group;
+//! - [`report`]: `timeseries`, `top`, `ctr`, `totals` as typed rows;
+//! - [`render`]: table, CSV, JSON, and SVG/PNG charts;
+//! - [`explain`]: the plan, estimate and actual cost;
+//! - [`check`]: the store against a generator's ground truth.
+//!
+//! [`run::gather`] strings plan, execute and merge together. `zbench` is
+//! the schema workbench.
 
+pub mod check;
+pub mod error;
+pub mod execute;
+pub mod explain;
+pub mod filter;
+pub mod merge;
+pub mod plan;
+pub mod render;
+pub mod report;
+pub mod run;
+pub mod throttle;
+pub mod window;
 pub mod zbench;
+
+pub use error::GatherError;
+pub use run::{gather, Gathered};

@@ -1,23 +1,271 @@
-//! The `gather` binary: argument parsing and error context only.
+//! The `gather` binary: argument parsing and error context only; the work
+//! is in the library (`zigzag_gather`).
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
 use zigzag_core::query::{AdaptiveConfig, Strategy};
 use zigzag_core::schema::{Encoding, Schema};
-use zigzag_gather::zbench;
+use zigzag_gather::execute::{ExecOptions, DEFAULT_CONCURRENCY};
+use zigzag_gather::filter::FilterSet;
+use zigzag_gather::plan::PlanRequest;
+use zigzag_gather::render::{render, write_chart, Format};
+use zigzag_gather::report::{self, RankBy};
+use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
+use zigzag_gather::{check, explain, merge, zbench};
+use zigzag_model::{Config, KeyModel, Rollup, Truth};
+use zigzag_sqlite::SqliteTable;
+
+const WHERE_HELP: &str = "Filter, repeatable (AND): FIELD=V, FIELD!=V, 'FIELD in V1,V2', FIELD>=V, FIELD>V, \
+FIELD<=V, FIELD<V. FIELD is a configured dimension (referrer, campaign, country, url); values compare as \
+UTF-8 bytes. Filters on indexed dimensions narrow the Z-ranges; all are applied exactly after reading";
 
 #[derive(Parser)]
-#[command(name = "gather", version, about = "Query Zigzag aggregates; benchmark Z-index schemas")]
+#[command(
+    name = "gather",
+    version,
+    about = "Reports over Zigzag aggregates (time series, top N, CTR, totals); benchmark Z-index schemas",
+    after_help = "Windows: --last 15m|1h|7d (ends at now rounded up to the step, or to the finest rollup), \
+or --from/--to as RFC 3339, a UTC date or epoch ms, on boundaries of the finest rollup. \
+The window is [from, to)."
+)]
 struct Cli {
+    /// SQLite database written by ingest
+    #[arg(long, global = true, default_value = zigzag_sqlite::DEFAULT_PATH)]
+    db: PathBuf,
+    /// Pipeline configuration (TOML); must match what ingest wrote [default: built-in defaults]
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Measures per time bucket (optionally per group); --chart draws them
+    Timeseries {
+        #[command(flatten)]
+        common: Common,
+        /// Also draw a chart: PATH.svg or PATH.png
+        #[arg(long, value_name = "PATH")]
+        chart: Option<PathBuf>,
+        /// Measure the chart draws
+        #[arg(long, value_enum, default_value = "clicks")]
+        measure: ByArg,
+    },
+    /// The N groups with the largest measure (needs --group-by)
+    Top {
+        #[command(flatten)]
+        common: Common,
+        #[arg(short = 'n', default_value_t = 10)]
+        n: usize,
+        /// Measure to rank by
+        #[arg(long, value_enum, default_value = "clicks")]
+        by: ByArg,
+    },
+    /// Clicks, impressions and click-through rate (per group)
+    Ctr {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Every measure (per group)
+    Totals {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Compare the store with a loadgen ground-truth file; exit 1 on any mismatch
+    Check {
+        /// Ground truth JSON written by loadgen
+        #[arg(long)]
+        truth: PathBuf,
+        #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+        concurrency: usize,
+        /// Print the plan and its cost as well
+        #[arg(long)]
+        explain: bool,
+    },
     /// Compare query strategies (and a single-attribute index) on your data
     Zbench(ZbenchArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RollupArg {
+    Auto,
+    Minute,
+    Hour,
+    Day,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ByArg {
+    Clicks,
+    Impressions,
+    Cost,
+    Ctr,
+}
+
+impl ByArg {
+    fn rank(self) -> RankBy {
+        match self {
+            ByArg::Clicks => RankBy::Clicks,
+            ByArg::Impressions => RankBy::Impressions,
+            ByArg::Cost => RankBy::Cost,
+            ByArg::Ctr => RankBy::Ctr,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct Common {
+    /// Window start (inclusive): RFC 3339, YYYY-MM-DD (UTC) or epoch ms
+    #[arg(long, allow_hyphen_values = true)]
+    from: Option<String>,
+    /// Window end (exclusive)
+    #[arg(long, allow_hyphen_values = true)]
+    to: Option<String>,
+    /// Window ending now: 15m, 1h, 7d, 2w ...
+    #[arg(long)]
+    last: Option<String>,
+    /// Rollup to read; auto = the coarsest that gives the step and fits the window
+    #[arg(long, value_enum, default_value = "auto")]
+    rollup: RollupArg,
+    /// Resolution: time-series bucket width, and what --last rounds to (5m, 1h, 1d ...)
+    #[arg(long)]
+    step: Option<String>,
+    #[arg(long = "where", short = 'w', value_name = "EXPR", help = WHERE_HELP)]
+    filters: Vec<String>,
+    /// Group by dimensions: FIELD[,FIELD]
+    #[arg(long, value_name = "FIELDS")]
+    group_by: Vec<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+    /// Print the plan, the estimate and the actual cost (stdout for tables, stderr otherwise)
+    #[arg(long)]
+    explain: bool,
+    /// Queries in flight at once
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+    concurrency: usize,
+    /// Read budget in RCU per second (paces requests)
+    #[arg(long)]
+    rcu_per_sec: Option<f64>,
+    /// Strongly consistent reads (twice the RCU)
+    #[arg(long)]
+    consistent: bool,
+    /// Pretend now is this instant (reproducible --last)
+    #[arg(long, hide = true)]
+    now: Option<String>,
+}
+
+fn load_config(path: Option<&Path>) -> Result<Config> {
+    match path {
+        None => Ok(Config::default()),
+        Some(p) => Config::from_toml(&read(p, "configuration")?).with_context(|| format!("in {}", p.display())),
+    }
+}
+
+fn open_db(path: &Path) -> Result<SqliteTable> {
+    if !path.exists() {
+        bail!("database {} does not exist (run ingest first, or pass --db)", path.display());
+    }
+    SqliteTable::open(path).with_context(|| format!("opening the database {}", path.display()))
+}
+
+fn now_ms(arg: Option<&str>) -> Result<i64> {
+    match arg {
+        Some(t) => Ok(parse_time("--now", t)?),
+        None => Ok(chrono::Utc::now().timestamp_millis()),
+    }
+}
+
+fn exec_options(c: &Common) -> Result<ExecOptions> {
+    if let Some(r) = c.rcu_per_sec {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--rcu-per-sec {r}: must be a positive number");
+        }
+    }
+    Ok(ExecOptions {
+        concurrency: c.concurrency.max(1),
+        rcu_per_sec: c.rcu_per_sec,
+        consistent: c.consistent,
+        ..ExecOptions::default()
+    })
+}
+
+enum Kind {
+    Timeseries { chart: Option<PathBuf>, measure: RankBy },
+    Top { n: usize, by: RankBy },
+    Ctr,
+    Totals,
+}
+
+async fn report_cmd(cli_db: &Path, config: &Config, c: Common, kind: Kind) -> Result<()> {
+    let km = KeyModel::new(config)?;
+    let req = PlanRequest {
+        window: WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?,
+        rollup: match c.rollup {
+            RollupArg::Auto => None,
+            RollupArg::Minute => Some(Rollup::Minute),
+            RollupArg::Hour => Some(Rollup::Hour),
+            RollupArg::Day => Some(Rollup::Day),
+        },
+        step: c.step.as_deref().map(|s| parse_duration("--step", s)).transpose()?,
+        timeseries: matches!(kind, Kind::Timeseries { .. }),
+        filters: FilterSet::parse(&c.filters, config)?,
+        now: now_ms(c.now.as_deref())?,
+    };
+    let group_by = merge::parse_group_by(&c.group_by, config)?;
+    if matches!(kind, Kind::Top { .. }) && group_by.is_empty() {
+        bail!("top ranks groups: give --group-by FIELD");
+    }
+    let opts = exec_options(&c)?;
+    let table = open_db(cli_db)?;
+    let g = zigzag_gather::gather(&table, &km, req, group_by, &opts).await?;
+    let report = match &kind {
+        Kind::Timeseries { .. } => report::timeseries(&g.aggregation, &g.plan.window)?,
+        Kind::Top { n, by } => report::top(&g.aggregation, *n, *by)?,
+        Kind::Ctr => report::ctr(&g.aggregation),
+        Kind::Totals => report::totals(&g.aggregation),
+    };
+    let format = match c.format {
+        FormatArg::Table => Format::Table,
+        FormatArg::Csv => Format::Csv,
+        FormatArg::Json => Format::Json,
+    };
+    print!("{}", render(&report, format)?);
+    if let Kind::Timeseries { chart: Some(path), measure } = &kind {
+        write_chart(&report, *measure, path)?;
+    }
+    if c.explain {
+        let text = explain::explain(&g.plan, &opts, Some(&g.actual));
+        if format == Format::Table {
+            print!("\n{text}");
+        } else {
+            eprint!("{text}");
+        }
+    }
+    Ok(())
+}
+
+async fn check_cmd(db: &Path, config: &Config, truth: &Path, concurrency: usize, show: bool) -> Result<bool> {
+    let km = KeyModel::new(config)?;
+    let truth: Truth = serde_json::from_str(&read(truth, "truth file")?)
+        .with_context(|| format!("in the truth file {}", truth.display()))?;
+    let table = open_db(db)?;
+    let opts = ExecOptions { concurrency: concurrency.max(1), ..ExecOptions::default() };
+    let now = chrono::Utc::now().timestamp_millis();
+    let report = check::check(&table, &km, &truth, now, &opts).await?;
+    print!("{}", check::render(&report));
+    if show {
+        print!("\n{}", explain::explain(&report.plan, &opts, Some(&report.actual)));
+    }
+    Ok(report.mismatches() == 0)
 }
 
 #[derive(clap::Args)]
@@ -49,7 +297,7 @@ struct ZbenchArgs {
     json: bool,
 }
 
-fn read(path: &PathBuf, what: &str) -> Result<String> {
+fn read(path: &Path, what: &str) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading the {what} {}", path.display()))
 }
 
@@ -88,7 +336,21 @@ async fn zbench_cmd(args: ZbenchArgs) -> Result<()> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    let config = || load_config(cli.config.as_deref());
+    match cli.command {
         Command::Zbench(args) => zbench_cmd(args).await,
+        Command::Timeseries { common, chart, measure } => {
+            report_cmd(&cli.db, &config()?, common, Kind::Timeseries { chart, measure: measure.rank() }).await
+        }
+        Command::Top { common, n, by } => report_cmd(&cli.db, &config()?, common, Kind::Top { n, by: by.rank() }).await,
+        Command::Ctr { common } => report_cmd(&cli.db, &config()?, common, Kind::Ctr).await,
+        Command::Totals { common } => report_cmd(&cli.db, &config()?, common, Kind::Totals).await,
+        Command::Check { truth, concurrency, explain } => {
+            if !check_cmd(&cli.db, &config()?, &truth, concurrency, explain).await? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
 }

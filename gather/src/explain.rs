@@ -1,0 +1,57 @@
+//! `--explain`: the plan, its estimate, and what running it cost.
+
+use crate::execute::{Actual, ExecOptions};
+use crate::plan::Plan;
+use std::fmt::Write;
+
+/// DynamoDB on-demand price of reads in us-east-1 (2024): USD 0.25 per
+/// million read request units. An eventually consistent read of up to 4 KB
+/// is half a unit, which is how RCU are counted here, so RRU = RCU.
+pub const USD_PER_MILLION_RRU: f64 = 0.25;
+
+pub fn cost_usd(rcu: f64) -> f64 {
+    rcu * USD_PER_MILLION_RRU / 1e6
+}
+
+pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> String {
+    let mut s = String::from("plan\n");
+    for line in plan.to_string().lines() {
+        let _ = writeln!(s, "  {line}");
+    }
+    for note in &plan.filter_notes {
+        let _ = writeln!(s, "  filter:   {note}");
+    }
+    let consistency = if opts.consistent { "strongly consistent" } else { "eventually consistent" };
+    let budget = opts.rcu_per_sec.map_or("none".to_string(), |r| format!("{r} RCU/s"));
+    let _ = writeln!(
+        s,
+        "  strategy: {}, {consistency}, concurrency {}, budget {budget}",
+        opts.strategy.name(),
+        opts.concurrency
+    );
+    let e = plan.estimate();
+    let _ = writeln!(s, "estimate");
+    let _ = writeln!(
+        s,
+        "  at least {} requests, {} RCU (${:.8}); the boxes cover {:.0} Z-cells per prefix",
+        e.min_requests,
+        e.min_rcu,
+        cost_usd(e.min_rcu),
+        e.cells
+    );
+    if let Some(a) = actual {
+        let _ = writeln!(s, "actual");
+        let _ = writeln!(s, "  queries:  {}", a.queries);
+        let _ = writeln!(s, "  requests: {}", a.stats.requests);
+        let _ = writeln!(s, "  scanned:  {} items", a.stats.scanned);
+        let _ = writeln!(s, "  returned: {} items ({} after exact filters)", a.stats.returned, a.kept);
+        let _ = writeln!(s, "  RCU:      {}", a.stats.rcu);
+        let _ = writeln!(s, "  wall:     {:.3} s", a.wall.as_secs_f64());
+        let _ = writeln!(
+            s,
+            "  cost:     ${:.8} at on-demand prices (${USD_PER_MILLION_RRU} per million RRU, us-east-1, 2024)",
+            cost_usd(a.stats.rcu)
+        );
+    }
+    s
+}

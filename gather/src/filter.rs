@@ -1,0 +1,267 @@
+//! `--where` filters. Grammar (one expression per `--where`; several are
+//! AND-ed; spaces around operators and values are ignored):
+//!
+//! ```text
+//! FIELD = VALUE          equality              country=DE
+//! FIELD != VALUE         inequality            campaign!=spring
+//! FIELD in V1,V2,...     one of                country in DE,FR
+//! FIELD >= VALUE         range (also > <= <)   referrer>=m
+//! ```
+//!
+//! FIELD is one of the configured dimensions (`referrer`, `campaign`,
+//! `country`, `url`); values compare as UTF-8 bytes, like the store does.
+//!
+//! Each filter on an indexed dimension narrows the Z-box (equality, IN
+//! and ranges on `string` dimensions, equality on `hash` ones). Z-strings
+//! are fixed-width prefixes, so the box is a superset; every filter is also
+//! applied exactly to the item's stored value after reading. The rest (`!=`,
+//! ranges and multi-value IN on `hash` dimensions) are applied after reading
+//! only. A field the configuration does not index is an error: aggregates
+//! are summed over it, so it cannot be filtered.
+
+use crate::error::{GatherError, Result};
+use zigzag_core::schema::{Constraint, Encoding, Schema, Value};
+use zigzag_core::table::{AttrValue, Filter, Item, Test};
+use zigzag_model::{Config, Field};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Eq(String),
+    Ne(String),
+    In(Vec<String>),
+    Ge(String),
+    Gt(String),
+    Le(String),
+    Lt(String),
+}
+
+/// One parsed `--where` expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Predicate {
+    pub field: Field,
+    pub op: Op,
+    /// The expression as written (for messages).
+    pub expr: String,
+}
+
+fn filter_err(expr: &str, why: impl Into<String>) -> GatherError {
+    GatherError::Filter { expr: expr.to_string(), why: why.into() }
+}
+
+/// The field names, for messages.
+pub fn field_list(fields: impl IntoIterator<Item = Field>) -> String {
+    fields.into_iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// Resolves a field name against the configured dimensions.
+pub fn configured_field(name: &str, config: &Config) -> std::result::Result<Field, String> {
+    let configured = || field_list(config.dimensions.iter().map(|d| d.field));
+    match Field::parse(name) {
+        None => Err(format!("unknown field {name:?}; the dimensions are {}", configured())),
+        Some(f) if !config.dimensions.iter().any(|d| d.field == f) => Err(format!(
+            "{name} is not a configured dimension, so aggregates are summed over it; the dimensions are {}",
+            configured()
+        )),
+        Some(f) => Ok(f),
+    }
+}
+
+impl Predicate {
+    pub fn parse(expr: &str, config: &Config) -> Result<Predicate> {
+        let (name, op) = split(expr)?;
+        let field = configured_field(name, config).map_err(|why| filter_err(expr, why))?;
+        Ok(Predicate { field, op, expr: expr.to_string() })
+    }
+
+    /// The exact test on a stored value.
+    pub fn matches(&self, v: &str) -> bool {
+        let v = v.as_bytes();
+        match &self.op {
+            Op::Eq(x) => v == x.as_bytes(),
+            Op::Ne(x) => v != x.as_bytes(),
+            Op::In(xs) => xs.iter().any(|x| v == x.as_bytes()),
+            Op::Ge(x) => v >= x.as_bytes(),
+            Op::Gt(x) => v > x.as_bytes(),
+            Op::Le(x) => v <= x.as_bytes(),
+            Op::Lt(x) => v < x.as_bytes(),
+        }
+    }
+
+    /// The Z-box constraint, if this filter can narrow a dimension of this
+    /// encoding (exclusive bounds become inclusive: still a superset).
+    pub fn constraint(&self, encoding: &Encoding) -> Option<Constraint<'_>> {
+        fn s(x: &String) -> Value<'_> {
+            Value::Str(x.as_str())
+        }
+        let hash = matches!(encoding, Encoding::Hash);
+        match &self.op {
+            Op::Eq(x) => Some(Constraint::Eq(s(x))),
+            Op::In(xs) if xs.len() == 1 => Some(Constraint::Eq(s(&xs[0]))),
+            Op::In(xs) if !hash => Some(Constraint::In(xs.iter().map(s).collect())),
+            Op::Ge(x) | Op::Gt(x) if !hash => Some(Constraint::Range(Some(s(x)), None)),
+            Op::Le(x) | Op::Lt(x) if !hash => Some(Constraint::Range(None, Some(s(x)))),
+            _ => None,
+        }
+    }
+
+    /// The store-side filter test (saves bandwidth, not capacity), if any.
+    fn server_test(&self) -> Option<Test> {
+        let s = |x: &String| AttrValue::S(x.clone());
+        match &self.op {
+            Op::Eq(x) => Some(Test::Eq(s(x))),
+            Op::In(xs) => Some(Test::In(xs.iter().map(s).collect())),
+            Op::Ge(x) | Op::Gt(x) => Some(Test::Ge(s(x))),
+            Op::Le(x) | Op::Lt(x) => Some(Test::Le(s(x))),
+            Op::Ne(_) => None,
+        }
+    }
+}
+
+/// Splits `FIELD OP VALUE` (or `FIELD in LIST`).
+fn split(expr: &str) -> Result<(&str, Op)> {
+    let grammar = "expected FIELD=VALUE, FIELD!=VALUE, FIELD in V1,V2, or FIELD>=|>|<=|<VALUE";
+    let lower = expr.to_ascii_lowercase();
+    if let Some(i) = lower.find(" in ") {
+        let name = expr[..i].trim();
+        if !name.is_empty() && !name.contains(['=', '<', '>', '!']) {
+            let values: Vec<String> = expr[i + 4..].split(',').map(|v| v.trim().to_string()).collect();
+            if values.iter().all(|v| v.is_empty()) {
+                return Err(filter_err(expr, "IN needs at least one value: FIELD in V1,V2"));
+            }
+            return Ok((name, Op::In(values)));
+        }
+    }
+    let i = expr.find(['=', '<', '>', '!']).ok_or_else(|| filter_err(expr, grammar))?;
+    let name = expr[..i].trim();
+    if name.is_empty() {
+        return Err(filter_err(expr, format!("no field before the operator; {grammar}")));
+    }
+    let rest = &expr[i..];
+    // Two-character operators first.
+    let ops: [(&str, fn(String) -> Op); 7] =
+        [("==", Op::Eq), (">=", Op::Ge), ("<=", Op::Le), ("!=", Op::Ne), ("=", Op::Eq), (">", Op::Gt), ("<", Op::Lt)];
+    for (sym, make) in ops {
+        if let Some(v) = rest.strip_prefix(sym) {
+            if v.starts_with(['=', '<', '>', '!']) {
+                return Err(filter_err(expr, format!("unknown operator {:?}; {grammar}", &rest[..sym.len() + 1])));
+            }
+            return Ok((name, make(v.trim().to_string())));
+        }
+    }
+    Err(filter_err(expr, format!("unknown operator; {grammar}")))
+}
+
+/// The filters of one request, checked against the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilterSet {
+    pub predicates: Vec<Predicate>,
+}
+
+impl FilterSet {
+    pub fn parse<S: AsRef<str>>(exprs: &[S], config: &Config) -> Result<FilterSet> {
+        let predicates = exprs.iter().map(|e| Predicate::parse(e.as_ref(), config)).collect::<Result<_>>()?;
+        Ok(FilterSet { predicates })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.predicates.is_empty()
+    }
+
+    /// The exact test, on the item's stored dimension values. An item
+    /// without the attribute, or with a non-string one, does not match.
+    pub fn matches(&self, item: &Item) -> bool {
+        self.predicates.iter().all(|p| match item.attrs.get(p.field.name()) {
+            Some(AttrValue::S(v)) => p.matches(v),
+            _ => false,
+        })
+    }
+
+    /// Z-box constraints by schema dimension index.
+    pub fn constraints<'a>(&'a self, schema: &Schema) -> Vec<(usize, Constraint<'a>)> {
+        let mut out = Vec::new();
+        for p in &self.predicates {
+            let Some(d) = schema.index_of(p.field.name()) else { continue };
+            if let Some(c) = p.constraint(&schema.dims()[d].encoding) {
+                out.push((d, c));
+            }
+        }
+        out
+    }
+
+    /// The store-side filter mirroring the predicates it can express.
+    pub fn server_filter(&self) -> Filter {
+        let mut f = Filter::none();
+        for p in &self.predicates {
+            if let Some(t) = p.server_test() {
+                f = f.and(p.field.name(), t);
+            }
+        }
+        f
+    }
+
+    /// One line per predicate for `--explain`: how it is applied.
+    pub fn describe(&self, schema: &Schema) -> Vec<String> {
+        self.predicates
+            .iter()
+            .map(|p| {
+                let boxed =
+                    schema.index_of(p.field.name()).is_some_and(|d| p.constraint(&schema.dims()[d].encoding).is_some());
+                let how = if boxed { "narrows the Z-box, then exact on the value" } else { "exact, after reading" };
+                format!("{}: {how}", p.expr)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(e: &str) -> Result<Predicate> {
+        Predicate::parse(e, &Config::default())
+    }
+
+    #[test]
+    fn grammar() {
+        assert_eq!(p("country=DE").unwrap().op, Op::Eq("DE".into()));
+        assert_eq!(p(" country == DE ").unwrap().op, Op::Eq("DE".into()));
+        assert_eq!(p("country in DE, FR").unwrap().op, Op::In(vec!["DE".into(), "FR".into()]));
+        assert_eq!(p("country IN DE").unwrap().op, Op::In(vec!["DE".into()]));
+        assert_eq!(p("referrer>=m").unwrap().op, Op::Ge("m".into()));
+        assert_eq!(p("referrer>m").unwrap().op, Op::Gt("m".into()));
+        assert_eq!(p("referrer<=m").unwrap().op, Op::Le("m".into()));
+        assert_eq!(p("referrer<m").unwrap().op, Op::Lt("m".into()));
+        assert_eq!(p("campaign!=x").unwrap().op, Op::Ne("x".into()));
+        assert_eq!(p("campaign=").unwrap().op, Op::Eq("".into()));
+        assert_eq!(p("campaign=a=b").unwrap().op, Op::Eq("a=b".into()));
+    }
+
+    #[test]
+    fn errors_name_the_bad_part() {
+        let e = p("colour=red").unwrap_err().to_string();
+        assert!(e.contains("colour=red") && e.contains("unknown field \"colour\""), "{e}");
+        let e = p("url=/a").unwrap_err().to_string();
+        assert!(e.contains("url is not a configured dimension"), "{e}");
+        let e = p("country").unwrap_err().to_string();
+        assert!(e.contains("expected FIELD=VALUE"), "{e}");
+        let e = p("=DE").unwrap_err().to_string();
+        assert!(e.contains("no field"), "{e}");
+        let e = p("country=>DE").unwrap_err().to_string();
+        assert!(e.contains("unknown operator \"=>\""), "{e}");
+        let e = p("country in ,").unwrap_err().to_string();
+        assert!(e.contains("at least one value"), "{e}");
+    }
+
+    #[test]
+    fn exact_matching() {
+        let ge = p("referrer>=news.example.org").unwrap();
+        assert!(ge.matches("news.example.org") && ge.matches("z") && !ge.matches("news.example"));
+        let lt = p("referrer<b").unwrap();
+        assert!(lt.matches("a") && !lt.matches("b") && !lt.matches("ba"));
+        let item = Item::new("p", vec![1]).with("country", "DE");
+        let set = FilterSet::parse(&["country in FR,DE", "country!=FR"], &Config::default()).unwrap();
+        assert!(set.matches(&item));
+        let set = FilterSet::parse(&["campaign=x"], &Config::default()).unwrap();
+        assert!(!set.matches(&item), "a missing attribute never matches");
+    }
+}

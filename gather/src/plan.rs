@@ -1,0 +1,272 @@
+//! The query plan: which rollup, which window, which Z-range queries.
+//!
+//! 1. **Step** (the resolution): `--step` if given (a multiple of the
+//!    finest rollup's unit); for a time series without one, the finest
+//!    configured unit giving at most [`MAX_DEFAULT_POINTS`] points, else
+//!    the coarsest. Other reports need no step.
+//! 2. **Window**: resolved by [`WindowSpec::resolve`]; `--last` rounds now
+//!    up to the step (or the finest unit).
+//! 3. **Rollup**: `--rollup` if given, checked; else the coarsest
+//!    configured rollup whose unit divides the step and whose buckets align
+//!    with both ends of the window. Coarser rollups hold fewer items, so
+//!    they cost fewer reads for the same answer.
+//! 4. **Queries**: `Schema::plan_boxes` gives one Z-box per partition time
+//!    bin (a day of minutes, a month of hours or days) from the window and
+//!    the filters; each box is read in each of the P scatter prefixes.
+
+use crate::error::{GatherError, Result};
+use crate::filter::FilterSet;
+use crate::window::{format_duration, Window, WindowSpec};
+use zigzag_core::schema::{BinnedBox, Constraint, Value};
+use zigzag_core::table::Filter;
+use zigzag_model::{KeyModel, Rollup};
+
+/// A time series without `--step` gets at most this many points, if a
+/// configured rollup allows.
+pub const MAX_DEFAULT_POINTS: i64 = 1500;
+
+/// Eventually consistent reads: a request costs at least half a unit.
+const MIN_RCU_PER_REQUEST: f64 = 0.5;
+
+/// What the user asked, before planning.
+#[derive(Debug, Clone)]
+pub struct PlanRequest {
+    pub window: WindowSpec,
+    /// None: automatic.
+    pub rollup: Option<Rollup>,
+    pub step: Option<i64>,
+    /// A time series wants a step even when none is given.
+    pub timeseries: bool,
+    pub filters: FilterSet,
+    /// Now, ms since the epoch (for `--last`).
+    pub now: i64,
+}
+
+/// One Z-range query: a box of one time bin in one scatter prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedQuery {
+    pub pk: String,
+    pub prefix: u32,
+    /// Index into [`Plan::boxes`].
+    pub box_index: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub window: Window,
+    pub rollup: Rollup,
+    pub rollup_reason: String,
+    pub step: Option<i64>,
+    pub boxes: Vec<BinnedBox>,
+    pub prefixes: u32,
+    pub queries: Vec<PlannedQuery>,
+    /// Store-side filter mirroring the `--where` predicates.
+    pub server_filter: Filter,
+    pub filters: FilterSet,
+    /// How each filter is applied (for `--explain`).
+    pub filter_notes: Vec<String>,
+}
+
+/// What a plan should cost before it runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub queries: usize,
+    /// Every query makes at least one request.
+    pub min_requests: usize,
+    pub min_rcu: f64,
+    /// Z-cells covered by all boxes, per prefix: at most this many distinct
+    /// (bucket, dimension prefixes) combinations can be read per prefix.
+    pub cells: f64,
+}
+
+impl Plan {
+    pub fn estimate(&self) -> Estimate {
+        let n = self.queries.len();
+        Estimate {
+            queries: n,
+            min_requests: n,
+            min_rcu: n as f64 * MIN_RCU_PER_REQUEST,
+            cells: self.boxes.iter().map(|b| b.zbox.volume()).sum(),
+        }
+    }
+
+    /// Labels of the partition time bins, in order.
+    pub fn bin_labels(&self) -> Vec<String> {
+        self.boxes.iter().filter_map(|b| b.bin_start.map(|s| self.rollup.bin().label(s))).collect()
+    }
+}
+
+fn units(km: &KeyModel) -> Result<(i64, Vec<Rollup>)> {
+    let mut rollups: Vec<Rollup> = km.rollups().collect();
+    rollups.sort_by_key(|r| r.unit_ms());
+    let finest = rollups.first().ok_or_else(|| GatherError::Config("no rollups configured".into()))?.unit_ms();
+    Ok((finest, rollups))
+}
+
+/// The default step of a time series over `len` ms.
+fn default_step(len: i64, rollups: &[Rollup]) -> i64 {
+    rollups
+        .iter()
+        .map(|r| r.unit_ms())
+        .find(|u| len / u <= MAX_DEFAULT_POINTS)
+        .unwrap_or_else(|| rollups.last().map_or(60_000, |r| r.unit_ms()))
+}
+
+fn aligned(w: &Window, r: Rollup) -> bool {
+    r.floor(w.start) == w.start && r.floor(w.end) == w.end
+}
+
+fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>) -> Result<(Rollup, String)> {
+    let (_, rollups) = units(km)?;
+    let divides = |r: Rollup| step.is_none_or(|s| s % r.unit_ms() == 0);
+    if let Some(r) = req.rollup {
+        let names: Vec<&str> = rollups.iter().map(|r| r.name()).collect();
+        if !rollups.contains(&r) {
+            return Err(GatherError::Rollup(format!(
+                "--rollup {r} is not configured (configured: {})",
+                names.join(", ")
+            )));
+        }
+        if !divides(r) {
+            let s = format_duration(step.unwrap_or_default());
+            return Err(GatherError::Rollup(format!("--rollup {r} cannot give a step of {s}: its buckets are longer")));
+        }
+        if !aligned(w, r) {
+            return Err(GatherError::Rollup(format!(
+                "--rollup {r} cannot answer the window {w}: its buckets are whole {r}s; use a finer rollup"
+            )));
+        }
+        return Ok((r, format!("--rollup {r}")));
+    }
+    let best = rollups.iter().rev().copied().find(|&r| divides(r) && aligned(w, r));
+    let r = best.ok_or_else(|| GatherError::Rollup(format!("no configured rollup answers the window {w}")))?;
+    let step_part = step.map_or(String::new(), |s| format!("divide the step ({}) and ", format_duration(s)));
+    Ok((r, format!("auto: the coarsest configured rollup whose buckets ({}) {step_part}align with the window", r)))
+}
+
+/// Plans a request under a key model.
+pub fn plan(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
+    let (finest, rollups) = units(km)?;
+    let step = match req.step {
+        Some(s) if s % finest != 0 => {
+            return Err(GatherError::Window {
+                arg: "--step",
+                text: format_duration(s),
+                why: format!("is not a multiple of {}, the finest configured rollup", format_duration(finest)),
+            })
+        }
+        Some(s) => Some(s),
+        None if req.timeseries => Some(default_step(req.window.len_ms()?, &rollups)),
+        None => None,
+    };
+    let window = req.window.resolve(req.now, finest, step.unwrap_or(finest))?;
+    let (rollup, rollup_reason) = choose_rollup(km, &req, &window, step)?;
+    let schema = km.schema(rollup).ok_or_else(|| GatherError::Config(format!("no schema for rollup {rollup}")))?;
+    let time = schema.index_of("time").ok_or_else(|| GatherError::Config("the schema has no time dimension".into()))?;
+    let mut constraints =
+        vec![(time, Constraint::Range(Some(Value::Time(window.start)), Some(Value::Time(window.end - 1))))];
+    constraints.extend(req.filters.constraints(schema));
+    let boxes = schema.plan_boxes(&constraints).map_err(|e| GatherError::Filter {
+        expr: e.dim.clone(),
+        why: format!("cannot narrow the index: {}", e.error),
+    })?;
+    let mut queries = Vec::with_capacity(boxes.len() * km.prefixes() as usize);
+    for (i, b) in boxes.iter().enumerate() {
+        let bin_start = b.bin_start.ok_or_else(|| GatherError::Config("rollup schemas are binned by time".into()))?;
+        for prefix in 0..km.prefixes() {
+            queries.push(PlannedQuery { pk: KeyModel::partition_key(prefix, rollup, bin_start), prefix, box_index: i });
+        }
+    }
+    let server_filter = req.filters.server_filter();
+    let filter_notes = req.filters.describe(schema);
+    Ok(Plan {
+        window,
+        rollup,
+        rollup_reason,
+        step,
+        boxes,
+        prefixes: km.prefixes(),
+        queries,
+        server_filter,
+        filters: req.filters,
+        filter_notes,
+    })
+}
+
+impl std::fmt::Display for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bins = self.bin_labels();
+        let (first, last) = (bins.first().cloned().unwrap_or_default(), bins.last().cloned().unwrap_or_default());
+        writeln!(f, "window:   {} ({})", self.window, format_duration(self.window.len_ms()))?;
+        if let Some(s) = self.step {
+            writeln!(f, "step:     {}", format_duration(s))?;
+        }
+        writeln!(f, "rollup:   {} ({})", self.rollup, self.rollup_reason)?;
+        let kind = format!("{:?}", self.rollup.bin()).to_lowercase();
+        writeln!(f, "bins:     {} {kind} bin(s), {first} .. {last}", bins.len())?;
+        writeln!(f, "prefixes: {}", self.prefixes)?;
+        writeln!(f, "queries:  {} (bins x prefixes)", self.queries.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zigzag_model::Config;
+
+    const T: i64 = 1_763_719_200_000; // 2025-11-21T10:00:00Z
+    const H: i64 = 3_600_000;
+
+    fn req(from: i64, to: i64, step: Option<i64>, timeseries: bool) -> PlanRequest {
+        PlanRequest {
+            window: WindowSpec::Absolute { from: from.to_string(), to: to.to_string() },
+            rollup: None,
+            step,
+            timeseries,
+            filters: FilterSet::default(),
+            now: T,
+        }
+    }
+
+    #[test]
+    fn rollup_choice() {
+        let km = KeyModel::new(&Config::default()).unwrap();
+        let day = T - 10 * H;
+        let p = plan(&km, req(day, day + 48 * H, None, false)).unwrap();
+        assert_eq!(p.rollup, Rollup::Day);
+        assert_eq!((p.boxes.len(), p.queries.len()), (1, 16), "one month bin x 16 prefixes");
+        let p = plan(&km, req(day, day + 48 * H, None, true)).unwrap();
+        assert_eq!((p.step, p.rollup), (Some(H), Rollup::Hour), "48 h: hourly points, not 2880 minutes");
+        let p = plan(&km, req(T, T + 2 * H, None, true)).unwrap();
+        assert_eq!((p.step, p.rollup), (Some(60_000), Rollup::Minute));
+        let p = plan(&km, req(T + 60_000, T + 5 * H + 60_000, Some(H), true)).unwrap();
+        assert_eq!(p.rollup, Rollup::Minute, "unaligned to hours: minutes");
+        assert_eq!(p.boxes.len(), 1);
+        let p = plan(&km, req(day - H, day + H, None, false)).unwrap();
+        assert_eq!((p.rollup, p.boxes.len()), (Rollup::Hour, 1));
+        let mut r = req(day - H, day + H, None, false);
+        r.rollup = Some(Rollup::Minute);
+        let p = plan(&km, r).unwrap();
+        assert_eq!((p.rollup, p.boxes.len(), p.queries.len()), (Rollup::Minute, 2, 32), "two day bins");
+        assert_eq!(p.queries[16].pk, "000#minute#2025-11-21");
+    }
+
+    #[test]
+    fn errors() {
+        let km = KeyModel::new(&Config::default()).unwrap();
+        let mut r = req(T, T + H, None, false);
+        r.rollup = Some(Rollup::Day);
+        let e = plan(&km, r).unwrap_err().to_string();
+        assert!(e.contains("--rollup day cannot answer"), "{e}");
+        let mut r = req(T, T + H, Some(60_000), true);
+        r.rollup = Some(Rollup::Hour);
+        assert!(plan(&km, r).unwrap_err().to_string().contains("cannot give a step of 1m"));
+        let e = plan(&km, req(T, T + H, Some(90_000), true)).unwrap_err().to_string();
+        assert!(e.contains("--step \"90s\"") && e.contains("multiple of 1m"), "{e}");
+        let c = Config::from_toml("rollups = [\"hour\"]").unwrap();
+        let km = KeyModel::new(&c).unwrap();
+        let mut r = req(T, T + H, None, false);
+        r.rollup = Some(Rollup::Minute);
+        assert!(plan(&km, r).unwrap_err().to_string().contains("not configured (configured: hour)"));
+    }
+}

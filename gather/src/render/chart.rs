@@ -1,0 +1,175 @@
+//! A time-series chart: one line per group (the 10 largest when there are
+//! more), time on x, one measure on y. SVG or PNG by the file's extension,
+//! drawn by `plotters`; text uses a font compiled into the binary
+//! (`epaint_default_fonts`), so no system font is needed.
+
+use crate::error::{GatherError, Result};
+use crate::report::{Cell, RankBy, Report};
+use chrono::{TimeZone, Utc};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Once;
+
+const SIZE: (u32, u32) = (960, 540);
+const MAX_SERIES: usize = 10;
+const FONT: &str = "sans-serif";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartFormat {
+    Svg,
+    Png,
+}
+
+impl ChartFormat {
+    pub fn of(path: &Path) -> Option<ChartFormat> {
+        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+            "svg" => Some(ChartFormat::Svg),
+            "png" => Some(ChartFormat::Png),
+            _ => None,
+        }
+    }
+}
+
+/// The lines to draw: label → points (ms, value), in time order.
+struct Series {
+    title: String,
+    lines: Vec<(String, Vec<(i64, f64)>)>,
+    x: (i64, i64),
+    y_max: f64,
+    span_ms: i64,
+}
+
+fn series(report: &Report, measure: RankBy) -> Result<Series> {
+    let bad = |why: String| GatherError::Report(why);
+    if report.kind != "timeseries" {
+        return Err(bad(format!("a chart draws a time series, not {}", report.kind)));
+    }
+    let y = report.column(measure.name()).ok_or_else(|| bad(format!("no column {}", measure.name())))?;
+    let first_measure = report.column("clicks").ok_or_else(|| bad("no clicks column".into()))?;
+    let mut lines: BTreeMap<String, BTreeMap<i64, f64>> = BTreeMap::new();
+    let mut times = BTreeSet::new();
+    for row in &report.rows {
+        let Some(Cell::Time(t)) = row.first() else { return Err(bad("a row without a time".into())) };
+        let label: Vec<String> = row[1..first_measure].iter().map(super::cell_text).collect();
+        let label = if label.is_empty() { measure.name().to_string() } else { label.join(" / ") };
+        times.insert(*t);
+        let v = match &row[y] {
+            Cell::Count(n) => Some(*n as f64),
+            Cell::Micros(m) => m.map(|m| m as f64 / 1e6),
+            Cell::Ratio(r) => *r,
+            _ => None,
+        };
+        let line = lines.entry(label).or_default();
+        if let Some(v) = v {
+            line.insert(*t, v);
+        }
+    }
+    // Counts and amounts are zero where a group has no row; a ratio is undefined there.
+    let fill = measure != RankBy::Ctr;
+    let mut ranked: Vec<(String, Vec<(i64, f64)>, f64)> = lines
+        .into_iter()
+        .map(|(label, pts)| {
+            let pts: Vec<(i64, f64)> = if fill {
+                times.iter().map(|t| (*t, pts.get(t).copied().unwrap_or(0.0))).collect()
+            } else {
+                pts.into_iter().collect()
+            };
+            let total = pts.iter().map(|p| p.1).sum::<f64>();
+            (label, pts, total)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    let groups = ranked.len();
+    ranked.truncate(MAX_SERIES);
+    let (t0, t1) = (times.first().copied().unwrap_or(0), times.last().copied().unwrap_or(0));
+    let y_max = ranked.iter().flat_map(|l| l.1.iter().map(|p| p.1)).fold(0.0, f64::max);
+    let mut title = format!("{} per bucket", measure.name());
+    if groups > MAX_SERIES {
+        title.push_str(&format!(" (largest {MAX_SERIES} of {groups} groups)"));
+    }
+    Ok(Series {
+        title,
+        lines: ranked.into_iter().map(|(l, p, _)| (l, p)).collect(),
+        x: (t0, t1.max(t0 + 1)),
+        y_max: if y_max > 0.0 { y_max * 1.05 } else { 1.0 },
+        span_ms: t1 - t0,
+    })
+}
+
+fn time_label(t: i64, span_ms: i64) -> String {
+    let Some(dt) = Utc.timestamp_millis_opt(t).single() else { return t.to_string() };
+    if span_ms <= 86_400_000 {
+        dt.format("%H:%M").to_string()
+    } else if span_ms <= 14 * 86_400_000 {
+        dt.format("%m-%d %H:%M").to_string()
+    } else {
+        dt.format("%Y-%m-%d").to_string()
+    }
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, s: &Series) -> std::result::Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&s.title, (FONT, 22))
+        .margin(16)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(s.x.0..s.x.1, 0.0..s.y_max)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_labels(8)
+        .y_labels(8)
+        .x_label_formatter(&|t| time_label(*t, s.span_ms))
+        .x_desc("time (UTC)")
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (i, (label, pts)) in s.lines.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .map_err(|x| e(&x))?
+            .label(label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+    }
+    if s.lines.len() > 1 {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|x| e(&x))?;
+    }
+    root.present().map_err(|x| e(&x))
+}
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The bundled font is valid; if registration failed, text would be
+        // skipped by plotters' error path below rather than panic.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, epaint_default_fonts::UBUNTU_LIGHT);
+    });
+}
+
+/// Draws `measure` of a time-series report into `path` (.svg or .png).
+pub fn write_chart(report: &Report, measure: RankBy, path: &Path) -> Result<()> {
+    let err = |why: String| GatherError::Chart { path: path.display().to_string(), why };
+    let format = ChartFormat::of(path).ok_or_else(|| err("the file name must end in .svg or .png".into()))?;
+    let s = series(report, measure)?;
+    register_font();
+    match format {
+        ChartFormat::Svg => {
+            let mut svg = String::new();
+            draw(SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(), &s).map_err(err)?;
+            std::fs::write(path, svg).map_err(|e| err(e.to_string()))
+        }
+        ChartFormat::Png => draw(BitMapBackend::new(path, SIZE).into_drawing_area(), &s).map_err(err),
+    }
+}

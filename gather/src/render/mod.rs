@@ -1,0 +1,53 @@
+//! Output formats of a [`Report`]: a text table, CSV, JSON, and for time
+//! series a chart (SVG or PNG).
+
+mod chart;
+mod csv;
+mod json;
+mod table;
+
+pub use chart::{write_chart, ChartFormat};
+
+use crate::error::Result;
+use crate::report::{Cell, Report};
+use zigzag_core::schema::format_instant;
+use zigzag_model::measures::format_micros;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+impl Format {
+    pub fn parse(text: &str) -> Option<Format> {
+        match text {
+            "table" => Some(Format::Table),
+            "csv" => Some(Format::Csv),
+            "json" => Some(Format::Json),
+            _ => None,
+        }
+    }
+}
+
+pub fn render(report: &Report, format: Format) -> Result<String> {
+    match format {
+        Format::Table => Ok(table::render(report)),
+        Format::Csv => csv::render(report),
+        Format::Json => json::render(report),
+    }
+}
+
+/// A cell as text (tables and CSV): instants in RFC 3339, amounts as exact
+/// decimals, ratios to six places, undefined values empty.
+pub fn cell_text(c: &Cell) -> String {
+    match c {
+        Cell::Text(s) => s.clone(),
+        Cell::Time(t) => format_instant(*t),
+        Cell::Count(n) => n.to_string(),
+        Cell::Micros(Some(v)) => format_micros(*v),
+        Cell::Ratio(Some(r)) => format!("{r:.6}"),
+        Cell::Micros(None) | Cell::Ratio(None) => String::new(),
+    }
+}

@@ -1,0 +1,31 @@
+//! One report request end to end: plan, execute, merge.
+
+use crate::error::Result;
+use crate::execute::{execute, Actual, ExecOptions};
+use crate::merge::Aggregation;
+use crate::plan::{plan, Plan, PlanRequest};
+use zigzag_core::table::SortedTable;
+use zigzag_model::{Field, KeyModel};
+
+/// A plan, what it read (merged), and what reading cost.
+#[derive(Debug, Clone)]
+pub struct Gathered {
+    pub plan: Plan,
+    pub aggregation: Aggregation,
+    pub actual: Actual,
+}
+
+/// Plans `req`, reads every item of every query, and merges them per
+/// (bucket of the plan's step, `group_by` values).
+pub async fn gather<T: SortedTable + ?Sized>(
+    table: &T,
+    km: &KeyModel,
+    req: PlanRequest,
+    group_by: Vec<Field>,
+    opts: &ExecOptions,
+) -> Result<Gathered> {
+    let plan = plan(km, req)?;
+    let mut aggregation = Aggregation::new(plan.step, group_by);
+    let actual = execute(table, &plan, opts, |item| aggregation.add_item(item)).await?;
+    Ok(Gathered { plan, aggregation, actual })
+}

@@ -1,0 +1,210 @@
+//! The time window of a report: `[start, end)` in ms since the epoch, UTC.
+//!
+//! - absolute: `--from` and `--to`, each RFC 3339 (`2026-11-21T10:00:00Z`),
+//!   a UTC date (`2026-11-21`, its midnight) or integer epoch milliseconds.
+//!   Both must lie on a boundary of the finest configured rollup (a minute by
+//!   default): reports are exact, and a bucket cannot be split.
+//! - relative: `--last 15m|1h|7d` ends at *now* rounded **up** to the grain
+//!   (the `--step` when given, else the finest rollup's unit), so the bucket
+//!   being written now is included, and starts that long before.
+//!
+//! Durations are an integer and a unit: `s`, `m`, `h`, `d`, `w`.
+
+use crate::error::{GatherError, Result};
+use chrono::NaiveDate;
+use zigzag_core::schema::{format_instant, parse_instant, TimeUnit};
+
+const SECOND: i64 = 1_000;
+const MINUTE: i64 = 60 * SECOND;
+const HOUR: i64 = 60 * MINUTE;
+const DAY: i64 = 24 * HOUR;
+
+/// A half-open interval of instants, `[start, end)`, in ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub start: i64,
+    pub end: i64,
+}
+
+impl Window {
+    pub fn len_ms(&self) -> i64 {
+        self.end - self.start
+    }
+
+    pub fn contains(&self, t: i64) -> bool {
+        self.start <= t && t < self.end
+    }
+}
+
+impl std::fmt::Display for Window {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}, {})", format_instant(self.start), format_instant(self.end))
+    }
+}
+
+/// The window as the user gave it, before it is resolved against now and a grain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowSpec {
+    Absolute { from: String, to: String },
+    Last { text: String, ms: i64 },
+}
+
+impl WindowSpec {
+    /// From the command-line options; exactly one of the two forms.
+    pub fn from_args(from: Option<&str>, to: Option<&str>, last: Option<&str>) -> Result<WindowSpec> {
+        match (from, to, last) {
+            (None, None, Some(l)) => Ok(WindowSpec::Last { text: l.to_string(), ms: parse_duration("--last", l)? }),
+            (Some(f), Some(t), None) => Ok(WindowSpec::Absolute { from: f.to_string(), to: t.to_string() }),
+            (_, _, Some(l)) => Err(window_err("--last", l, "give either --last or --from/--to, not both")),
+            (Some(f), None, None) => Err(window_err("--from", f, "needs --to as well")),
+            (None, Some(t), None) => Err(window_err("--to", t, "needs --from as well")),
+            (None, None, None) => Err(window_err("--last", "", "give a window: --last 1h, or --from and --to")),
+        }
+    }
+
+    /// The window's length when it is known without resolving (for defaults).
+    pub fn len_ms(&self) -> Result<i64> {
+        match self {
+            WindowSpec::Last { ms, .. } => Ok(*ms),
+            WindowSpec::Absolute { from, to } => Ok(parse_time("--to", to)? - parse_time("--from", from)?),
+        }
+    }
+
+    /// Resolves to `[start, end)`. `finest` is the finest rollup unit (both
+    /// ends must lie on its boundaries); `grain` (a multiple of it) is what
+    /// `--last` rounds now up to.
+    pub fn resolve(&self, now: i64, finest: i64, grain: i64) -> Result<Window> {
+        match self {
+            WindowSpec::Absolute { from, to } => {
+                let start = parse_time("--from", from)?;
+                let end = parse_time("--to", to)?;
+                for (arg, text, t) in [("--from", from, start), ("--to", to, end)] {
+                    if t.rem_euclid(finest) != 0 {
+                        let down = format_instant(t.div_euclid(finest) * finest);
+                        return Err(window_err(
+                            arg,
+                            text,
+                            &format!(
+                                "{} is not on a boundary of the finest rollup ({}); try {down}",
+                                format_instant(t),
+                                format_duration(finest)
+                            ),
+                        ));
+                    }
+                }
+                if end <= start {
+                    return Err(window_err("--to", to, &format!("is not after --from {from:?}")));
+                }
+                Ok(Window { start, end })
+            }
+            WindowSpec::Last { text, ms } => {
+                if ms % finest != 0 {
+                    return Err(window_err(
+                        "--last",
+                        text,
+                        &format!("is not a whole number of {} (the finest rollup)", format_duration(finest)),
+                    ));
+                }
+                let end = now.div_euclid(grain) * grain + if now.rem_euclid(grain) == 0 { 0 } else { grain };
+                Ok(Window { start: end - ms, end })
+            }
+        }
+    }
+}
+
+fn window_err(arg: &'static str, text: &str, why: &str) -> GatherError {
+    GatherError::Window { arg, text: text.to_string(), why: why.to_string() }
+}
+
+/// An instant: RFC 3339, a UTC date `YYYY-MM-DD`, or integer epoch ms.
+pub fn parse_time(arg: &'static str, text: &str) -> Result<i64> {
+    if let Some(t) = parse_instant(text, TimeUnit::Millisecond) {
+        return Ok(t);
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d") {
+        if let Some(dt) = d.and_hms_opt(0, 0, 0) {
+            return Ok(dt.and_utc().timestamp_millis());
+        }
+    }
+    Err(window_err(arg, text, "expected RFC 3339 (2026-11-21T10:00:00Z), a date (2026-11-21) or epoch milliseconds"))
+}
+
+/// A positive duration such as `90s`, `15m`, `1h`, `7d`, `2w`, in ms.
+pub fn parse_duration(arg: &'static str, text: &str) -> Result<i64> {
+    let t = text.trim();
+    let bad = || window_err(arg, text, "expected a positive number and a unit (s, m, h, d, w), like 15m, 1h or 7d");
+    let split = t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (num, unit) = t.split_at(split);
+    let n: i64 = num.parse().map_err(|_| bad())?;
+    let unit_ms = match unit {
+        "s" => SECOND,
+        "m" => MINUTE,
+        "h" => HOUR,
+        "d" => DAY,
+        "w" => 7 * DAY,
+        _ => return Err(bad()),
+    };
+    match n.checked_mul(unit_ms) {
+        Some(ms) if ms > 0 => Ok(ms),
+        _ => Err(bad()),
+    }
+}
+
+/// The shortest text of a duration: `5m`, `1h`, `36h`, `7d`, `1500ms`.
+pub fn format_duration(ms: i64) -> String {
+    for (unit, name) in [(7 * DAY, "w"), (DAY, "d"), (HOUR, "h"), (MINUTE, "m"), (SECOND, "s")] {
+        if ms != 0 && ms % unit == 0 {
+            return format!("{}{name}", ms / unit);
+        }
+    }
+    format!("{ms}ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: i64 = 1_763_719_200_000; // 2025-11-21T10:00:00Z
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("--last", "15m").unwrap(), 15 * MINUTE);
+        assert_eq!(parse_duration("--last", "7d").unwrap(), 7 * DAY);
+        assert_eq!(format_duration(36 * HOUR), "36h");
+        assert_eq!(format_duration(14 * DAY), "2w");
+        for bad in ["", "h", "1", "1y", "0m", "-1h", "1.5h"] {
+            let e = parse_duration("--last", bad).unwrap_err().to_string();
+            assert!(e.contains("--last") && e.contains(&format!("{bad:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn absolute_windows_must_be_aligned() {
+        let w = WindowSpec::from_args(Some("2025-11-21T10:00:00Z"), Some("2025-11-21"), None).unwrap();
+        let e = w.resolve(0, MINUTE, MINUTE).unwrap_err().to_string();
+        assert!(e.contains("--to") && e.contains("not after"), "{e}");
+        let w = WindowSpec::from_args(Some("2025-11-21"), Some(&(T + 30_000).to_string()), None).unwrap();
+        let e = w.resolve(0, MINUTE, MINUTE).unwrap_err().to_string();
+        assert!(e.contains("--to") && e.contains("try 2025-11-21T10:00:00Z"), "{e}");
+        let w = WindowSpec::from_args(Some("2025-11-21"), Some(&T.to_string()), None).unwrap();
+        assert_eq!(w.resolve(0, MINUTE, HOUR).unwrap(), Window { start: T - 10 * HOUR, end: T });
+        let e = WindowSpec::from_args(Some("yesterday"), Some("2025-11-21"), None)
+            .unwrap()
+            .resolve(0, MINUTE, MINUTE)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--from \"yesterday\""), "{e}");
+    }
+
+    #[test]
+    fn last_rounds_now_up_to_the_grain() {
+        let w = WindowSpec::from_args(None, None, Some("1h")).unwrap();
+        assert_eq!(w.resolve(T + 1, MINUTE, MINUTE).unwrap(), Window { start: T + MINUTE - HOUR, end: T + MINUTE });
+        assert_eq!(w.resolve(T, MINUTE, MINUTE).unwrap(), Window { start: T - HOUR, end: T });
+        assert_eq!(w.resolve(T + 1, MINUTE, DAY).unwrap().end, T + 14 * HOUR);
+        let e = WindowSpec::from_args(None, None, Some("90s")).unwrap().resolve(T, MINUTE, MINUTE).unwrap_err();
+        assert!(e.to_string().contains("whole number of 1m"), "{e}");
+        assert!(WindowSpec::from_args(Some("a"), None, Some("1h")).is_err());
+        assert!(WindowSpec::from_args(None, None, None).is_err());
+    }
+}
