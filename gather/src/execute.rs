@@ -26,11 +26,37 @@ pub struct ExecOptions {
     pub consistent: bool,
 }
 
+/// The default strategy: naive (one key range per query, every page).
+///
+/// Measured on aggregate items (minute rollup, one day, P = 4, 1,221 and
+/// 20,160 items; no filter, `country=DE`, `campaign=x`, `referrer>=s`):
+/// naive read 22 / 355 RCU in 4 requests for every filter; page-jump(16)
+/// 29-40 / 294-631 RCU; precise(64) 36-146 / 369-479 RCU; adaptive
+/// 478-5,607 / 7,031-57,764 RCU in up to 115,528 requests. Aggregates
+/// cluster on few distinct dimension values, and the time dimension's
+/// offsets past the bin's end (1,440..2,047 minutes) are empty gaps, so
+/// the adaptive rule's uniform-density guess splits reads at every gap.
+/// Naive is never more than one request per page; `--strategy` overrides.
+pub fn default_strategy() -> Strategy {
+    Strategy::Naive
+}
+
+/// A strategy by name: `naive`, `precise`, `page-jump`, `adaptive`.
+pub fn parse_strategy(name: &str) -> Option<Strategy> {
+    match name {
+        "naive" => Some(Strategy::Naive),
+        "precise" => Some(Strategy::Precise { budget: 64 }),
+        "page-jump" => Some(Strategy::PageJump { limit: 40 }),
+        "adaptive" => Some(Strategy::Adaptive(AdaptiveConfig::default())),
+        _ => None,
+    }
+}
+
 impl Default for ExecOptions {
     fn default() -> Self {
         ExecOptions {
             concurrency: DEFAULT_CONCURRENCY,
-            strategy: Strategy::Adaptive(AdaptiveConfig::default()),
+            strategy: default_strategy(),
             rcu_per_sec: None,
             consistent: false,
         }

@@ -33,11 +33,12 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
     let _ = writeln!(s, "estimate");
     let _ = writeln!(
         s,
-        "  at least {} requests, {} RCU (${:.8}); the boxes cover {:.0} Z-cells per prefix",
+        "  at least {} requests and {} RCU (${:.8}): one page per query; at most, every item of the \
+         {} partitions' time ranges, plus one request per 1 MB page",
         e.min_requests,
         e.min_rcu,
         cost_usd(e.min_rcu),
-        e.cells
+        e.queries
     );
     if let Some(a) = actual {
         let _ = writeln!(s, "actual");

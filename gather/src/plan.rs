@@ -74,20 +74,12 @@ pub struct Estimate {
     /// Every query makes at least one request.
     pub min_requests: usize,
     pub min_rcu: f64,
-    /// Z-cells covered by all boxes, per prefix: at most this many distinct
-    /// (bucket, dimension prefixes) combinations can be read per prefix.
-    pub cells: f64,
 }
 
 impl Plan {
     pub fn estimate(&self) -> Estimate {
         let n = self.queries.len();
-        Estimate {
-            queries: n,
-            min_requests: n,
-            min_rcu: n as f64 * MIN_RCU_PER_REQUEST,
-            cells: self.boxes.iter().map(|b| b.zbox.volume()).sum(),
-        }
+        Estimate { queries: n, min_requests: n, min_rcu: n as f64 * MIN_RCU_PER_REQUEST }
     }
 
     /// Labels of the partition time bins, in order.

@@ -1,0 +1,268 @@
+//! The key correctness property: gather over any window, filters and
+//! group-by equals a brute-force aggregation of the raw events, whatever
+//! the rollup chosen, the scatter mode (items of one key spread over
+//! prefixes, or merged in one), the store, the strategy and the concurrency.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use zigzag_core::query::{AdaptiveConfig, Strategy as ZStrategy};
+use zigzag_core::table::{MemoryTable, SortedTable};
+use zigzag_gather::execute::ExecOptions;
+use zigzag_gather::filter::FilterSet;
+use zigzag_gather::plan::PlanRequest;
+use zigzag_gather::report;
+use zigzag_gather::window::WindowSpec;
+use zigzag_model::{Config, Field, KeyModel, Measures, Rollup, ScatterMode};
+use zigzag_sqlite::SqliteTable;
+
+struct Store {
+    table: Box<dyn SortedTable>,
+    config: Config,
+}
+
+struct World {
+    rt: tokio::runtime::Runtime,
+    events: Vec<Event>,
+    /// Hash scatter in SQLite (P = 4); random scatter in memory (P = 8).
+    stores: [Store; 2],
+}
+
+fn world() -> &'static World {
+    static W: OnceLock<World> = OnceLock::new();
+    W.get_or_init(|| {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let events = events(7, 2_500);
+        let hash = Store { table: Box::new(SqliteTable::in_memory().unwrap()), config: config(4, ScatterMode::Hash) };
+        let random = Store { table: Box::new(MemoryTable::new()), config: config(8, ScatterMode::Random) };
+        for s in [&hash, &random] {
+            rt.block_on(write_store(s.table.as_ref(), &s.config, &events));
+        }
+        World { rt, events, stores: [hash, random] }
+    })
+}
+
+#[derive(Debug, Clone)]
+enum Pred {
+    Eq(String),
+    Ne(String),
+    In(Vec<String>),
+    Ge(String),
+    Gt(String),
+    Le(String),
+    Lt(String),
+}
+
+impl Pred {
+    fn expr(&self, f: Field) -> String {
+        match self {
+            Pred::Eq(v) => format!("{f}={v}"),
+            Pred::Ne(v) => format!("{f}!={v}"),
+            Pred::In(vs) => format!("{f} in {}", vs.join(",")),
+            Pred::Ge(v) => format!("{f}>={v}"),
+            Pred::Gt(v) => format!("{f}>{v}"),
+            Pred::Le(v) => format!("{f}<={v}"),
+            Pred::Lt(v) => format!("{f}<{v}"),
+        }
+    }
+
+    fn keeps(&self, x: &str) -> bool {
+        let x = x.as_bytes();
+        match self {
+            Pred::Eq(v) => x == v.as_bytes(),
+            Pred::Ne(v) => x != v.as_bytes(),
+            Pred::In(vs) => vs.iter().any(|v| x == v.as_bytes()),
+            Pred::Ge(v) => x >= v.as_bytes(),
+            Pred::Gt(v) => x > v.as_bytes(),
+            Pred::Le(v) => x <= v.as_bytes(),
+            Pred::Lt(v) => x < v.as_bytes(),
+        }
+    }
+}
+
+/// Stored values, plus values that share their fixed-width Z prefix or
+/// fall between them (to catch a box taken for the exact answer).
+fn values(f: Field) -> Vec<&'static str> {
+    match f {
+        Field::Referrer => {
+            vec!["news.example", "news.example.org", "news.exa", "search.example", "a", "zz.social", "m"]
+        }
+        Field::Campaign => vec!["spring", "spring-sale", "spring-", "c-42", "x", "d"],
+        _ => vec!["DE", "FR", "US", "GB", "D", "ZZ"],
+    }
+}
+
+fn pred(f: Field) -> impl Strategy<Value = Pred> {
+    let v = prop::sample::select(values(f)).prop_map(str::to_string);
+    prop_oneof![
+        v.clone().prop_map(Pred::Eq),
+        v.clone().prop_map(Pred::Ne),
+        prop::sample::subsequence(values(f), 1..4)
+            .prop_map(|vs| Pred::In(vs.into_iter().map(str::to_string).collect())),
+        v.clone().prop_map(Pred::Ge),
+        v.clone().prop_map(Pred::Gt),
+        v.clone().prop_map(Pred::Le),
+        v.prop_map(Pred::Lt),
+    ]
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    start: i64,
+    end: i64,
+    step: Option<i64>,
+    minute_rollup: bool,
+    filters: Vec<(Field, Pred)>,
+    group_by: Vec<Field>,
+    store: usize,
+    strategy: u8,
+    concurrency: usize,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let fields = [Field::Referrer, Field::Campaign, Field::Country];
+    let filters =
+        (prop::option::of(pred(fields[0])), prop::option::of(pred(fields[1])), prop::option::of(pred(fields[2])))
+            .prop_map(move |(a, b, c)| {
+                let mut v = Vec::new();
+                for (f, p) in fields.into_iter().zip([a, b, c]) {
+                    if let Some(p) = p {
+                        v.push((f, p));
+                    }
+                }
+                v
+            });
+    let window = (prop::sample::select(vec![MINUTE, HOUR, DAY]), 0i64..(SPAN + 4 * HOUR), 1i64..3_000).prop_map(
+        |(grain, off, len)| {
+            let start = (T0 - 2 * HOUR + off).div_euclid(grain) * grain;
+            let k = (len % (3 * DAY / grain)).max(1);
+            (start, start + k * grain)
+        },
+    );
+    let step = prop::option::of(prop::sample::select(vec![MINUTE, 5 * MINUTE, HOUR, 6 * HOUR, DAY]));
+    let group_by = prop::sample::subsequence(fields.to_vec(), 0..=3).prop_shuffle();
+    (window, step, any::<bool>(), filters, group_by, 0usize..2, 0u8..3, 1usize..9).prop_map(
+        |((start, end), step, minute_rollup, filters, group_by, store, strategy, concurrency)| Case {
+            start,
+            end,
+            step,
+            minute_rollup,
+            filters,
+            group_by,
+            store,
+            strategy,
+            concurrency,
+        },
+    )
+}
+
+fn run(c: &Case) -> (BTreeMap<(Option<i64>, Vec<String>), Measures>, zigzag_gather::Gathered) {
+    let w = world();
+    let store = &w.stores[c.store];
+    let exprs: Vec<String> = c.filters.iter().map(|(f, p)| p.expr(*f)).collect();
+    let req = PlanRequest {
+        window: WindowSpec::Absolute { from: c.start.to_string(), to: c.end.to_string() },
+        rollup: c.minute_rollup.then_some(Rollup::Minute),
+        step: c.step,
+        timeseries: c.step.is_some(),
+        filters: FilterSet::parse(&exprs, &store.config).unwrap(),
+        now: 0,
+    };
+    let strategy = match c.strategy {
+        0 => ZStrategy::Adaptive(AdaptiveConfig::default()),
+        1 => ZStrategy::Naive,
+        _ => ZStrategy::PageJump { limit: 3 },
+    };
+    let opts = ExecOptions { concurrency: c.concurrency, strategy, ..ExecOptions::default() };
+    let km = KeyModel::new(&store.config).unwrap();
+    let g = w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &km, req, c.group_by.clone(), &opts)).unwrap();
+    let got = g.aggregation.groups.iter().map(|(k, m)| ((k.bucket, k.values.clone()), *m)).collect();
+    (got, g)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    #[test]
+    fn gather_equals_brute_force(c in case()) {
+        let w = world();
+        let (got, g) = run(&c);
+        let keep = |e: &Event| c.filters.iter().all(|(f, p)| p.keeps(e.value(*f)));
+        let want = brute(&w.events, c.start, c.end, c.step, &c.group_by, keep);
+        prop_assert_eq!(&got, &want, "rollup {}", g.plan.rollup);
+        // Every query read to the end and nothing outside the window came back.
+        prop_assert_eq!(g.actual.queries, g.plan.queries.len());
+        prop_assert!(g.actual.kept <= g.actual.stats.returned);
+        if c.step.is_some() && c.group_by.is_empty() {
+            let r = report::timeseries(&g.aggregation, &g.plan.window).unwrap();
+            let step = c.step.unwrap();
+            let first = c.start.div_euclid(step) * step;
+            prop_assert_eq!(r.rows.len() as i64, (c.end - first + step - 1) / step);
+        }
+    }
+}
+
+/// The coarsest rollup is chosen when the window allows, and it reads far
+/// fewer items than the minute rollup for the same answer.
+#[test]
+fn coarse_rollups_answer_the_same_for_less() {
+    let base = Case {
+        start: T0,
+        end: T0 + 2 * DAY,
+        step: None,
+        minute_rollup: false,
+        filters: vec![(Field::Country, Pred::In(vec!["DE".into(), "FR".into()]))],
+        group_by: vec![Field::Campaign],
+        store: 0,
+        strategy: 0,
+        concurrency: 4,
+    };
+    let (day_answer, day) = run(&base);
+    assert_eq!(day.plan.rollup, Rollup::Day);
+    let (minute_answer, minute) = run(&Case { minute_rollup: true, ..base });
+    assert_eq!(minute.plan.rollup, Rollup::Minute);
+    assert_eq!(day_answer, minute_answer);
+    assert!(day.actual.stats.scanned * 10 < minute.actual.stats.scanned, "{:?} vs {:?}", day.actual, minute.actual);
+}
+
+/// An RCU/s budget slows reading down to about that rate.
+#[test]
+fn rcu_budget_paces_reads() {
+    let base = Case {
+        start: T0,
+        end: T0 + 2 * DAY,
+        step: None,
+        minute_rollup: true,
+        filters: vec![],
+        group_by: vec![],
+        store: 0,
+        strategy: 2,
+        concurrency: 1,
+    };
+    let (free, g) = run(&base);
+    let rcu = g.actual.stats.rcu;
+    let rate = rcu / 3.0;
+    let w = world();
+    let store = &w.stores[0];
+    let req = PlanRequest {
+        window: WindowSpec::Absolute { from: T0.to_string(), to: (T0 + 2 * DAY).to_string() },
+        rollup: Some(Rollup::Minute),
+        step: None,
+        timeseries: false,
+        filters: FilterSet::default(),
+        now: 0,
+    };
+    let strategy = ZStrategy::PageJump { limit: 3 };
+    let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };
+    let km = KeyModel::new(&store.config).unwrap();
+    let paced = w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &km, req, vec![], &opts)).unwrap();
+    assert_eq!(paced.aggregation.groups.values().next(), free.values().next());
+    assert!(rcu > 20.0, "enough reading to pace: {rcu}");
+    // One second of burst, then `rate`: at least (rcu - rate - one page of
+    // 3 items, 0.5 RCU) / rate seconds, about 2 s.
+    let floor = (rcu - rate - 0.5) / rate;
+    assert!(paced.actual.wall.as_secs_f64() >= floor * 0.9, "{rcu} RCU at {rate}/s took {:?}", paced.actual.wall);
+}

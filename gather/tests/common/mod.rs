@@ -1,0 +1,164 @@
+//! A store built the way ingest writes it: random events aggregated per
+//! (rollup, bucket, key) and applied with the model's exactly-once update
+//! (`plan_update`) under shard mark `w#s1`, in several flushes so random
+//! scatter spreads a key's bucket over prefixes. Plus brute-force answers.
+
+#![allow(dead_code)]
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use zigzag_core::table::{SortedTable, UpdateOutcome};
+use zigzag_model::measures::{plan_update, ItemWrite};
+use zigzag_model::{Config, Field, KeyModel, Measures, ScatterMode, Truth, TruthMeasures};
+
+/// 2026-10-31T00:00:00Z: two days of events cross a month (hour and day
+/// rollups' partition bin) and a day (minute rollup's bin).
+pub const T0: i64 = 1_793_404_800_000;
+pub const SPAN: i64 = 2 * 86_400_000;
+pub const MINUTE: i64 = 60_000;
+pub const HOUR: i64 = 3_600_000;
+pub const DAY: i64 = 86_400_000;
+
+/// Values chosen so fixed-width Z-strings collide: "news.exa" is the
+/// 8-byte prefix of two referrers, "spring" the 6-byte prefix of two campaigns.
+pub const REFERRERS: [&str; 5] = ["news.example", "news.example.org", "search.example", "a", "zz.social"];
+pub const CAMPAIGNS: [&str; 4] = ["spring", "spring-sale", "c-42", "x"];
+pub const COUNTRIES: [&str; 4] = ["DE", "FR", "US", "GB"];
+
+#[derive(Debug, Clone, Copy)]
+pub struct Event {
+    pub t: i64,
+    pub referrer: &'static str,
+    pub campaign: &'static str,
+    pub country: &'static str,
+    pub click: bool,
+    pub cost: Option<i64>,
+}
+
+impl Event {
+    pub fn value(&self, f: Field) -> &'static str {
+        match f {
+            Field::Referrer => self.referrer,
+            Field::Campaign => self.campaign,
+            Field::Country => self.country,
+            Field::Url => "/",
+        }
+    }
+}
+
+pub fn events(seed: u64, n: usize) -> Vec<Event> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| Event {
+            t: T0 + rng.gen_range(0..SPAN),
+            referrer: REFERRERS[rng.gen_range(0..REFERRERS.len())],
+            campaign: CAMPAIGNS[rng.gen_range(0..CAMPAIGNS.len())],
+            country: COUNTRIES[rng.gen_range(0..COUNTRIES.len())],
+            click: rng.gen_bool(0.2),
+            cost: rng.gen_bool(0.5).then(|| rng.gen_range(1..5_000_000)),
+        })
+        .collect()
+}
+
+pub fn config(prefixes: u32, mode: ScatterMode) -> Config {
+    let mut c = Config::default();
+    c.scatter.prefixes = prefixes;
+    c.scatter.mode = mode;
+    c
+}
+
+pub const FLUSHES: u64 = 3;
+
+/// Writes every rollup's aggregates of `events`; event `i` goes in flush `i % 3 + 1`.
+pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, events: &[Event]) {
+    let km = KeyModel::new(config).unwrap();
+    let fields: Vec<Field> = km.fields().to_vec();
+    for flush in 1..=FLUSHES {
+        let mut partials: BTreeMap<(u8, i64, Vec<&'static str>), Measures> = BTreeMap::new();
+        for (i, e) in events.iter().enumerate() {
+            if i as u64 % FLUSHES + 1 != flush {
+                continue;
+            }
+            for (ri, r) in km.rollups().enumerate() {
+                let key = (ri as u8, r.floor(e.t), fields.iter().map(|f| e.value(*f)).collect());
+                partials.entry(key).or_default().add_event(e.click, e.cost);
+            }
+        }
+        let rollups: Vec<_> = km.rollups().collect();
+        for ((ri, bucket, values), m) in partials {
+            let r = rollups[ri as usize];
+            let id = KeyModel::identity(&values);
+            let prefix = km.prefix(id, r, bucket, "s1", flush);
+            let dims: Vec<(Field, &str)> = fields.iter().copied().zip(values.iter().copied()).collect();
+            let w = ItemWrite {
+                pk: KeyModel::partition_key(prefix, r, r.bin().start_of(bucket)),
+                sk: km.sort_key(r, bucket, &values, id).unwrap(),
+                bucket_start: bucket,
+                dims: &dims,
+                measures: m,
+                stored: &config.measures,
+                mark_attr: "w#s1",
+                flush,
+            };
+            apply(table, &w).await;
+        }
+    }
+}
+
+/// Applies one write as a flusher does: first attempt, then re-plan from
+/// the item a failed guard returned.
+async fn apply<T: SortedTable + ?Sized>(table: &T, w: &ItemWrite<'_>) {
+    let mut known = None;
+    for _ in 0..4 {
+        let Some(req) = plan_update(w, known.as_ref()) else { return };
+        match table.update(&req).await.unwrap() {
+            UpdateOutcome::Applied(_) => return,
+            UpdateOutcome::ConditionFailed(old) => known = old,
+        }
+    }
+    panic!("update did not converge");
+}
+
+/// Brute force: measures of the events in `[start, end)` passing `keep`,
+/// per (bucket of `step`, `group_by` values).
+pub fn brute(
+    events: &[Event],
+    start: i64,
+    end: i64,
+    step: Option<i64>,
+    group_by: &[Field],
+    keep: impl Fn(&Event) -> bool,
+) -> BTreeMap<(Option<i64>, Vec<String>), Measures> {
+    let mut out: BTreeMap<(Option<i64>, Vec<String>), Measures> = BTreeMap::new();
+    for e in events.iter().filter(|e| start <= e.t && e.t < end && keep(e)) {
+        let bucket = step.map(|s| e.t.div_euclid(s) * s);
+        let values = group_by.iter().map(|f| e.value(*f).to_string()).collect();
+        out.entry((bucket, values)).or_default().add_event(e.click, e.cost);
+    }
+    out
+}
+
+/// The ground truth loadgen would write for `events`.
+pub fn truth(events: &[Event]) -> Truth {
+    let mut t = Truth { records: events.len() as u64, valid: events.len() as u64, ..Truth::default() };
+    let mut total = Measures::default();
+    let mut by_day: BTreeMap<String, Measures> = BTreeMap::new();
+    let mut by_country: BTreeMap<String, Measures> = BTreeMap::new();
+    let mut by_campaign: BTreeMap<String, Measures> = BTreeMap::new();
+    for e in events {
+        total.add_event(e.click, e.cost);
+        let day = chrono::DateTime::from_timestamp_millis(e.t).unwrap().format("%Y-%m-%d").to_string();
+        by_day.entry(day).or_default().add_event(e.click, e.cost);
+        by_country.entry(e.country.to_string()).or_default().add_event(e.click, e.cost);
+        by_campaign.entry(e.campaign.to_string()).or_default().add_event(e.click, e.cost);
+        t.first_ms = Some(t.first_ms.map_or(e.t, |f| f.min(e.t)));
+        t.last_ms = Some(t.last_ms.map_or(e.t, |l| l.max(e.t)));
+    }
+    let conv = |m: BTreeMap<String, Measures>| m.into_iter().map(|(k, v)| (k, TruthMeasures::from(v))).collect();
+    t.totals = total.into();
+    t.by_day = conv(by_day);
+    t.by_country = conv(by_country);
+    t.by_campaign = conv(by_campaign);
+    t
+}

@@ -1,0 +1,220 @@
+//! `gather` reports as a user runs them: a database file written like
+//! ingest writes it, a configuration file, and the binary's output.
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use zigzag_model::{Field, Measures, ScatterMode};
+use zigzag_sqlite::SqliteTable;
+
+const CONFIG: &str = "[scatter]\nprefixes = 4\nmode = \"random\"\n";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    config: PathBuf,
+    dir: PathBuf,
+    events: Vec<Event>,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("zigzag.db");
+        let config = dir.path().join("zigzag.toml");
+        std::fs::write(&config, CONFIG).unwrap();
+        let events = events(11, 1_500);
+        let table = SqliteTable::open(&db).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(write_store(&table, &common::config(4, ScatterMode::Random), &events));
+        let path = dir.path().to_path_buf();
+        Fixture { _dir: dir, db, config, dir: path, events }
+    })
+}
+
+fn gather(args: &[&str]) -> Output {
+    let f = fixture();
+    Command::new(env!("CARGO_BIN_EXE_gather"))
+        .arg("--db")
+        .arg(&f.db)
+        .arg("--config")
+        .arg(&f.config)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = gather(args);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "gather {args:?} failed:\n{stderr}\n{stdout}");
+    stdout.into_owned()
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = gather(args);
+    assert!(!out.status.success(), "gather {args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+const FROM: &str = "2026-10-31T06:00:00Z";
+const TO: &str = "2026-11-01T18:00:00Z";
+const FROM_MS: i64 = T0 + 6 * HOUR;
+const TO_MS: i64 = T0 + 42 * HOUR;
+
+#[test]
+fn json_totals_equal_brute_force() {
+    let out = ok(&[
+        "totals",
+        "--from",
+        FROM,
+        "--to",
+        TO,
+        "--where",
+        "country in DE,FR",
+        "--group-by",
+        "campaign",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["report"], "totals");
+    let want =
+        brute(&fixture().events, FROM_MS, TO_MS, None, &[Field::Campaign], |e| ["DE", "FR"].contains(&e.country));
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), want.len());
+    for row in rows {
+        let key = (None, vec![row["campaign"].as_str().unwrap().to_string()]);
+        let m: &Measures = &want[&key];
+        assert_eq!(row["clicks"].as_u64(), Some(m.clicks));
+        assert_eq!(row["impressions"].as_u64(), Some(m.impressions));
+        let cost = row["cost"].as_f64().unwrap();
+        assert!((cost - m.cost_sum as f64 / 1e6).abs() < 1e-6, "{cost} vs {}", m.cost_sum);
+    }
+}
+
+#[test]
+fn csv_timeseries_parses_and_adds_up() {
+    let out = ok(&["timeseries", "--from", FROM, "--to", TO, "--step", "1h", "--format", "csv"]);
+    let mut r = csv::Reader::from_reader(out.as_bytes());
+    let headers = r.headers().unwrap().clone();
+    assert_eq!(&headers[0], "time");
+    let clicks = headers.iter().position(|h| h == "clicks").unwrap();
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 36, "one row per hour, zeros included");
+    assert_eq!(&rows[0][0], FROM);
+    let sum: u64 = rows.iter().map(|row| row[clicks].parse::<u64>().unwrap()).sum();
+    let want = brute(&fixture().events, FROM_MS, TO_MS, None, &[], |_| true);
+    assert_eq!(sum, want.values().next().unwrap().clicks);
+}
+
+#[test]
+fn top_ctr_and_explain() {
+    let out = ok(&[
+        "top",
+        "--from",
+        FROM,
+        "--to",
+        TO,
+        "-n",
+        "2",
+        "--by",
+        "impressions",
+        "--group-by",
+        "referrer",
+        "--explain",
+    ]);
+    let want = brute(&fixture().events, FROM_MS, TO_MS, None, &[Field::Referrer], |_| true);
+    let best = want.iter().max_by_key(|(k, m)| (m.impressions, std::cmp::Reverse(k.1.clone()))).unwrap();
+    let first_row = out.lines().skip_while(|l| !l.starts_with('╞')).nth(1).unwrap_or_default();
+    assert!(first_row.contains(&best.0 .1[0]), "{out}");
+    for part in ["rollup:", "hour (auto", "queries:  8", "requests:", "scanned:", "returned:", "RCU:", "cost:", "wall:"]
+    {
+        assert!(out.contains(part), "explain lacks {part:?}:\n{out}");
+    }
+    let out = ok(&["ctr", "--from", FROM, "--to", TO, "--group-by", "country", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), COUNTRIES.len());
+    assert!(v["rows"][0]["ctr"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn last_window_and_errors_name_the_bad_part() {
+    let now = "2026-11-01T12:00:30Z";
+    let out = ok(&["totals", "--last", "1h", "--now", now, "--explain"]);
+    assert!(out.contains("2026-11-01T11:01:00Z, 2026-11-01T12:01:00Z"), "{out}");
+    let cases: [(&[&str], &[&str]); 7] = [
+        (&["totals", "--last", "1x"], &["--last \"1x\""]),
+        (&["totals", "--from", "yesterday", "--to", TO], &["--from \"yesterday\""]),
+        (&["totals", "--from", "2026-10-31T06:00:30Z", "--to", TO], &["--from", "not on a boundary"]),
+        (&["totals", "--last", "1h", "--where", "colour=red"], &["colour=red", "unknown field \"colour\""]),
+        (&["totals", "--last", "1h", "--where", "country~DE"], &["country~DE", "expected FIELD=VALUE"]),
+        (&["totals", "--last", "1h", "--group-by", "city"], &["--group-by \"city\""]),
+        (&["totals", "--last", "1h", "--where", "url=/a"], &["url is not a configured dimension"]),
+    ];
+    for (args, parts) in cases {
+        let e = fails(args);
+        for p in parts {
+            assert!(e.contains(p), "gather {args:?}: {p:?} not in {e}");
+        }
+    }
+    let e = Command::new(env!("CARGO_BIN_EXE_gather"))
+        .args(["--db", "/nonexistent/zigzag.db", "totals", "--last", "1h"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&e.stderr).contains("does not exist"));
+}
+
+fn chart(name: &str, group: bool) -> PathBuf {
+    let path = fixture().dir.join(name);
+    let p = path.to_str().unwrap();
+    let mut args = vec!["timeseries", "--from", FROM, "--to", TO, "--step", "30m", "--chart", p, "--format", "csv"];
+    if group {
+        args.extend(["--group-by", "country", "--measure", "cost"]);
+    }
+    ok(&args);
+    path
+}
+
+#[test]
+fn charts_are_written() {
+    let svg = std::fs::read_to_string(chart("clicks.svg", false)).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.contains("clicks per bucket"), "{svg}");
+    let svg = std::fs::read_to_string(chart("by_country.svg", true)).unwrap();
+    assert!(svg.matches("<polyline").count() >= COUNTRIES.len(), "one line per country");
+    for c in COUNTRIES {
+        assert!(svg.contains(c), "legend names {c}");
+    }
+    let png = std::fs::read(chart("clicks.png", false)).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 5_000, "{} bytes", png.len());
+    let e = fails(&["timeseries", "--from", FROM, "--to", TO, "--chart", "/tmp/x.gif"]);
+    assert!(e.contains("x.gif") && e.contains(".svg or .png"), "{e}");
+}
+
+fn write_truth(name: &str, t: &zigzag_model::Truth) -> String {
+    let path: PathBuf = fixture().dir.join(name);
+    std::fs::write(&path, serde_json::to_string(t).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn check_matches_truth_and_catches_tampering() {
+    let truth = common::truth(&fixture().events);
+    let good = write_truth("truth.json", &truth);
+    let out = ok(&["check", "--truth", &good]);
+    assert!(out.contains("all groups MATCH") && !out.contains("MISMATCH"), "{out}");
+    assert!(out.contains("2026-10-31") && out.contains("2026-11-01") && out.contains("spring-sale"), "{out}");
+
+    let mut bad = truth.clone();
+    bad.by_country.get_mut("FR").unwrap().clicks += 1;
+    let path = write_truth("tampered.json", &bad);
+    let out = gather(&["check", "--truth", &path]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("MISMATCH") && stdout.contains("1 group(s) MISMATCH"), "{stdout}");
+    assert!(stdout.contains("(truth)"), "the mismatch shows both values: {stdout}");
+}
