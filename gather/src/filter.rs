@@ -90,14 +90,14 @@ impl Predicate {
     /// The Z-box constraint, if this filter can narrow a dimension of this
     /// encoding (exclusive bounds become inclusive: still a superset).
     pub fn constraint(&self, encoding: &Encoding) -> Option<Constraint<'_>> {
-        fn s(x: &String) -> Value<'_> {
-            Value::Str(x.as_str())
+        fn s(x: &str) -> Value<'_> {
+            Value::Str(x)
         }
         let hash = matches!(encoding, Encoding::Hash);
         match &self.op {
             Op::Eq(x) => Some(Constraint::Eq(s(x))),
             Op::In(xs) if xs.len() == 1 => Some(Constraint::Eq(s(&xs[0]))),
-            Op::In(xs) if !hash => Some(Constraint::In(xs.iter().map(s).collect())),
+            Op::In(xs) if !hash => Some(Constraint::In(xs.iter().map(|x| s(x)).collect())),
             Op::Ge(x) | Op::Gt(x) if !hash => Some(Constraint::Range(Some(s(x)), None)),
             Op::Le(x) | Op::Lt(x) if !hash => Some(Constraint::Range(None, Some(s(x)))),
             _ => None,
@@ -138,7 +138,8 @@ fn split(expr: &str) -> Result<(&str, Op)> {
     }
     let rest = &expr[i..];
     // Two-character operators first.
-    let ops: [(&str, fn(String) -> Op); 7] =
+    type MakeOp = fn(String) -> Op;
+    let ops: [(&str, MakeOp); 7] =
         [("==", Op::Eq), (">=", Op::Ge), ("<=", Op::Le), ("!=", Op::Ne), ("=", Op::Eq), (">", Op::Gt), ("<", Op::Lt)];
     for (sym, make) in ops {
         if let Some(v) = rest.strip_prefix(sym) {

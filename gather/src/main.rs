@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use zigzag_core::query::{AdaptiveConfig, Strategy};
 use zigzag_core::schema::{Encoding, Schema};
-use zigzag_gather::execute::{parse_strategy, ExecOptions, DEFAULT_CONCURRENCY};
+use zigzag_gather::execute::{ExecOptions, StrategyChoice, DEFAULT_CONCURRENCY};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::render::{render, write_chart, Format};
@@ -158,9 +158,9 @@ struct Common {
     /// Strongly consistent reads (twice the RCU)
     #[arg(long)]
     consistent: bool,
-    /// Z-query strategy: naive (one key range per query; cheapest on aggregates, see
-    /// execute.rs), precise (exact sub-ranges, budget 64), page-jump (Limit 40, BIGMIN jumps), adaptive
-    #[arg(long, default_value = "naive", value_parser = ["naive", "precise", "page-jump", "adaptive"])]
+    /// Z-query strategy: auto (naive for boxes covering a whole time bin, else page-jump),
+    /// naive (one key range), precise (exact sub-ranges, budget 64), page-jump (Limit 40), adaptive
+    #[arg(long, default_value = "auto", value_parser = ["auto", "naive", "precise", "page-jump", "adaptive"])]
     strategy: String,
     /// Pretend now is this instant (reproducible --last)
     #[arg(long, hide = true)]
@@ -198,7 +198,7 @@ fn exec_options(c: &Common) -> Result<ExecOptions> {
         concurrency: c.concurrency.max(1),
         rcu_per_sec: c.rcu_per_sec,
         consistent: c.consistent,
-        strategy: parse_strategy(&c.strategy).with_context(|| format!("--strategy {}", c.strategy))?,
+        strategy: StrategyChoice::parse(&c.strategy).with_context(|| format!("--strategy {}", c.strategy))?,
     })
 }
 

@@ -32,7 +32,7 @@ pub fn bucket_of(item: &Item) -> Result<i64> {
 }
 
 /// A dimension value of an aggregate item.
-pub fn value_of<'a>(item: &'a Item, field: Field) -> Result<&'a str> {
+pub fn value_of(item: &Item, field: Field) -> Result<&str> {
     match item.attrs.get(field.name()) {
         Some(AttrValue::S(s)) => Ok(s),
         other => Err(item_err(item, format!("`{field}` is {other:?}, not a string (is the configuration ingest's?)"))),

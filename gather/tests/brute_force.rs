@@ -7,16 +7,15 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use zigzag_core::query::{AdaptiveConfig, Strategy as ZStrategy};
 use zigzag_core::table::{MemoryTable, SortedTable};
-use zigzag_gather::execute::ExecOptions;
+use zigzag_gather::execute::{ExecOptions, StrategyChoice};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::report;
 use zigzag_gather::window::WindowSpec;
-use zigzag_model::{Config, Field, KeyModel, Measures, Rollup, ScatterMode};
+use zigzag_model::{Config, Field, KeyModel, Rollup, ScatterMode};
 use zigzag_sqlite::SqliteTable;
 
 struct Store {
@@ -144,7 +143,7 @@ fn case() -> impl Strategy<Value = Case> {
     );
     let step = prop::option::of(prop::sample::select(vec![MINUTE, 5 * MINUTE, HOUR, 6 * HOUR, DAY]));
     let group_by = prop::sample::subsequence(fields.to_vec(), 0..=3).prop_shuffle();
-    (window, step, any::<bool>(), filters, group_by, 0usize..2, 0u8..3, 1usize..9).prop_map(
+    (window, step, any::<bool>(), filters, group_by, 0usize..2, 0u8..4, 1usize..9).prop_map(
         |((start, end), step, minute_rollup, filters, group_by, store, strategy, concurrency)| Case {
             start,
             end,
@@ -159,7 +158,7 @@ fn case() -> impl Strategy<Value = Case> {
     )
 }
 
-fn run(c: &Case) -> (BTreeMap<(Option<i64>, Vec<String>), Measures>, zigzag_gather::Gathered) {
+fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
     let w = world();
     let store = &w.stores[c.store];
     let exprs: Vec<String> = c.filters.iter().map(|(f, p)| p.expr(*f)).collect();
@@ -172,9 +171,10 @@ fn run(c: &Case) -> (BTreeMap<(Option<i64>, Vec<String>), Measures>, zigzag_gath
         now: 0,
     };
     let strategy = match c.strategy {
-        0 => ZStrategy::Adaptive(AdaptiveConfig::default()),
-        1 => ZStrategy::Naive,
-        _ => ZStrategy::PageJump { limit: 3 },
+        0 => StrategyChoice::Auto,
+        1 => StrategyChoice::Fixed(ZStrategy::Adaptive(AdaptiveConfig::default())),
+        2 => StrategyChoice::Fixed(ZStrategy::PageJump { limit: 3 }),
+        _ => StrategyChoice::Fixed(ZStrategy::Naive),
     };
     let opts = ExecOptions { concurrency: c.concurrency, strategy, ..ExecOptions::default() };
     let km = KeyModel::new(&store.config).unwrap();
@@ -255,7 +255,7 @@ fn rcu_budget_paces_reads() {
         filters: FilterSet::default(),
         now: 0,
     };
-    let strategy = ZStrategy::PageJump { limit: 3 };
+    let strategy = StrategyChoice::Fixed(ZStrategy::PageJump { limit: 3 });
     let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };
     let km = KeyModel::new(&store.config).unwrap();
     let paced = w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &km, req, vec![], &opts)).unwrap();

@@ -32,10 +32,13 @@ impl ChartFormat {
     }
 }
 
-/// The lines to draw: label → points (ms, value), in time order.
+/// One line: label, points (ms, value) in time order.
+type Line = (String, Vec<(i64, f64)>);
+
+/// The lines to draw.
 struct Series {
     title: String,
-    lines: Vec<(String, Vec<(i64, f64)>)>,
+    lines: Vec<Line>,
     x: (i64, i64),
     y_max: f64,
     span_ms: i64,
@@ -68,7 +71,7 @@ fn series(report: &Report, measure: RankBy) -> Result<Series> {
     }
     // Counts and amounts are zero where a group has no row; a ratio is undefined there.
     let fill = measure != RankBy::Ctr;
-    let mut ranked: Vec<(String, Vec<(i64, f64)>, f64)> = lines
+    let mut ranked: Vec<(Line, f64)> = lines
         .into_iter()
         .map(|(label, pts)| {
             let pts: Vec<(i64, f64)> = if fill {
@@ -77,21 +80,21 @@ fn series(report: &Report, measure: RankBy) -> Result<Series> {
                 pts.into_iter().collect()
             };
             let total = pts.iter().map(|p| p.1).sum::<f64>();
-            (label, pts, total)
+            ((label, pts), total)
         })
         .collect();
-    ranked.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0 .0.cmp(&b.0 .0)));
     let groups = ranked.len();
     ranked.truncate(MAX_SERIES);
     let (t0, t1) = (times.first().copied().unwrap_or(0), times.last().copied().unwrap_or(0));
-    let y_max = ranked.iter().flat_map(|l| l.1.iter().map(|p| p.1)).fold(0.0, f64::max);
+    let y_max = ranked.iter().flat_map(|l| l.0 .1.iter().map(|p| p.1)).fold(0.0, f64::max);
     let mut title = format!("{} per bucket", measure.name());
     if groups > MAX_SERIES {
         title.push_str(&format!(" (largest {MAX_SERIES} of {groups} groups)"));
     }
     Ok(Series {
         title,
-        lines: ranked.into_iter().map(|(l, p, _)| (l, p)).collect(),
+        lines: ranked.into_iter().map(|(line, _)| line).collect(),
         x: (t0, t1.max(t0 + 1)),
         y_max: if y_max > 0.0 { y_max * 1.05 } else { 1.0 },
         span_ms: t1 - t0,

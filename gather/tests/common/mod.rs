@@ -120,6 +120,9 @@ async fn apply<T: SortedTable + ?Sized>(table: &T, w: &ItemWrite<'_>) {
     panic!("update did not converge");
 }
 
+/// Measures per (bucket, group-by values).
+pub type Groups = BTreeMap<(Option<i64>, Vec<String>), Measures>;
+
 /// Brute force: measures of the events in `[start, end)` passing `keep`,
 /// per (bucket of `step`, `group_by` values).
 pub fn brute(
@@ -129,8 +132,8 @@ pub fn brute(
     step: Option<i64>,
     group_by: &[Field],
     keep: impl Fn(&Event) -> bool,
-) -> BTreeMap<(Option<i64>, Vec<String>), Measures> {
-    let mut out: BTreeMap<(Option<i64>, Vec<String>), Measures> = BTreeMap::new();
+) -> Groups {
+    let mut out = Groups::new();
     for e in events.iter().filter(|e| start <= e.t && e.t < end && keep(e)) {
         let bucket = step.map(|s| e.t.div_euclid(s) * s);
         let values = group_by.iter().map(|f| e.value(*f).to_string()).collect();
