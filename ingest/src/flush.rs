@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use thiserror::Error;
 use zigzag_core::schema::DimError;
-use zigzag_core::table::{SortedTable, TableError, UpdateOutcome, UpdateRequest};
+use zigzag_core::table::{Item, SortedTable, TableError, UpdateOutcome, UpdateRequest};
 use zigzag_model::checkpoint::{self, mark_attr};
 use zigzag_model::config::Field;
 use zigzag_model::measures::{plan_update, ItemWrite};
@@ -112,14 +112,19 @@ impl Flusher {
             self.checkpoint_update(&s.id, req, "begin flush").await?;
         }
         let Generation { partials, names } = gen;
-        let names = &names;
-        stream::iter(partials)
-            .map(|(key, m)| async move {
-                let shard = shards.iter().find(|s| s.index == key.shard).expect("every dirty shard is listed");
-                let values = names.get(&key.id).map(|v| v.clone()).expect("names hold every key of the generation");
-                self.write_item(key, m, &values, shard).await
-            })
-            .buffer_unordered(self.concurrency)
+        let mut writes = Vec::with_capacity(partials.len());
+        for (key, m) in partials {
+            let shard = shards.iter().find(|s| s.index == key.shard).expect("every dirty shard is listed");
+            let values = names.get(&key.id).map(|v| v.clone()).expect("names hold every key of the generation");
+            writes.push(self.prepare(key, m, values, shard)?);
+        }
+        // Key order: a chunk then touches neighbouring B-tree pages (SQLite
+        // writes each dirty page once per transaction, not once per item).
+        writes.sort_unstable_by(|a, b| (&a.pk, &a.sk).cmp(&(&b.pk, &b.sk)));
+        let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
+        stream::iter(writes.chunks(CHUNK))
+            .map(|chunk| self.write_chunk(chunk))
+            .buffer_unordered(in_flight)
             .try_collect::<()>()
             .await?;
         for s in shards {
@@ -130,51 +135,100 @@ impl Flusher {
         Ok(())
     }
 
-    async fn write_item(
-        &self,
-        key: AggKey,
-        m: Measures,
-        values: &KeyValues,
-        shard: &ShardFlush,
-    ) -> Result<(), FlushError> {
+    fn prepare(&self, key: AggKey, m: Measures, values: KeyValues, shard: &ShardFlush) -> Result<Prepared, FlushError> {
         let rollup = key.rollup;
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().map(|s| &**s).collect();
-        let dims: smallvec::SmallVec<[(Field, &str); 4]> =
-            self.keys.fields().iter().copied().zip(strs.iter().copied()).collect();
         let prefix = self.keys.prefix(key.id, rollup, key.bucket, &shard.id, shard.flush);
-        let mark = mark_attr(&shard.id);
-        let write = ItemWrite {
+        let sk = self.keys.sort_key(rollup, key.bucket, &strs, key.id)?;
+        drop(strs);
+        Ok(Prepared {
             pk: KeyModel::partition_key(prefix, rollup, rollup.bin().start_of(key.bucket)),
-            sk: self.keys.sort_key(rollup, key.bucket, &strs, key.id)?,
-            bucket_start: key.bucket,
-            dims: &dims,
+            sk,
+            prefix,
+            bucket: key.bucket,
+            values,
             measures: m,
-            stored: &self.stored,
-            mark_attr: &mark,
+            mark: mark_attr(&shard.id),
             flush: shard.flush,
-        };
-        self.stats.items.fetch_add(1, Ordering::Relaxed);
-        let mut known = None;
+        })
+    }
+
+    /// Applies a chunk of items: first attempts together, then the items
+    /// whose guards failed again with what the store returned, until each
+    /// is applied or found already applied.
+    async fn write_chunk(&self, chunk: &[Prepared]) -> Result<(), FlushError> {
+        let fields = self.keys.fields();
+        let dims: Vec<Vec<(Field, &str)>> =
+            chunk.iter().map(|p| fields.iter().copied().zip(p.values.iter().map(|s| &**s)).collect()).collect();
+        let writes: Vec<ItemWrite> = chunk
+            .iter()
+            .zip(&dims)
+            .map(|(p, dims)| ItemWrite {
+                pk: p.pk.clone(),
+                sk: p.sk.clone(),
+                bucket_start: p.bucket,
+                dims,
+                measures: p.measures,
+                stored: &self.stored,
+                mark_attr: &p.mark,
+                flush: p.flush,
+            })
+            .collect();
+        self.stats.items.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        // (index into chunk, what the store last showed of the item)
+        let mut todo: Vec<(usize, Option<Item>)> = (0..chunk.len()).map(|i| (i, None)).collect();
         const ATTEMPTS: u32 = 8;
         for _ in 0..ATTEMPTS {
-            let Some(req) = plan_update(&write, known.as_ref()) else {
-                self.stats.skipped.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
-            };
-            let out = self.retry.run(&self.stats.retries, || self.aggregates.update(&req)).await?;
-            self.stats.write_requests.fetch_add(1, Ordering::Relaxed);
-            self.stats.per_prefix[prefix as usize].fetch_add(1, Ordering::Relaxed);
-            match out {
-                UpdateOutcome::Applied(_) => return Ok(()),
-                UpdateOutcome::ConditionFailed(old) => {
-                    known = Some(old.unwrap_or_else(|| {
-                        // Absent yet failed: only guards on absent attributes can
-                        // do that, and ours all accept absence. Treat as empty.
-                        zigzag_core::table::Item::new(write.pk.clone(), write.sk.clone())
-                    }))
+            let mut idx = Vec::with_capacity(todo.len());
+            let mut reqs = Vec::with_capacity(todo.len());
+            for (i, known) in &todo {
+                match plan_update(&writes[*i], known.as_ref()) {
+                    Some(req) => {
+                        idx.push(*i);
+                        reqs.push(req);
+                    }
+                    None => {
+                        self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
+            if reqs.is_empty() {
+                return Ok(());
+            }
+            let outcomes = self.retry.run(&self.stats.retries, || self.aggregates.update_batch(&reqs)).await?;
+            self.stats.write_requests.fetch_add(reqs.len() as u64, Ordering::Relaxed);
+            todo.clear();
+            for (i, out) in idx.into_iter().zip(outcomes) {
+                self.stats.per_prefix[chunk[i].prefix as usize].fetch_add(1, Ordering::Relaxed);
+                if let UpdateOutcome::ConditionFailed(old) = out {
+                    // Absent yet failed cannot happen (every guard accepts
+                    // absence); treat it as an empty item.
+                    let old = old.unwrap_or_else(|| Item::new(chunk[i].pk.clone(), chunk[i].sk.clone()));
+                    todo.push((i, Some(old)));
+                }
+            }
+            if todo.is_empty() {
+                return Ok(());
+            }
         }
-        Err(FlushError::NoConvergence { pk: write.pk, attempts: ATTEMPTS })
+        let pk = chunk[todo[0].0].pk.clone();
+        Err(FlushError::NoConvergence { pk, attempts: ATTEMPTS })
     }
 }
+
+/// An item write with its keys computed.
+struct Prepared {
+    pk: String,
+    sk: Vec<u8>,
+    prefix: u32,
+    bucket: i64,
+    values: KeyValues,
+    measures: Measures,
+    mark: String,
+    flush: u64,
+}
+
+/// Item updates per store call: one SQLite transaction (larger ones write
+/// each dirty page fewer times); stores that send one request per item
+/// bound their own concurrency within a call.
+const CHUNK: usize = 4096;

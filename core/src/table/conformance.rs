@@ -68,6 +68,7 @@ pub async fn run<T: SortedTable + ?Sized>(table: &T, namespace: &str) -> Result<
     check!("update-add", updates_add_and_create);
     check!("update-guards", failed_guards_change_nothing);
     check!("update-concurrent", concurrent_adds_all_apply);
+    check!("update-batch", batch_updates_succeed_or_fail_one_by_one);
     if failures.is_empty() {
         Ok(())
     } else {
@@ -367,5 +368,22 @@ async fn concurrent_adds_all_apply<T: SortedTable + ?Sized>(t: &T, pk: &str) -> 
     }
     let item = t.get(pk, &[3]).await.map_err(e)?.ok_or("item missing")?;
     ensure!(item.attrs.get("n") == Some(&AttrValue::from(50)), "n = {:?} after 50 adds", item.attrs.get("n"));
+    Ok(())
+}
+
+async fn batch_updates_succeed_or_fail_one_by_one<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
+    t.update(&UpdateRequest::new(pk, vec![2]).set("hwm", 9)).await.map_err(e)?;
+    let reqs: Vec<UpdateRequest> = (1..=3u8)
+        .map(|k| UpdateRequest::new(pk, vec![k]).add("n", Decimal::ONE).set("hwm", 5).guard("hwm", CmpOp::Lt, 5, true))
+        .collect();
+    let out = t.update_batch(&reqs).await.map_err(e)?;
+    let applied: Vec<bool> = out.iter().map(|o| o.applied()).collect();
+    ensure!(applied == vec![true, false, true], "outcomes {applied:?}");
+    ensure!(
+        matches!(&out[1], UpdateOutcome::ConditionFailed(Some(old)) if old.attrs.get("hwm") == Some(&AttrValue::from(9))),
+        "failed outcome must carry the old item: {:?}",
+        out[1]
+    );
+    ensure!(t.get(pk, &[3]).await.map_err(e)?.is_some(), "the update after a failed one was lost");
     Ok(())
 }

@@ -56,6 +56,13 @@ pub trait SortedTable: Send + Sync {
     /// One atomic conditional update of one item (DynamoDB UpdateItem).
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError>;
 
+    /// Several independent updates of distinct items; each applies or fails
+    /// on its own (this is not a transaction). Stores override this to save
+    /// round trips.
+    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<UpdateOutcome>, TableError> {
+        futures::future::try_join_all(reqs.iter().map(|r| self.update(r))).await
+    }
+
     /// Strongly consistent read of one item (GetItem).
     async fn get(&self, pk: &str, sk: &[u8]) -> Result<Option<Item>, TableError> {
         let mut req = QueryRequest::new(pk, SortKeyCondition::Eq(sk.to_vec()));

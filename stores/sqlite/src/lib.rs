@@ -84,6 +84,10 @@ impl SqliteTable {
             // WAL + NORMAL: a commit survives a process crash (kill -9);
             // only an OS crash can lose the last transactions.
             conn.pragma_update(None, "synchronous", "NORMAL").map_err(sqlite_err)?;
+            // Flushes update keys scattered over the whole B-tree; the 2 MB
+            // default page cache turns that into disk reads. 256 MB (an upper
+            // bound, allocated as used) keeps the hot pages of a large store.
+            conn.pragma_update(None, "cache_size", -262_144).map_err(sqlite_err)?;
         }
         conn.execute_batch(&format!(
             "CREATE TABLE IF NOT EXISTS {table} (
@@ -160,34 +164,53 @@ impl SqliteTable {
     /// Read, evaluate and write in one IMMEDIATE transaction: the write lock
     /// is taken before the read, so no other process can interleave.
     pub fn update_sync(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
-        req.validate()?;
+        let mut out = self.update_batch_sync(std::slice::from_ref(req))?;
+        Ok(out.pop().expect("one outcome per request"))
+    }
+
+    /// Many updates in one transaction (one commit instead of one each);
+    /// each is evaluated on its own, in order.
+    pub fn update_batch_sync(&self, reqs: &[UpdateRequest]) -> Result<Vec<UpdateOutcome>, TableError> {
+        for req in reqs {
+            req.validate()?;
+        }
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(sqlite_err)?;
-        let current: Option<Vec<u8>> = {
-            let mut stmt = tx
+        let mut outcomes = Vec::with_capacity(reqs.len());
+        {
+            let mut select = tx
                 .prepare_cached(&format!("SELECT attrs FROM {} WHERE pk = ?1 AND sk = ?2", self.table))
                 .map_err(sqlite_err)?;
-            let mut rows = stmt.query(rusqlite::params![req.pk, req.sk]).map_err(sqlite_err)?;
-            match rows.next().map_err(sqlite_err)? {
-                Some(row) => Some(row.get(0).map_err(sqlite_err)?),
-                None => None,
-            }
-        };
-        let current = match current {
-            Some(blob) => {
-                Some(Item { pk: req.pk.clone(), sk: req.sk.clone(), attrs: codec::decode(&blob).map_err(store_err)? })
-            }
-            None => None,
-        };
-        let outcome = apply_update(current, req)?;
-        if let UpdateOutcome::Applied(item) = &outcome {
-            let mut stmt = tx
+            let mut upsert = tx
                 .prepare_cached(&format!("INSERT OR REPLACE INTO {} (pk, sk, attrs) VALUES (?1, ?2, ?3)", self.table))
                 .map_err(sqlite_err)?;
-            stmt.execute(rusqlite::params![item.pk, item.sk, codec::encode(&item.attrs)]).map_err(sqlite_err)?;
+            for req in reqs {
+                let blob: Option<Vec<u8>> = {
+                    let mut rows = select.query(rusqlite::params![req.pk, req.sk]).map_err(sqlite_err)?;
+                    match rows.next().map_err(sqlite_err)? {
+                        Some(row) => Some(row.get(0).map_err(sqlite_err)?),
+                        None => None,
+                    }
+                };
+                let current = match blob {
+                    Some(b) => Some(Item {
+                        pk: req.pk.clone(),
+                        sk: req.sk.clone(),
+                        attrs: codec::decode(&b).map_err(store_err)?,
+                    }),
+                    None => None,
+                };
+                let outcome = apply_update(current, req)?;
+                if let UpdateOutcome::Applied(item) = &outcome {
+                    upsert
+                        .execute(rusqlite::params![item.pk, item.sk, codec::encode(&item.attrs)])
+                        .map_err(sqlite_err)?;
+                }
+                outcomes.push(outcome);
+            }
         }
         tx.commit().map_err(sqlite_err)?;
-        Ok(outcome)
+        Ok(outcomes)
     }
 }
 
@@ -254,6 +277,10 @@ impl SortedTable for SqliteTable {
 
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
         self.update_sync(req)
+    }
+
+    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<UpdateOutcome>, TableError> {
+        self.update_batch_sync(reqs)
     }
 }
 
