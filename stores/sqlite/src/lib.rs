@@ -236,19 +236,29 @@ fn range_sql(table: &str, req: &QueryRequest) -> (String, Vec<rusqlite::types::V
         args.push(V::Blob(key.to_vec()));
         sql.push_str(&format!(" AND sk {op} ?{}", args.len()));
     };
+    // One lower bound only: SQLite seeks the index with one of several
+    // lower bounds and filters by the others, so `sk >= lo AND sk > start`
+    // would rescan from `lo` on every page. A valid start key lies inside
+    // the condition, so it alone bounds a continued page from below.
+    let resumed = req.exclusive_start.is_some();
     match &req.sk {
         SortKeyCondition::Any => {}
         SortKeyCondition::Eq(k) => bound("=", k, &mut sql),
         SortKeyCondition::Between(lo, hi) => {
-            bound(">=", lo, &mut sql);
+            if !resumed {
+                bound(">=", lo, &mut sql);
+            }
             bound("<=", hi, &mut sql);
         }
-        SortKeyCondition::Ge(k) => bound(">=", k, &mut sql),
-        SortKeyCondition::Gt(k) => bound(">", k, &mut sql),
+        SortKeyCondition::Ge(k) if !resumed => bound(">=", k, &mut sql),
+        SortKeyCondition::Gt(k) if !resumed => bound(">", k, &mut sql),
+        SortKeyCondition::Ge(_) | SortKeyCondition::Gt(_) => {}
         SortKeyCondition::Le(k) => bound("<=", k, &mut sql),
         SortKeyCondition::Lt(k) => bound("<", k, &mut sql),
         SortKeyCondition::BeginsWith(p) => {
-            bound(">=", p, &mut sql);
+            if !resumed {
+                bound(">=", p, &mut sql);
+            }
             if let Some(end) = prefix_successor(p) {
                 bound("<", &end, &mut sql);
             }
