@@ -14,9 +14,10 @@ use std::sync::Arc;
 use thiserror::Error;
 use zigzag_core::schema::DimError;
 use zigzag_core::table::{Item, SortedTable, TableError, UpdateOutcome, UpdateRequest};
-use zigzag_model::checkpoint::{self, mark_attr};
+use zigzag_model::checkpoint::{self, mark_attr, Pending};
 use zigzag_model::config::Field;
 use zigzag_model::measures::{plan_update, ItemWrite};
+use zigzag_model::Checkpoint;
 use zigzag_model::{KeyModel, Measure, Measures, Position};
 
 #[derive(Debug, Error)]
@@ -95,11 +96,26 @@ impl Flusher {
         }
     }
 
-    async fn checkpoint_update(&self, shard: &str, req: UpdateRequest, what: &'static str) -> Result<(), FlushError> {
+    /// A checkpoint write; when its guard fails, `done` says whether the
+    /// item already shows the write's effect (a retry of a write that was
+    /// applied but reported as failed, e.g. timed out) rather than a fence.
+    async fn checkpoint_update(
+        &self,
+        shard: &str,
+        req: UpdateRequest,
+        what: &'static str,
+        done: impl Fn(&Checkpoint) -> bool,
+    ) -> Result<(), FlushError> {
         let out = self.retry.run(&self.stats.retries, || self.checkpoints.update(&req)).await?;
         self.stats.checkpoint_writes.fetch_add(1, Ordering::Relaxed);
         match out {
             UpdateOutcome::Applied(_) => Ok(()),
+            UpdateOutcome::ConditionFailed(Some(item))
+                if Checkpoint::from_item(&item)
+                    .is_ok_and(|cp| cp.owner.as_deref() == Some(&self.owner) && done(&cp)) =>
+            {
+                Ok(())
+            }
             UpdateOutcome::ConditionFailed(_) => Err(FlushError::Fenced { shard: shard.to_string(), what }),
         }
     }
@@ -109,7 +125,8 @@ impl Flusher {
     pub async fn flush(&self, gen: Generation, shards: &[ShardFlush]) -> Result<(), FlushError> {
         for s in shards.iter().filter(|s| !s.already_begun) {
             let req = checkpoint::begin_flush(&self.stream, &s.id, &self.owner, s.flush, s.end);
-            self.checkpoint_update(&s.id, req, "begin flush").await?;
+            let pending = Some(Pending { flush: s.flush, end: s.end });
+            self.checkpoint_update(&s.id, req, "begin flush", |cp| cp.pending == pending).await?;
         }
         let Generation { partials, names } = gen;
         let mut writes = Vec::with_capacity(partials.len());
@@ -129,7 +146,8 @@ impl Flusher {
             .await?;
         for s in shards {
             let req = checkpoint::commit_flush(&self.stream, &s.id, &self.owner, s.flush, s.end, s.finished);
-            self.checkpoint_update(&s.id, req, "commit flush").await?;
+            let done = |cp: &Checkpoint| cp.flush == s.flush && cp.pending.is_none() && cp.committed == Some(s.end);
+            self.checkpoint_update(&s.id, req, "commit flush", done).await?;
         }
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())

@@ -37,7 +37,7 @@ pub enum PipelineError {
     #[error("shard {shard}: checkpoint item is corrupt: {why}")]
     CorruptCheckpoint { shard: String, why: String },
     #[error("shard {shard}: the source ends at {reached:?} but the unfinished flush {flush} covers up to {end}")]
-    MissingRecords { shard: String, flush: u64, end: Position, reached: Option<Position> },
+    MissingRecords { shard: String, flush: u64, end: Box<Position>, reached: Option<Box<Position>> },
     #[error("dead-letter file {path}: {error}")]
     DeadLetter { path: PathBuf, error: std::io::Error },
     #[error(transparent)]
@@ -303,8 +303,8 @@ impl Pipeline {
             return Err(PipelineError::MissingRecords {
                 shard: id.into(),
                 flush: pending.flush,
-                end: pending.end,
-                reached,
+                end: Box::new(pending.end),
+                reached: reached.map(Box::new),
             });
         }
         let shard = ShardFlush {

@@ -61,7 +61,7 @@ impl Measure {
 /// A cost in micro-units from an event's number; None if it does not fit.
 pub fn cost_to_micros(cost: f64) -> Option<i64> {
     let m = (cost * 1e6).round();
-    (m.is_finite() && m >= 0.0 && m < 9.0e18).then_some(m as i64)
+    (0.0..9.0e18).contains(&m).then_some(m as i64)
 }
 
 /// Text of a micro-unit amount, e.g. `12.5` for 12_500_000.
@@ -70,7 +70,7 @@ pub fn format_micros(v: i128) -> String {
 }
 
 /// Aggregated measures of one key and bucket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Measures {
     pub clicks: u64,
     pub impressions: u64,
@@ -79,12 +79,6 @@ pub struct Measures {
     /// Min/max cost (micro-units) over events that had one; `None` if none did.
     pub cost_min: Option<i64>,
     pub cost_max: Option<i64>,
-}
-
-impl Default for Measures {
-    fn default() -> Self {
-        Measures { clicks: 0, impressions: 0, cost_sum: 0, cost_min: None, cost_max: None }
-    }
 }
 
 impl Measures {

@@ -1,0 +1,76 @@
+//! Ingest hot path, in-process: decode + downsample + aggregate of
+//! synthetic ~150-byte JSON events (BRIEF target: >= 3 M events/s/core),
+//! and its parts, to show where the time goes.
+//!
+//! `cargo bench -p zigzag-ingest --bench aggregate`
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use zigzag_ingest::aggregate::{Aggregator, Generation};
+use zigzag_ingest::decode::{decode, DecodeLimits};
+use zigzag_ingest::source::RecordBatch;
+use zigzag_loadgen::{GenConfig, Generator};
+use zigzag_model::{Config, KeyModel, Position};
+
+const N: u64 = 20_000;
+
+fn batch() -> RecordBatch {
+    let gen = Generator::new(GenConfig { records: N, shards: 1, malformed_fraction: 0.0, ..Default::default() });
+    let mut b = RecordBatch::default();
+    let mut buf = Vec::new();
+    for seq in 1..=N {
+        gen.record(0, seq, &mut buf);
+        b.push(Position::at(seq), &buf);
+    }
+    b
+}
+
+fn bench(c: &mut Criterion) {
+    let b = batch();
+    let bytes: usize = b.records.iter().map(|r| r.len as usize).sum();
+    eprintln!("mean record: {} bytes", bytes / b.records.len());
+    let limits = DecodeLimits::default();
+    let keys = KeyModel::new(&Config::default()).unwrap();
+    let agg = Aggregator::new(&keys, limits);
+    let mut g = c.benchmark_group("ingest");
+    g.throughput(Throughput::Elements(N));
+    g.bench_function("decode", |bn| {
+        bn.iter(|| {
+            let mut ok = 0u32;
+            for (_, r) in b.iter() {
+                ok += decode(r, &limits).is_ok() as u32;
+            }
+            ok
+        })
+    });
+    let events: Vec<_> = b.iter().map(|(_, r)| decode(r, &limits).unwrap()).collect();
+    for rollups in [1usize, 3] {
+        let mut cfg = Config::default();
+        cfg.rollups.truncate(rollups);
+        let agg_n = Aggregator::new(&KeyModel::new(&cfg).unwrap(), limits);
+        g.bench_with_input(BenchmarkId::new("aggregate_decoded", format!("{rollups}_rollups")), &events, |bn, evs| {
+            bn.iter_batched_ref(
+                Generation::default,
+                |gen| {
+                    for e in evs {
+                        agg_n.add_event(gen, 0, e).unwrap();
+                    }
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    g.bench_function("decode_downsample_aggregate", |bn| {
+        bn.iter_batched_ref(
+            Generation::default,
+            |gen| {
+                let mut rejected = Vec::new();
+                agg.add_batch(gen, 0, &b, &mut rejected).unwrap()
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
