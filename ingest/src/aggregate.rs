@@ -1,6 +1,11 @@
-//! Aggregate: decoded events → partial measures per (shard, rollup, bucket,
-//! key), in memory, shared by the shard tasks (a `DashMap`, so shards
-//! aggregate in parallel without a global lock).
+//! Aggregate: decoded events → partial measures per (shard, bucket, key),
+//! in memory, shared by the shard tasks (a `DashMap`, so shards aggregate in
+//! parallel without a global lock).
+//!
+//! Only the finest configured rollup is aggregated per event; the coarser
+//! rollups are sums of its partials, derived once per flush
+//! ([`Generation::into_rollups`]): one map update per event instead of one
+//! per rollup.
 //!
 //! A key is identified by the xxh3-128 of its dimension values; the values
 //! themselves are kept once per generation in `names`, and every event is
@@ -17,13 +22,76 @@ use zigzag_model::config::Field;
 use zigzag_model::measures::cost_to_micros;
 use zigzag_model::{Identity, KeyModel, Measures, Position, Rollup};
 
+/// Packed: 32 bytes (the identity as two u64 keeps the alignment at 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AggKey {
+    id: [u64; 2],
+    pub bucket: i64,
     /// Index of the shard in the pipeline's shard list.
     pub shard: u32,
     pub rollup: Rollup,
-    pub bucket: i64,
-    pub id: Identity,
+}
+
+impl AggKey {
+    pub fn new(shard: u32, rollup: Rollup, bucket: i64, id: Identity) -> Self {
+        AggKey { id: [(id >> 64) as u64, id as u64], bucket, shard, rollup }
+    }
+
+    pub fn id(&self) -> Identity {
+        (self.id[0] as u128) << 64 | self.id[1] as u128
+    }
+}
+
+/// Measures of one key within one generation, compact (48 bytes): min/max
+/// use sentinels instead of options. Widened to [`Measures`] at flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partial {
+    cost_sum: i128,
+    clicks: u64,
+    impressions: u64,
+    cost_min: i64,
+    cost_max: i64,
+}
+
+impl Default for Partial {
+    fn default() -> Self {
+        Partial { cost_sum: 0, clicks: 0, impressions: 0, cost_min: i64::MAX, cost_max: i64::MIN }
+    }
+}
+
+impl Partial {
+    #[inline]
+    fn add_event(&mut self, click: bool, cost: Option<i64>) {
+        if click {
+            self.clicks += 1;
+        } else {
+            self.impressions += 1;
+        }
+        if let Some(c) = cost {
+            self.cost_sum += c as i128;
+            self.cost_min = self.cost_min.min(c);
+            self.cost_max = self.cost_max.max(c);
+        }
+    }
+
+    fn merge(&mut self, o: &Partial) {
+        self.cost_sum += o.cost_sum;
+        self.clicks += o.clicks;
+        self.impressions += o.impressions;
+        self.cost_min = self.cost_min.min(o.cost_min);
+        self.cost_max = self.cost_max.max(o.cost_max);
+    }
+
+    pub fn measures(&self) -> Measures {
+        let has_cost = self.cost_min <= self.cost_max;
+        Measures {
+            clicks: self.clicks,
+            impressions: self.impressions,
+            cost_sum: self.cost_sum,
+            cost_min: has_cost.then_some(self.cost_min),
+            cost_max: has_cost.then_some(self.cost_max),
+        }
+    }
 }
 
 /// One record the pipeline could not use, with where it came from.
@@ -39,7 +107,8 @@ pub type KeyValues = Arc<[Box<str>]>;
 
 /// The partial aggregates since the last flush.
 pub struct Generation {
-    pub partials: DashMap<AggKey, Measures, FxBuildHasher>,
+    /// Partials of the finest rollup.
+    pub partials: DashMap<AggKey, Partial, FxBuildHasher>,
     pub names: DashMap<Identity, KeyValues, FxBuildHasher>,
 }
 
@@ -57,13 +126,34 @@ impl Generation {
     pub fn is_empty(&self) -> bool {
         self.partials.is_empty()
     }
+
+    /// Every rollup's partials: the finest as aggregated, each coarser one
+    /// summed from it (flooring a finest bucket start to a coarser unit is
+    /// the coarser bucket of every event in it: the units nest).
+    pub fn into_rollups(
+        self,
+        rollups: &[Rollup],
+    ) -> (Vec<(AggKey, Measures)>, DashMap<Identity, KeyValues, FxBuildHasher>) {
+        let Generation { partials, names } = self;
+        let mut coarse: rustc_hash::FxHashMap<AggKey, Partial> = Default::default();
+        let mut out = Vec::with_capacity(partials.len() * rollups.len());
+        for (key, p) in partials {
+            for &r in rollups.iter().filter(|r| **r != key.rollup) {
+                let k = AggKey { rollup: r, bucket: r.floor(key.bucket), ..key };
+                coarse.entry(k).or_default().merge(&p);
+            }
+            out.push((key, p.measures()));
+        }
+        out.extend(coarse.into_iter().map(|(k, p)| (k, p.measures())));
+        (out, names)
+    }
 }
 
 /// The aggregation rules: which fields key an aggregate, which rollups.
 #[derive(Debug, Clone)]
 pub struct Aggregator {
     fields: Vec<Field>,
-    rollups: Vec<Rollup>,
+    finest: Rollup,
     limits: DecodeLimits,
 }
 
@@ -93,7 +183,8 @@ fn field_value<'e>(e: &'e Event, f: Field) -> &'e str {
 
 impl Aggregator {
     pub fn new(keys: &KeyModel, limits: DecodeLimits) -> Self {
-        Aggregator { fields: keys.fields().to_vec(), rollups: keys.rollups().collect(), limits }
+        let finest = keys.rollups().min_by_key(|r| r.unit_ms()).expect("a validated config has rollups");
+        Aggregator { fields: keys.fields().to_vec(), finest, limits }
     }
 
     /// Decodes and aggregates every record of a batch into `gen`; records
@@ -132,10 +223,8 @@ impl Aggregator {
         // Decode admits only finite, non-negative costs; absurd ones (beyond
         // i64 micro-units) were rejected there too.
         let cost = e.cost.and_then(cost_to_micros);
-        for &rollup in &self.rollups {
-            let key = AggKey { shard, rollup, bucket: rollup.floor(e.ts_ms), id };
-            gen.partials.entry(key).or_default().add_event(click, cost);
-        }
+        let key = AggKey::new(shard, self.finest, self.finest.floor(e.ts_ms), id);
+        gen.partials.entry(key).or_default().add_event(click, cost);
         Ok(())
     }
 
@@ -175,12 +264,17 @@ mod tests {
         assert_eq!((counts.valid, counts.rejected), (2, 1));
         assert_eq!(rejected[0].pos, Position::at(2));
         assert_eq!(rejected[0].record, b"{not json");
-        assert_eq!(gen.len(), 3, "minute, hour and day partials");
-        for p in gen.partials.iter() {
-            assert_eq!(p.value().clicks, 2);
-            assert_eq!(p.value().cost_sum, 500_000);
+        assert_eq!(gen.len(), 1, "the finest rollup only");
+        let (all, _) = gen.into_rollups(&Rollup::ALL);
+        assert_eq!(all.len(), 3, "minute, hour and day partials");
+        for (_, m) in &all {
+            assert_eq!(m.clicks, 2);
+            assert_eq!(m.cost_sum, 500_000);
+            assert_eq!((m.cost_min, m.cost_max), (Some(250_000), Some(250_000)));
         }
-        let minute = gen.partials.iter().find(|p| p.key().rollup == Rollup::Minute).unwrap();
-        assert_eq!(minute.key().bucket, 1_795_256_100_000); // 2026-11-21T10:15:00Z
+        let minute = all.iter().find(|(k, _)| k.rollup == Rollup::Minute).unwrap();
+        assert_eq!(minute.0.bucket, 1_795_256_100_000); // 2026-11-21T10:15:00Z
+        let day = all.iter().find(|(k, _)| k.rollup == Rollup::Day).unwrap();
+        assert_eq!(day.0.bucket, 1_795_219_200_000); // 2026-11-21T00:00:00Z
     }
 }

@@ -128,11 +128,12 @@ impl Flusher {
             let pending = Some(Pending { flush: s.flush, end: s.end });
             self.checkpoint_update(&s.id, req, "begin flush", |cp| cp.pending == pending).await?;
         }
-        let Generation { partials, names } = gen;
+        let rollups: Vec<_> = self.keys.rollups().collect();
+        let (partials, names) = gen.into_rollups(&rollups);
         let mut writes = Vec::with_capacity(partials.len());
         for (key, m) in partials {
             let shard = shards.iter().find(|s| s.index == key.shard).expect("every dirty shard is listed");
-            let values = names.get(&key.id).map(|v| v.clone()).expect("names hold every key of the generation");
+            let values = names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
             writes.push(self.prepare(key, m, values, shard)?);
         }
         // Key order: a chunk then touches neighbouring B-tree pages (SQLite
@@ -156,8 +157,8 @@ impl Flusher {
     fn prepare(&self, key: AggKey, m: Measures, values: KeyValues, shard: &ShardFlush) -> Result<Prepared, FlushError> {
         let rollup = key.rollup;
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().map(|s| &**s).collect();
-        let prefix = self.keys.prefix(key.id, rollup, key.bucket, &shard.id, shard.flush);
-        let sk = self.keys.sort_key(rollup, key.bucket, &strs, key.id)?;
+        let prefix = self.keys.prefix(key.id(), rollup, key.bucket, &shard.id, shard.flush);
+        let sk = self.keys.sort_key(rollup, key.bucket, &strs, key.id())?;
         drop(strs);
         Ok(Prepared {
             pk: KeyModel::partition_key(prefix, rollup, rollup.bin().start_of(key.bucket)),
