@@ -102,8 +102,33 @@ pub struct Rejected {
     pub record: Vec<u8>,
 }
 
-/// Dimension values of one key, in [`KeyModel::fields`] order.
-pub type KeyValues = Arc<[Box<str>]>;
+/// Dimension values of one key, in [`KeyModel::fields`] order, packed in
+/// one allocation (u32 length + UTF-8 bytes each): a key's names cost one
+/// small allocation, not one per value plus a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValues(Arc<[u8]>);
+
+impl KeyValues {
+    pub fn new(values: &[&str]) -> Self {
+        let mut packed = Vec::with_capacity(values.iter().map(|v| 4 + v.len()).sum());
+        for v in values {
+            packed.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            packed.extend_from_slice(v.as_bytes());
+        }
+        KeyValues(packed.into())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        let mut rest: &[u8] = &self.0;
+        std::iter::from_fn(move || {
+            let (len, tail) = rest.split_first_chunk::<4>()?;
+            let (value, tail) = tail.split_at(u32::from_le_bytes(*len) as usize);
+            rest = tail;
+            // Packed from &str values only: always UTF-8.
+            Some(std::str::from_utf8(value).unwrap_or_default())
+        })
+    }
+}
 
 /// The partial aggregates since the last flush.
 pub struct Generation {
@@ -230,7 +255,7 @@ impl Aggregator {
 
     fn check_names(&self, gen: &Generation, id: Identity, values: &[&str]) -> Result<(), IdentityCollision> {
         if let Some(known) = gen.names.get(&id) {
-            if known.iter().map(|s| &**s).eq(values.iter().copied()) {
+            if known.iter().eq(values.iter().copied()) {
                 return Ok(());
             }
             return Err(IdentityCollision {
@@ -239,7 +264,7 @@ impl Aggregator {
                 b: values.iter().map(|s| s.to_string()).collect(),
             });
         }
-        gen.names.entry(id).or_insert_with(|| values.iter().map(|s| Box::<str>::from(*s)).collect());
+        gen.names.entry(id).or_insert_with(|| KeyValues::new(values));
         Ok(())
     }
 }

@@ -156,7 +156,7 @@ impl Flusher {
 
     fn prepare(&self, key: AggKey, m: Measures, values: KeyValues, shard: &ShardFlush) -> Result<Prepared, FlushError> {
         let rollup = key.rollup;
-        let strs: smallvec::SmallVec<[&str; 4]> = values.iter().map(|s| &**s).collect();
+        let strs: smallvec::SmallVec<[&str; 4]> = values.iter().collect();
         let prefix = self.keys.prefix(key.id(), rollup, key.bucket, &shard.id, shard.flush);
         let sk = self.keys.sort_key(rollup, key.bucket, &strs, key.id())?;
         drop(strs);
@@ -178,7 +178,7 @@ impl Flusher {
     async fn write_chunk(&self, chunk: &[Prepared]) -> Result<(), FlushError> {
         let fields = self.keys.fields();
         let dims: Vec<Vec<(Field, &str)>> =
-            chunk.iter().map(|p| fields.iter().copied().zip(p.values.iter().map(|s| &**s)).collect()).collect();
+            chunk.iter().map(|p| fields.iter().copied().zip(p.values.iter()).collect()).collect();
         let writes: Vec<ItemWrite> = chunk
             .iter()
             .zip(&dims)
