@@ -196,6 +196,11 @@ impl Pipeline {
             tasks.spawn(ctx.run());
         }
 
+        tracing::debug!(spawned = tasks.len(), finished = states.iter().filter(|s| s.finished).count(), "shards");
+        if tasks.is_empty() {
+            // Every shard had already ended and been committed.
+            return Ok(self.summary(n, recovered));
+        }
         let mut first_error: Option<PipelineError> = None;
         let mut interval = tokio::time::interval(Duration::from_millis(self.opts.config.flush.interval_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
