@@ -374,7 +374,16 @@ impl Pipeline {
             st.finished = s.finished;
         }
         metrics::counter!("zigzag_ingest_flushes_total").increment(1);
-        tracing::debug!(keys, shards = shards.len(), ms = started.elapsed().as_millis() as u64, "flushed");
+        tracing::info!(
+            keys,
+            shards = shards.len(),
+            records = self.counters.records.load(Ordering::Relaxed),
+            dead_letters = self.counters.rejected.load(Ordering::Relaxed),
+            write_requests = self.flusher.stats.write_requests.load(Ordering::Relaxed),
+            retries = self.flusher.stats.retries.load(Ordering::Relaxed),
+            ms = started.elapsed().as_millis() as u64,
+            "flushed"
+        );
         Ok(())
     }
 }

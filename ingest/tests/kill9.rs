@@ -3,7 +3,8 @@
 //! (at least 20 times while it is working), restarted each time, then
 //! allowed to finish. The store's totals must equal the generator's ground
 //! truth exactly (no loss, no double count), and the dead-letter file must
-//! hold every malformed record.
+//! hold every malformed record. Meanwhile `gather` reads the same file from
+//! this process (WAL: readers never block the writer).
 
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
@@ -13,6 +14,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use zigzag_gather::check::check;
 use zigzag_gather::execute::ExecOptions;
+use zigzag_gather::filter::FilterSet;
+use zigzag_gather::gather;
+use zigzag_gather::plan::PlanRequest;
+use zigzag_gather::window::WindowSpec;
 use zigzag_loadgen::generator::Generated;
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel};
@@ -67,14 +72,31 @@ fn totals_are_exact_after_repeated_kill_9() {
     std::fs::write(&config_path, "[flush]\ninterval_ms = 40\nmax_keys = 3000\n").unwrap();
     let db = dir.path().join("zigzag.db");
     let dead = dir.path().join("dead.jsonl");
-    let run = || {
+    let spawn = |db: &Path, inputs: &[std::path::PathBuf]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ingest"));
-        cmd.arg("--db").arg(&db).arg("--config").arg(&config_path).arg("--dead-letters").arg(&dead);
-        cmd.arg("--batch").arg("200").arg("--input").args(&inputs);
+        cmd.arg("--db").arg(db).arg("--config").arg(&config_path).arg("--dead-letters").arg(&dead);
+        cmd.arg("--batch").arg("200").arg("--input").args(inputs);
         cmd.env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::piped());
         cmd.spawn().expect("spawn ingest")
     };
+    let run = || spawn(&db, &inputs);
 
+    // Calibrate on a tenth of the data, so the kills spread over the whole
+    // run on any machine: on average they use up about half the work.
+    let calib_dir = dir.path().join("calibration");
+    std::fs::create_dir(&calib_dir).unwrap();
+    let small = Generator::new(GenConfig { records: gen.config().records / 10, ..gen.config().clone() });
+    let started = Instant::now();
+    let out = spawn(&calib_dir.join("zigzag.db"), &write_shards(&small, &calib_dir)).wait_with_output().unwrap();
+    assert!(out.status.success(), "calibration run failed: {}", String::from_utf8_lossy(&out.stderr));
+    let whole_run_ms = started.elapsed().as_millis() as u64 * 10;
+    let mean_ms = (whole_run_ms / (2 * KILLS as u64)).max(10);
+    std::fs::remove_file(&dead).unwrap();
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let km = KeyModel::new(&Config::default()).unwrap();
+    let reader = SqliteTable::open(&db).unwrap();
+    let mut reads = 0;
     let mut rng = rand::rngs::StdRng::seed_from_u64(20261121);
     let mut kills = 0;
     let mut restarts = 0;
@@ -83,7 +105,22 @@ fn totals_are_exact_after_repeated_kill_9() {
     while kills < KILLS && Instant::now() < deadline {
         let mut child = run();
         restarts += 1;
-        std::thread::sleep(Duration::from_millis(rng.gen_range(15..400)));
+        let wait = rng.gen_range(mean_ms / 10..=mean_ms * 19 / 10);
+        let started = Instant::now();
+        // gather reads while ingest writes from another process (WAL):
+        // the read must succeed (its totals are a snapshot, not final).
+        let hour = PlanRequest {
+            window: WindowSpec::Absolute { from: "2026-11-20T01:00:00Z".into(), to: "2026-11-20T02:00:00Z".into() },
+            rollup: None,
+            step: None,
+            timeseries: false,
+            filters: FilterSet::default(),
+            now: 0,
+        };
+        let snapshot = rt.block_on(gather(&reader, &km, hour, vec![], &ExecOptions::default()));
+        assert!(snapshot.is_ok(), "a read during ingestion failed: {:?}", snapshot.err());
+        reads += 1;
+        std::thread::sleep(Duration::from_millis(wait).saturating_sub(started.elapsed()));
         match child.try_wait().unwrap() {
             None => {
                 child.kill().unwrap(); // SIGKILL
@@ -101,18 +138,18 @@ fn totals_are_exact_after_repeated_kill_9() {
             }
         }
     }
-    assert!(kills >= KILLS, "only {kills} kills landed while ingest was working ({restarts} starts)");
+    assert!(
+        kills >= KILLS,
+        "only {kills} kills landed while ingest was working ({restarts} starts, mean wait {mean_ms} ms)"
+    );
     // The interesting kills: between a flush's begin and its commit, so the
     // restart has to finish that flush (some items applied, some not).
     assert!(mid_flush >= 1, "no kill landed inside a flush ({kills} kills)");
-    eprintln!("{kills} kills, {mid_flush} inside a flush");
+    eprintln!("{kills} kills, {mid_flush} inside a flush, {reads} concurrent reads");
     let out = run().wait_with_output().unwrap();
     assert!(out.status.success(), "final run failed: {}", String::from_utf8_lossy(&out.stderr));
 
-    let table = SqliteTable::open(&db).unwrap();
-    let km = KeyModel::new(&Config::default()).unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let report = rt.block_on(check(&table, &km, &truth, 0, &ExecOptions::default())).unwrap();
+    let report = rt.block_on(check(&reader, &km, &truth, 0, &ExecOptions::default())).unwrap();
     assert_eq!(report.mismatches(), 0, "after {kills} kills:\n{}", zigzag_gather::check::render(&report));
 
     // Every malformed record is in the dead-letter file (at least once: a
