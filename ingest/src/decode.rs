@@ -95,24 +95,82 @@ impl DecodeError {
     }
 }
 
+/// The record in one pass: text fields are parsed where they stand
+/// (borrowed unless escaped); `ts` and `cost` stay raw so their errors can
+/// quote the literal (e.g. `1e999`, which no float holds).
 #[derive(Deserialize)]
 struct Raw<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Option<&'a RawValue>,
+    #[serde(rename = "type", borrow, default)]
+    kind: Text<'a>,
     #[serde(borrow)]
     ts: Option<&'a RawValue>,
-    #[serde(borrow)]
-    referrer: Option<&'a RawValue>,
-    #[serde(borrow)]
-    campaign: Option<&'a RawValue>,
-    #[serde(borrow)]
-    country: Option<&'a RawValue>,
-    #[serde(borrow)]
-    url: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    referrer: Text<'a>,
+    #[serde(borrow, default)]
+    campaign: Text<'a>,
+    #[serde(borrow, default)]
+    country: Text<'a>,
+    #[serde(borrow, default)]
+    url: Text<'a>,
     #[serde(borrow)]
     cost: Option<&'a RawValue>,
-    #[serde(borrow)]
-    user_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    user_id: Text<'a>,
+}
+
+/// A field expected to hold text: the text, or what it held instead.
+#[derive(Debug, Default)]
+enum Text<'a> {
+    #[default]
+    Absent,
+    Str(Cow<'a, str>),
+    /// Another JSON type (its description, e.g. "a number").
+    Other(&'static str),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'a>, E> {
+                Ok(Text::Str(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Text<'a>, E> {
+                Ok(Text::Str(Cow::Owned(v)))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Text<'a>, E> {
+                Ok(Text::Other("a boolean"))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Text<'a>, E> {
+                Ok(Text::Other("a number"))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Text<'a>, E> {
+                Ok(Text::Other("a number"))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Text<'a>, E> {
+                Ok(Text::Other("a number"))
+            }
+            fn visit_unit<E>(self) -> Result<Text<'a>, E> {
+                Ok(Text::Other("null"))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Text<'a>, A::Error> {
+                while m.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Text::Other("an object"))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Text<'a>, A::Error> {
+                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Text::Other("an array"))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
 }
 
 fn kind_of(raw: &RawValue) -> &'static str {
@@ -140,12 +198,21 @@ fn string<'a>(field: &'static str, raw: &'a RawValue) -> Result<Cow<'a, str>, De
     serde_json::from_str::<String>(text).map(Cow::Owned).map_err(|_| wrong())
 }
 
-fn required<'a>(field: &'static str, raw: Option<&'a RawValue>) -> Result<Cow<'a, str>, DecodeError> {
-    let s = string(field, raw.ok_or(DecodeError::Missing(field))?)?;
-    if s.is_empty() {
-        return Err(DecodeError::Empty { field });
+fn required<'a>(field: &'static str, text: Text<'a>) -> Result<Cow<'a, str>, DecodeError> {
+    match text {
+        Text::Absent => Err(DecodeError::Missing(field)),
+        Text::Other(got) => Err(DecodeError::WrongType { field, expected: "a string", got }),
+        Text::Str(s) if s.is_empty() => Err(DecodeError::Empty { field }),
+        Text::Str(s) => Ok(s),
     }
-    Ok(s)
+}
+
+fn optional<'a>(field: &'static str, text: Text<'a>) -> Result<Option<Cow<'a, str>>, DecodeError> {
+    match text {
+        Text::Absent | Text::Other("null") => Ok(None),
+        Text::Other(got) => Err(DecodeError::WrongType { field, expected: "a string", got }),
+        Text::Str(s) => Ok(Some(s)),
+    }
 }
 
 fn present(raw: Option<&RawValue>) -> Option<&RawValue> {
@@ -207,7 +274,7 @@ pub fn decode<'a>(bytes: &'a [u8], limits: &DecodeLimits) -> Result<Event<'a>, D
         country: required("country", raw.country)?,
         url: required("url", raw.url)?,
         cost,
-        user_id: present(raw.user_id).map(|r| string("user_id", r)).transpose()?,
+        user_id: optional("user_id", raw.user_id)?,
     })
 }
 
