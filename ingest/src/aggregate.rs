@@ -158,18 +158,19 @@ impl Generation {
     pub fn into_rollups(
         self,
         rollups: &[Rollup],
-    ) -> (Vec<(AggKey, Measures)>, DashMap<Identity, KeyValues, FxBuildHasher>) {
+    ) -> (Vec<(AggKey, Partial)>, DashMap<Identity, KeyValues, FxBuildHasher>) {
         let Generation { partials, names } = self;
         let mut coarse: rustc_hash::FxHashMap<AggKey, Partial> = Default::default();
-        let mut out = Vec::with_capacity(partials.len() * rollups.len());
+        let mut out = Vec::with_capacity(partials.len());
         for (key, p) in partials {
             for &r in rollups.iter().filter(|r| **r != key.rollup) {
                 let k = AggKey { rollup: r, bucket: r.floor(key.bucket), ..key };
                 coarse.entry(k).or_default().merge(&p);
             }
-            out.push((key, p.measures()));
+            out.push((key, p));
         }
-        out.extend(coarse.into_iter().map(|(k, p)| (k, p.measures())));
+        out.reserve_exact(coarse.len());
+        out.extend(coarse);
         (out, names)
     }
 }
@@ -292,7 +293,8 @@ mod tests {
         assert_eq!(gen.len(), 1, "the finest rollup only");
         let (all, _) = gen.into_rollups(&Rollup::ALL);
         assert_eq!(all.len(), 3, "minute, hour and day partials");
-        for (_, m) in &all {
+        for (_, p) in &all {
+            let m = p.measures();
             assert_eq!(m.clicks, 2);
             assert_eq!(m.cost_sum, 500_000);
             assert_eq!((m.cost_min, m.cost_max), (Some(250_000), Some(250_000)));

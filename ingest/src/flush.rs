@@ -130,21 +130,35 @@ impl Flusher {
         }
         let rollups: Vec<_> = self.keys.rollups().collect();
         let (partials, names) = gen.into_rollups(&rollups);
-        let mut writes = Vec::with_capacity(partials.len());
-        for (key, m) in partials {
+        // Locate every partial (cheap), then build full item keys one
+        // partition at a time: the flush's extra memory is the compact
+        // partials plus one partition's writes, not every item key at once.
+        let mut located = Vec::with_capacity(partials.len());
+        for (key, p) in partials {
             let shard = shards.iter().find(|s| s.index == key.shard).expect("every dirty shard is listed");
-            let values = names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
-            writes.push(self.prepare(key, m, values, shard)?);
+            let prefix = self.keys.prefix(key.id(), key.rollup, key.bucket, &shard.id, shard.flush);
+            located.push(((prefix, key.rollup, key.rollup.bin().start_of(key.bucket)), key, p));
         }
-        // Key order: a chunk then touches neighbouring B-tree pages (SQLite
-        // writes each dirty page once per transaction, not once per item).
-        writes.sort_unstable_by(|a, b| (&a.pk, &a.sk).cmp(&(&b.pk, &b.sk)));
+        located.sort_unstable_by_key(|(loc, key, _)| (*loc, key.shard));
         let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
-        stream::iter(writes.chunks(CHUNK))
-            .map(|chunk| self.write_chunk(chunk))
-            .buffer_unordered(in_flight)
-            .try_collect::<()>()
-            .await?;
+        for partition in located.chunk_by(|a, b| a.0 == b.0) {
+            let mut writes = Vec::with_capacity(partition.len());
+            for ((prefix, _, _), key, p) in partition {
+                let shard = shards.iter().find(|s| s.index == key.shard).expect("every dirty shard is listed");
+                let values = names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
+                writes.push(self.prepare(*key, *prefix, p.measures(), values, shard)?);
+            }
+            // Key order within the partition: a chunk touches neighbouring
+            // B-tree pages (SQLite writes each dirty page once per
+            // transaction). DynamoDB will want chunks spread over
+            // partitions instead (AWS issue).
+            writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
+            stream::iter(writes.chunks(CHUNK))
+                .map(|chunk| self.write_chunk(chunk))
+                .buffer_unordered(in_flight)
+                .try_collect::<()>()
+                .await?;
+        }
         for s in shards {
             let req = checkpoint::commit_flush(&self.stream, &s.id, &self.owner, s.flush, s.end, s.finished);
             let done = |cp: &Checkpoint| cp.flush == s.flush && cp.pending.is_none() && cp.committed == Some(s.end);
@@ -154,10 +168,16 @@ impl Flusher {
         Ok(())
     }
 
-    fn prepare(&self, key: AggKey, m: Measures, values: KeyValues, shard: &ShardFlush) -> Result<Prepared, FlushError> {
+    fn prepare(
+        &self,
+        key: AggKey,
+        prefix: u32,
+        m: Measures,
+        values: KeyValues,
+        shard: &ShardFlush,
+    ) -> Result<Prepared, FlushError> {
         let rollup = key.rollup;
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().collect();
-        let prefix = self.keys.prefix(key.id(), rollup, key.bucket, &shard.id, shard.flush);
         let sk = self.keys.sort_key(rollup, key.bucket, &strs, key.id())?;
         drop(strs);
         Ok(Prepared {

@@ -84,10 +84,11 @@ impl SqliteTable {
             // WAL + NORMAL: a commit survives a process crash (kill -9);
             // only an OS crash can lose the last transactions.
             conn.pragma_update(None, "synchronous", "NORMAL").map_err(sqlite_err)?;
-            // Flushes update keys scattered over the whole B-tree; the 2 MB
-            // default page cache turns that into disk reads. 256 MB (an upper
-            // bound, allocated as used) keeps the hot pages of a large store.
-            conn.pragma_update(None, "cache_size", -262_144).map_err(sqlite_err)?;
+            // Flushes write in key order, 4,096 items per transaction, so a
+            // modest cache holds the pages a transaction touches: 32 MB (an
+            // upper bound, allocated as used) beat both the 2 MB default and
+            // 256 MB on the 1 M-record demo (15.7 s vs 17.7 s at 256 MB).
+            conn.pragma_update(None, "cache_size", -32_768).map_err(sqlite_err)?;
         }
         conn.execute_batch(&format!(
             "CREATE TABLE IF NOT EXISTS {table} (
