@@ -14,7 +14,11 @@ use zigzag_model::{Config, KeyModel, Position};
 const N: u64 = 20_000;
 
 fn batch() -> RecordBatch {
-    let gen = Generator::new(GenConfig { records: N, shards: 1, malformed_fraction: 0.0, ..Default::default() });
+    batch_from(GenConfig { records: N, shards: 1, malformed_fraction: 0.0, ..Default::default() })
+}
+
+fn batch_from(cfg: GenConfig) -> RecordBatch {
+    let gen = Generator::new(cfg);
     let mut b = RecordBatch::default();
     let mut buf = Vec::new();
     for seq in 1..=N {
@@ -65,6 +69,24 @@ fn bench(c: &mut Criterion) {
             |gen| {
                 let mut rejected = Vec::new();
                 agg.add_batch(gen, 0, &b, &mut rejected).unwrap()
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    // Two threads into one generation, as two shard tasks do: how close to
+    // linear the shared DashMap lets the hot path scale on 2 cores.
+    g.throughput(Throughput::Elements(2 * N));
+    let b2 = batch_from(GenConfig { seed: 2, records: N, shards: 1, malformed_fraction: 0.0, ..Default::default() });
+    g.bench_function("decode_downsample_aggregate_2_threads", |bn| {
+        bn.iter_batched_ref(
+            Generation::default,
+            |gen| {
+                std::thread::scope(|s| {
+                    for (shard, batch) in [(0u32, &b), (1, &b2)] {
+                        let (agg, gen) = (&agg, &*gen);
+                        s.spawn(move || agg.add_batch(gen, shard, batch, &mut Vec::new()).unwrap());
+                    }
+                });
             },
             criterion::BatchSize::LargeInput,
         )
