@@ -228,14 +228,19 @@ impl Flusher {
                     }
                     None => {
                         self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                        metrics::counter!("zigzag_ingest_replayed_writes_skipped_total").increment(1);
                     }
                 }
             }
             if reqs.is_empty() {
                 return Ok(());
             }
+            let retries_before = self.stats.retries.load(Ordering::Relaxed);
             let outcomes = self.retry.run(&self.stats.retries, || self.aggregates.update_batch(&reqs)).await?;
             self.stats.write_requests.fetch_add(reqs.len() as u64, Ordering::Relaxed);
+            metrics::counter!("zigzag_ingest_write_requests_total").increment(reqs.len() as u64);
+            let retried = self.stats.retries.load(Ordering::Relaxed).saturating_sub(retries_before);
+            metrics::counter!("zigzag_ingest_store_retries_total").increment(retried);
             todo.clear();
             for (i, out) in idx.into_iter().zip(outcomes) {
                 self.stats.per_prefix[chunk[i].prefix as usize].fetch_add(1, Ordering::Relaxed);

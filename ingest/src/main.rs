@@ -38,6 +38,10 @@ struct Cli {
     /// Records per read.
     #[arg(long, default_value_t = 1000)]
     batch: usize,
+    /// Serve Prometheus metrics (records, dead letters by reason, flushes,
+    /// write requests, retries, lag) at http://ADDR/metrics, e.g. 127.0.0.1:9898.
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
@@ -57,6 +61,12 @@ async fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Some(addr) = cli.metrics_addr {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(addr)
+            .install()
+            .with_context(|| format!("serving metrics on {addr}"))?;
+    }
     let config = load_config(cli.config.as_ref())?;
     let source = Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?);
     let aggregates = Arc::new(SqliteTable::open(&cli.db).with_context(|| format!("opening {}", cli.db.display()))?);

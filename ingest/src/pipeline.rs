@@ -374,6 +374,8 @@ impl Pipeline {
             st.finished = s.finished;
         }
         metrics::counter!("zigzag_ingest_flushes_total").increment(1);
+        metrics::histogram!("zigzag_ingest_flush_seconds").record(started.elapsed().as_secs_f64());
+        metrics::gauge!("zigzag_ingest_generation_keys").set(keys as f64);
         tracing::info!(
             keys,
             shards = shards.len(),

@@ -1,0 +1,94 @@
+//! A long-lived `ingest` (`--follow`: shards never end) serves Prometheus
+//! metrics on loopback, and on SIGTERM flushes and checkpoints before it
+//! exits: with a flush interval far longer than the test, the final flush is
+//! the only one, so exact totals prove it happened.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use zigzag_gather::check::check;
+use zigzag_gather::execute::ExecOptions;
+use zigzag_loadgen::{truth, GenConfig, Generator};
+use zigzag_model::{Config, KeyModel};
+use zigzag_sqlite::SqliteTable;
+
+fn scrape(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
+fn metric(body: &str, name: &str) -> Option<u64> {
+    body.lines().find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))?.split(' ').nth(1)?.parse().ok()
+}
+
+#[test]
+fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = Generator::new(GenConfig { seed: 5, shards: 2, records: 5_000, ..Default::default() });
+    let truth = truth::compute(&gen);
+    let mut inputs = Vec::new();
+    let mut buf = Vec::new();
+    for s in 0..2 {
+        let path = dir.path().join(format!("{}.jsonl", Generator::shard_id(s)));
+        let mut out = std::fs::File::create(&path).unwrap();
+        for seq in 1..=gen.shard_len(s) {
+            gen.record(s, seq, &mut buf);
+            out.write_all(&buf).unwrap();
+            out.write_all(b"\n").unwrap();
+        }
+        inputs.push(path);
+    }
+    let config = dir.path().join("zigzag.toml");
+    std::fs::write(&config, "[flush]\ninterval_ms = 3600000\n").unwrap();
+    let db = dir.path().join("zigzag.db");
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        .arg("--db")
+        .arg(&db)
+        .arg("--config")
+        .arg(&config)
+        .arg("--dead-letters")
+        .arg(dir.path().join("dead.jsonl"))
+        .arg("--follow")
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--input")
+        .args(&inputs)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // Wait until every record was read (the counter moves per batch).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut read = None;
+    while Instant::now() < deadline {
+        if let Some(body) = scrape(port) {
+            read = metric(&body, "zigzag_ingest_records_total");
+            if read == Some(truth.records) {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(read, Some(truth.records), "records_total never reached the input size");
+    assert_eq!(child.try_wait().unwrap(), None, "--follow must keep running");
+
+    let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ingest after SIGTERM: {stderr}");
+    assert!(stderr.contains("1 flushes"), "exactly the final flush: {stderr}");
+
+    let table = SqliteTable::open(&db).unwrap();
+    let km = KeyModel::new(&Config::default()).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let report = rt.block_on(check(&table, &km, &truth, 0, &ExecOptions::default())).unwrap();
+    assert_eq!(report.mismatches(), 0, "{}", zigzag_gather::check::render(&report));
+}
