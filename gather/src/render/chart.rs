@@ -88,7 +88,11 @@ fn series(report: &Report, measure: RankBy) -> Result<Series> {
     ranked.truncate(MAX_SERIES);
     let (t0, t1) = (times.first().copied().unwrap_or(0), times.last().copied().unwrap_or(0));
     let y_max = ranked.iter().flat_map(|l| l.0 .1.iter().map(|p| p.1)).fold(0.0, f64::max);
-    let mut title = format!("{} per bucket", measure.name());
+    let step = times.iter().zip(times.iter().skip(1)).map(|(a, b)| b - a).min();
+    let mut title = match step {
+        Some(ms) => format!("{} per {}", measure.name(), duration_label(ms)),
+        None => measure.name().to_string(),
+    };
     if groups > MAX_SERIES {
         title.push_str(&format!(" (largest {MAX_SERIES} of {groups} groups)"));
     }
@@ -99,6 +103,41 @@ fn series(report: &Report, measure: RankBy) -> Result<Series> {
         y_max: if y_max > 0.0 { y_max * 1.05 } else { 1.0 },
         span_ms: t1 - t0,
     })
+}
+
+fn duration_label(ms: i64) -> String {
+    const UNITS: [(i64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1_000, "s")];
+    for (unit, name) in UNITS {
+        if ms % unit == 0 {
+            return format!("{} {name}", ms / unit);
+        }
+    }
+    format!("{ms} ms")
+}
+
+/// Tick marks on round times (multiples of a round step, UTC), at most ~8.
+fn time_ticks(t0: i64, t1: i64) -> Vec<i64> {
+    const MIN: i64 = 60_000;
+    const STEPS: [i64; 14] = [
+        MIN,
+        5 * MIN,
+        10 * MIN,
+        15 * MIN,
+        30 * MIN,
+        60 * MIN,
+        120 * MIN,
+        180 * MIN,
+        360 * MIN,
+        720 * MIN,
+        1440 * MIN,
+        2 * 1440 * MIN,
+        7 * 1440 * MIN,
+        30 * 1440 * MIN,
+    ];
+    let span = (t1 - t0).max(1);
+    let step = STEPS.iter().copied().find(|s| span / s <= 8).unwrap_or(span / 8 + 1);
+    let first = t0.div_euclid(step) * step + if t0.rem_euclid(step) == 0 { 0 } else { step };
+    (0..).map(|i| first + i * step).take_while(|t| *t <= t1).collect()
 }
 
 fn time_label(t: i64, span_ms: i64) -> String {
@@ -123,7 +162,7 @@ where
         .margin(16)
         .x_label_area_size(36)
         .y_label_area_size(64)
-        .build_cartesian_2d(s.x.0..s.x.1, 0.0..s.y_max)
+        .build_cartesian_2d((s.x.0..s.x.1).with_key_points(time_ticks(s.x.0, s.x.1)), 0.0..s.y_max)
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
@@ -174,5 +213,22 @@ pub fn write_chart(report: &Report, measure: RankBy, path: &Path) -> Result<()> 
             std::fs::write(path, svg).map_err(|e| err(e.to_string()))
         }
         ChartFormat::Png => draw(BitMapBackend::new(path, SIZE).into_drawing_area(), &s).map_err(err),
+    }
+}
+
+#[cfg(test)]
+mod tick_tests {
+    use super::*;
+
+    #[test]
+    fn ticks_fall_on_round_times() {
+        let day = 1_795_132_800_000; // 2026-11-20T00:00Z
+        let ticks = time_ticks(day, day + 23 * 3_600_000);
+        assert!(ticks.len() <= 8 && ticks.len() >= 4, "{ticks:?}");
+        assert!(ticks.iter().all(|t| t % (3 * 3_600_000) == 0), "{ticks:?}");
+        let t = time_ticks(day + 7 * 60_000, day + 37 * 60_000);
+        assert_eq!(t.first(), Some(&(day + 10 * 60_000)));
+        assert_eq!(duration_label(3_600_000), "1 h");
+        assert_eq!(duration_label(300_000), "5 min");
     }
 }
