@@ -183,7 +183,7 @@ fn chart(name: &str, group: bool) -> PathBuf {
 #[test]
 fn charts_are_written() {
     let svg = std::fs::read_to_string(chart("clicks.svg", false)).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.contains("clicks per bucket"), "{svg}");
+    assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.contains("clicks per 30 min"), "{svg}");
     let svg = std::fs::read_to_string(chart("by_country.svg", true)).unwrap();
     assert!(svg.matches("<polyline").count() >= COUNTRIES.len(), "one line per country");
     for c in COUNTRIES {
