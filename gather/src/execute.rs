@@ -9,7 +9,7 @@ use crate::plan::Plan;
 use crate::throttle::Paced;
 use futures::stream::{self, StreamExt};
 use std::time::{Duration, Instant};
-use zigzag_core::query::{run_query, AdaptiveConfig, QueryStats, Strategy, ZQuery};
+use zigzag_core::query::{run_query, AdaptiveConfig, ElasticConfig, QueryStats, Strategy, ZQuery};
 use zigzag_core::table::{Item, SortedTable};
 
 pub const DEFAULT_CONCURRENCY: usize = 32;
@@ -30,17 +30,13 @@ pub struct ExecOptions {
 ///
 /// `Auto` (the default) reads a box that covers its whole time bin with
 /// **naive** (one key range: the box is most of the partition anyway) and
-/// any other box with **page-jump, Limit 40** (about 4 KB of ~100-byte
-/// aggregates per page, so a page costs what naive pays for those items,
-/// and a page ending outside the box jumps to the next run). Measured on
-/// aggregate items (minute rollup, P = 4, 20,000 events; RCU):
-///
-/// | window, filter            | naive | page-jump(40) | precise(64) | adaptive |
-/// |---------------------------|------:|--------------:|------------:|---------:|
-/// | 30 min                    |   122 |            26 |       157.5 |   2240.5 |
-/// | 30 min, country=DE        |   122 |            17 |         138 |      273 |
-/// | 2 h, campaign=x           |    62 |            38 |         152 |      943 |
-/// | whole day, country=DE     | 169.5 |           232 |         294 |  23991.5 |
+/// any other box with **elastic** page-jump (Limit 32, doubling on pages
+/// that are mostly inside the box up to 1,024, halving on mostly-garbage
+/// pages down to 16, about one 4 KB read unit). Measured on the 1 M-record
+/// demo store (BENCHMARKS.md, "gather: Z-query strategy"): against a fixed
+/// page-jump(40), elastic cuts requests 58-96 % on wide windows at equal or
+/// lower RCU (a dense day: 16,267 → 704 requests, 16,260 → 11,690 RCU), and
+/// costs up to 14 % more RCU on narrow or very selective boxes.
 ///
 /// The adaptive rule guesses uniform density; aggregates cluster on few
 /// distinct dimension values and the time offsets past a bin's end
@@ -61,13 +57,14 @@ impl StrategyChoice {
             "precise" => Strategy::Precise { budget: 64 },
             "page-jump" => PAGE_JUMP,
             "adaptive" => Strategy::Adaptive(AdaptiveConfig::default()),
+            "elastic" => ELASTIC,
             _ => return None,
         }))
     }
 
     pub fn name(&self) -> String {
         match self {
-            StrategyChoice::Auto => format!("auto (naive for whole bins, else {})", PAGE_JUMP.name()),
+            StrategyChoice::Auto => format!("auto (naive for whole bins, else {})", ELASTIC.name()),
             StrategyChoice::Fixed(s) => s.name(),
         }
     }
@@ -77,12 +74,13 @@ impl StrategyChoice {
         match self {
             StrategyChoice::Fixed(s) => s.clone(),
             StrategyChoice::Auto if whole_bin => Strategy::Naive,
-            StrategyChoice::Auto => PAGE_JUMP,
+            StrategyChoice::Auto => ELASTIC,
         }
     }
 }
 
 const PAGE_JUMP: Strategy = Strategy::PageJump { limit: 40 };
+const ELASTIC: Strategy = Strategy::Elastic(ElasticConfig { start_limit: 32, min_limit: 16, max_limit: 1024 });
 
 impl Default for ExecOptions {
     fn default() -> Self {

@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
-use zigzag_core::query::{AdaptiveConfig, Strategy};
+use zigzag_core::query::{AdaptiveConfig, ElasticConfig, Strategy};
 use zigzag_core::schema::{Encoding, Schema};
 use zigzag_gather::execute::{ExecOptions, StrategyChoice, DEFAULT_CONCURRENCY};
 use zigzag_gather::filter::FilterSet;
@@ -158,9 +158,9 @@ struct Common {
     /// Strongly consistent reads (twice the RCU)
     #[arg(long)]
     consistent: bool,
-    /// Z-query strategy: auto (naive for boxes covering a whole time bin, else page-jump),
+    /// Z-query strategy: auto (naive for boxes covering a whole time bin, else elastic),
     /// naive (one key range), precise (exact sub-ranges, budget 64), page-jump (Limit 40), adaptive
-    #[arg(long, default_value = "auto", value_parser = ["auto", "naive", "precise", "page-jump", "adaptive"])]
+    #[arg(long, default_value = "auto", value_parser = ["auto", "naive", "precise", "page-jump", "adaptive", "elastic"])]
     strategy: String,
     /// Pretend now is this instant (reproducible --last)
     #[arg(long, hide = true)]
@@ -326,6 +326,7 @@ async fn zbench_cmd(args: ZbenchArgs) -> Result<()> {
         Strategy::Precise { budget: args.budget },
         Strategy::PageJump { limit: args.page_limit },
         Strategy::Adaptive(AdaptiveConfig { garbage_per_request: args.garbage, ..Default::default() }),
+        Strategy::Elastic(ElasticConfig::default()),
     ];
     let report = zbench::run(&schema, &data, order_by, &queries, &strategies)
         .await

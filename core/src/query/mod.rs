@@ -16,9 +16,11 @@
 //! successor of its last Z-address, as a bare prefix.
 
 mod adaptive;
+mod elastic;
 mod reader;
 
 pub use adaptive::{AdaptiveConfig, Density};
+pub use elastic::{Elastic, ElasticConfig};
 
 use crate::table::{Filter, Item, QueryRequest, SortKeyCondition, SortedTable, TableError};
 use crate::zorder::{decompose, ZAddress, ZBox};
@@ -53,6 +55,7 @@ pub enum Strategy {
     Precise { budget: usize },
     PageJump { limit: u32 },
     Adaptive(AdaptiveConfig),
+    Elastic(ElasticConfig),
 }
 
 impl Strategy {
@@ -62,6 +65,7 @@ impl Strategy {
             Strategy::Precise { budget } => format!("precise(R={budget})"),
             Strategy::PageJump { limit } => format!("page-jump(N={limit})"),
             Strategy::Adaptive(_) => "adaptive".into(),
+            Strategy::Elastic(c) => format!("elastic(N={}..{})", c.min_limit, c.max_limit),
         }
     }
 }
@@ -104,7 +108,14 @@ pub async fn run_query<T: SortedTable + ?Sized>(
     query: &ZQuery<'_>,
     strategy: &Strategy,
 ) -> Result<QueryOutcome, QueryError> {
-    run_query_with(table, query, strategy, &mut Density::default()).await
+    run_query_with(table, query, strategy, &mut Observed::default()).await
+}
+
+/// What the learning strategies carry from box to box of one query.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Observed {
+    pub density: Density,
+    pub elastic: Elastic,
 }
 
 /// [`run_query`] for one box of several (e.g. one per time bin): `seen`
@@ -113,7 +124,7 @@ pub async fn run_query_with<T: SortedTable + ?Sized>(
     table: &T,
     query: &ZQuery<'_>,
     strategy: &Strategy,
-    seen: &mut Density,
+    seen: &mut Observed,
 ) -> Result<QueryOutcome, QueryError> {
     let mut reader = Reader::new(table, query);
     let zbox = query.zbox;
@@ -125,7 +136,8 @@ pub async fn run_query_with<T: SortedTable + ?Sized>(
             }
         }
         Strategy::PageJump { limit } => page_jump(&mut reader, *limit).await?,
-        Strategy::Adaptive(cfg) => adaptive::run(&mut reader, cfg, seen).await?,
+        Strategy::Adaptive(cfg) => adaptive::run(&mut reader, cfg, &mut seen.density).await?,
+        Strategy::Elastic(cfg) => elastic::run(&mut reader, cfg, &mut seen.elastic).await?,
     }
     Ok(reader.finish())
 }

@@ -26,6 +26,8 @@ fn strategies() -> Vec<Strategy> {
         Strategy::Adaptive(AdaptiveConfig::default()),
         Strategy::Adaptive(AdaptiveConfig { probe_limit: 1, garbage_per_request: 0.0, min_limit: 1 }),
         Strategy::Adaptive(AdaptiveConfig { probe_limit: 3, garbage_per_request: 50.0, min_limit: 2 }),
+        Strategy::Elastic(ElasticConfig::default()),
+        Strategy::Elastic(ElasticConfig { start_limit: 1, min_limit: 1, max_limit: 4 }),
     ]
 }
 

@@ -17,7 +17,7 @@ pub use report::{render_json, render_table};
 
 use std::collections::BTreeSet;
 use thiserror::Error;
-use zigzag_core::query::{key_condition, run_key_range, run_query_with, Density, QueryStats, Strategy, ZQuery};
+use zigzag_core::query::{key_condition, run_key_range, run_query_with, Observed, QueryStats, Strategy, ZQuery};
 use zigzag_core::schema::Schema;
 use zigzag_core::table::{Item, QueryRequest};
 use zigzag_core::zorder::ZAddress;
@@ -108,7 +108,7 @@ pub async fn run(
         let filter = q.filter(schema);
         let mut single = QueryStats::default();
         let mut single_items = Vec::new();
-        let mut per_strategy = vec![(QueryStats::default(), Vec::new(), Density::default()); strategies.len()];
+        let mut per_strategy = vec![(QueryStats::default(), Vec::new(), Observed::default()); strategies.len()];
         let (mut estimate, mut volume, mut span) = (0.0, 0.0, 0.0);
         for b in &boxes {
             let pk = partition_key(schema, b.bin_start);
