@@ -58,6 +58,10 @@ fn next_limit(cfg: &ElasticConfig, limit: u32, scanned: u64, useful: u64) -> u32
     next.clamp(cfg.min_limit.max(1), cfg.max_limit.max(cfg.min_limit.max(1)))
 }
 
+/// Seed 000's page-jump, steps 1-6 (pages of at most `limit` evaluated
+/// items, each starting inside the box; continue from a LastEvaluatedKey
+/// inside the box, else jump to BIGMIN of it), with the limit re-sized
+/// after every page.
 pub(super) async fn run<T: SortedTable + ?Sized>(
     reader: &mut Reader<'_, T>,
     cfg: &ElasticConfig,

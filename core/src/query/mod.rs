@@ -135,7 +135,11 @@ pub async fn run_query_with<T: SortedTable + ?Sized>(
                 reader.read_range(&r.lo, &r.hi, None).await?;
             }
         }
-        Strategy::PageJump { limit } => page_jump(&mut reader, *limit).await?,
+        Strategy::PageJump { limit } => {
+            // Page-jump is elastic page-jump with the limit pinned.
+            let fixed = ElasticConfig { start_limit: *limit, min_limit: *limit, max_limit: *limit };
+            elastic::run(&mut reader, &fixed, &mut Elastic::default()).await?
+        }
         Strategy::Adaptive(cfg) => adaptive::run(&mut reader, cfg, &mut seen.density).await?,
         Strategy::Elastic(cfg) => elastic::run(&mut reader, cfg, &mut seen.elastic).await?,
     }
@@ -174,27 +178,6 @@ pub async fn run_key_range<T: SortedTable + ?Sized>(
         match page.last_evaluated {
             Some(k) => req.exclusive_start = Some(k),
             None => return Ok(out),
-        }
-    }
-}
-
-/// Seed 000, steps 1-6: pages of at most `limit` evaluated items, each
-/// starting inside the box.
-async fn page_jump<T: SortedTable + ?Sized>(reader: &mut Reader<'_, T>, limit: u32) -> Result<(), QueryError> {
-    let zbox = reader.zbox();
-    let mut lo = zbox.min().clone();
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let page = reader.page(&lo, zbox.max(), after.take(), Some(limit)).await?;
-        let Some(last) = page else { return Ok(()) };
-        let z = reader.z_of(&last)?;
-        if zbox.is_relevant(&z) {
-            after = Some(last);
-        } else {
-            match zbox.next_jump_in(&z) {
-                Some(next) => lo = next,
-                None => return Ok(()),
-            }
         }
     }
 }
