@@ -18,7 +18,7 @@ use zigzag_model::checkpoint::{self, mark_attr, Pending};
 use zigzag_model::config::Field;
 use zigzag_model::measures::{plan_update, ItemWrite};
 use zigzag_model::Checkpoint;
-use zigzag_model::{KeyModel, Measure, Measures, Position};
+use zigzag_model::{Config, KeyModel, Measure, Measures, Position};
 
 #[derive(Debug, Error)]
 pub enum FlushError {
@@ -69,30 +69,31 @@ pub struct Flusher {
     pub concurrency: usize,
     pub retry: RetryPolicy,
     pub stats: FlushStats,
+    /// `Config::layout_digest` of the configuration writing the items.
+    pub layout: String,
 }
 
 impl Flusher {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         keys: KeyModel,
-        stored: Vec<Measure>,
+        config: &Config,
         aggregates: Arc<dyn SortedTable>,
         checkpoints: Arc<dyn SortedTable>,
         stream: String,
         owner: String,
-        concurrency: usize,
     ) -> Self {
         let per_prefix = (0..keys.prefixes()).map(|_| AtomicU64::new(0)).collect();
         Flusher {
             keys,
-            stored,
+            stored: config.measures.clone(),
             aggregates,
             checkpoints,
             stream,
             owner,
-            concurrency,
+            concurrency: config.flush.concurrency,
             retry: RetryPolicy::default(),
             stats: FlushStats { per_prefix, ..Default::default() },
+            layout: config.layout_digest(),
         }
     }
 
@@ -124,7 +125,7 @@ impl Flusher {
     /// or only a moved position). Partials of shards not listed are a bug.
     pub async fn flush(&self, gen: Generation, shards: &[ShardFlush]) -> Result<(), FlushError> {
         for s in shards.iter().filter(|s| !s.already_begun) {
-            let req = checkpoint::begin_flush(&self.stream, &s.id, &self.owner, s.flush, s.end);
+            let req = checkpoint::begin_flush(&self.stream, &s.id, &self.owner, s.flush, s.end, &self.layout);
             let pending = Some(Pending { flush: s.flush, end: s.end });
             self.checkpoint_update(&s.id, req, "begin flush", |cp| cp.pending == pending).await?;
         }

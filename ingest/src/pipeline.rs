@@ -42,6 +42,11 @@ pub enum PipelineError {
     DeadLetter { path: PathBuf, error: std::io::Error },
     #[error(transparent)]
     Collision(#[from] IdentityCollision),
+    #[error(
+        "shard {shard}: flush {flush} was begun under another configuration (rollups, dimensions, measures or \
+         scatter changed); restart once with the previous configuration to finish it, then change it"
+    )]
+    LayoutChanged { shard: String, flush: u64 },
 }
 
 #[derive(Debug, Clone)]
@@ -138,15 +143,8 @@ impl Pipeline {
     ) -> Result<Self, PipelineError> {
         let keys = KeyModel::new(&opts.config)?;
         let aggregator = Aggregator::new(&keys, opts.limits);
-        let flusher = Flusher::new(
-            keys,
-            opts.config.measures.clone(),
-            aggregates,
-            checkpoints,
-            opts.stream.clone(),
-            opts.owner.clone(),
-            opts.config.flush.concurrency,
-        );
+        let flusher =
+            Flusher::new(keys, &opts.config, aggregates, checkpoints, opts.stream.clone(), opts.owner.clone());
         let dead = DeadLetters::open(&opts.dead_letters)
             .map_err(|error| PipelineError::DeadLetter { path: opts.dead_letters.clone(), error })?;
         let zero = || AtomicU64::new(0);
@@ -271,11 +269,20 @@ impl Pipeline {
         let req = checkpoint::claim(&self.opts.stream, shard, &self.opts.owner);
         let table = &self.flusher.checkpoints;
         let out = self.flusher.retry.run(&self.flusher.stats.retries, || table.update(&req)).await?;
+        let corrupt = |why: String| PipelineError::CorruptCheckpoint { shard: shard.to_string(), why };
         let item = match out {
             zigzag_core::table::UpdateOutcome::Applied(item) => item,
-            zigzag_core::table::UpdateOutcome::ConditionFailed(_) => unreachable!("claims are unconditional"),
+            zigzag_core::table::UpdateOutcome::ConditionFailed(_) => {
+                return Err(corrupt("the store refused an unconditional claim".into()))
+            }
         };
-        Checkpoint::from_item(&item).map_err(|why| PipelineError::CorruptCheckpoint { shard: shard.to_string(), why })
+        let cp = Checkpoint::from_item(&item).map_err(corrupt)?;
+        if let (Some(p), Some(layout)) = (cp.pending, checkpoint::pending_layout(&item)) {
+            if layout != self.flusher.layout {
+                return Err(PipelineError::LayoutChanged { shard: shard.to_string(), flush: p.flush });
+            }
+        }
+        Ok(cp)
     }
 
     /// Finishes a flush a previous run began: re-reads exactly its records

@@ -26,6 +26,7 @@ const FLUSH: &str = "flush";
 const PENDING_FLUSH: &str = "pending_flush";
 const PENDING_SEQ: &str = "pending_seq";
 const PENDING_SUB: &str = "pending_sub";
+const PENDING_LAYOUT: &str = "pending_layout";
 const FINISHED: &str = "finished";
 
 /// A flush recorded as begun and not committed.
@@ -33,6 +34,14 @@ const FINISHED: &str = "finished";
 pub struct Pending {
     pub flush: u64,
     pub end: Position,
+}
+
+/// The pending flush's layout digest (`Config::layout_digest`), if recorded.
+pub fn pending_layout(item: &Item) -> Option<&str> {
+    match item.attrs.get(PENDING_LAYOUT) {
+        Some(AttrValue::S(s)) => Some(s),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -95,12 +104,14 @@ pub fn claim(stream: &str, shard: &str, owner: &str) -> UpdateRequest {
     UpdateRequest::new(stream, shard.as_bytes()).set(OWNER, owner).set_if_absent(FLUSH, n(0))
 }
 
-/// Step 1: record flush `k` up to `end` as pending.
-pub fn begin_flush(stream: &str, shard: &str, owner: &str, k: u64, end: Position) -> UpdateRequest {
+/// Step 1: record flush `k` up to `end` as pending, with the layout digest
+/// of the configuration that will write it.
+pub fn begin_flush(stream: &str, shard: &str, owner: &str, k: u64, end: Position, layout: &str) -> UpdateRequest {
     UpdateRequest::new(stream, shard.as_bytes())
         .set(PENDING_FLUSH, n(k))
         .set(PENDING_SEQ, AttrValue::S(end.seq.to_string()))
         .set(PENDING_SUB, n(end.sub as u64))
+        .set(PENDING_LAYOUT, layout)
         .guard(OWNER, CmpOp::Eq, owner, false)
         .guard(FLUSH, CmpOp::Eq, n(k - 1), k == 1)
 }
@@ -138,7 +149,7 @@ mod tests {
     fn protocol_round_trip_and_fences() {
         let (_, item) = run(None, &claim("st", "s1", "run-a"));
         let end = Position::at(42);
-        let (ok, item) = run(item, &begin_flush("st", "s1", "run-a", 1, end));
+        let (ok, item) = run(item, &begin_flush("st", "s1", "run-a", 1, end, "L"));
         assert!(ok);
         let cp = Checkpoint::from_item(item.as_ref().unwrap()).unwrap();
         assert_eq!(cp.pending, Some(Pending { flush: 1, end }));
@@ -151,9 +162,9 @@ mod tests {
         assert!(ok);
         let cp = Checkpoint::from_item(item.as_ref().unwrap()).unwrap();
         assert_eq!((cp.committed, cp.flush, cp.pending), (Some(end), 1, None));
-        let (ok, _) = run(item.clone(), &begin_flush("st", "s1", "run-b", 1, Position::at(50)));
+        let (ok, _) = run(item.clone(), &begin_flush("st", "s1", "run-b", 1, Position::at(50), "L"));
         assert!(!ok, "flush numbers cannot repeat");
-        let (ok, _) = run(item, &begin_flush("st", "s1", "run-b", 2, Position::at(50)));
+        let (ok, _) = run(item, &begin_flush("st", "s1", "run-b", 2, Position::at(50), "L"));
         assert!(ok);
     }
 }

@@ -217,6 +217,22 @@ impl Config {
         Ok(())
     }
 
+    /// A digest of everything that decides what a flush writes (rollups,
+    /// dimensions, measures, scatter), not how often it runs. A checkpoint
+    /// records it with a pending flush, so a restart under another layout
+    /// cannot replay that flush into different items.
+    pub fn layout_digest(&self) -> String {
+        let text = format!(
+            "{:?}|{:?}|{:?}|{}|{}",
+            self.rollups,
+            self.dimensions,
+            self.measures,
+            self.scatter.prefixes,
+            self.scatter.mode.name()
+        );
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+    }
+
     pub fn has(&self, m: Measure) -> bool {
         self.measures.contains(&m)
     }
@@ -241,6 +257,16 @@ mod tests {
         assert!(e.contains("prefixes"), "{e}");
         let e = Config::from_toml("[flush]\nintervall_ms = 5").unwrap_err().to_string();
         assert!(e.contains("intervall_ms"), "{e}");
+    }
+
+    #[test]
+    fn layout_digest_ignores_flush_timing() {
+        let mut c = Config::default();
+        let d = c.layout_digest();
+        c.flush.interval_ms = 5;
+        assert_eq!(c.layout_digest(), d);
+        c.scatter.prefixes = 8;
+        assert_ne!(c.layout_digest(), d);
     }
 
     #[test]

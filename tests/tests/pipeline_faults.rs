@@ -340,9 +340,13 @@ impl World {
     /// One pipeline run over the fault wrappers (a fresh source each time:
     /// the synthetic stream replays from any position).
     async fn run(&self, owner: &str) -> Result<RunSummary, PipelineError> {
+        self.run_with(owner, &self.config).await
+    }
+
+    async fn run_with(&self, owner: &str, config: &Config) -> Result<RunSummary, PipelineError> {
         let source = Arc::new(SyntheticSource::new(Generator::new(self.gen_cfg.clone()), None));
         let opts = PipelineOptions {
-            config: self.config.clone(),
+            config: config.clone(),
             stream: STREAM.into(),
             owner: owner.into(),
             limits: DecodeLimits::default(),
@@ -547,6 +551,25 @@ async fn crash_during_recovery_then_restart_is_exact() {
         assert!(c.recovered >= 1, "{context}: {c:?}");
         w.assert_exact("run-c", &context).await;
     }
+}
+
+/// A flush begun under one layout is not replayed under another (it would
+/// write different items, so the marks could not skip what was applied):
+/// the restart refuses, naming the shard, until run with the old layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_flush_is_not_replayed_under_another_layout() {
+    let w = World::new(81);
+    w.faults.arm(Trigger::NthOf(Phase::Items, 2), Effect::ApplyHalfThenCrash);
+    assert!(w.run("run-a").await.as_ref().is_err_and(is_injected_crash));
+    let mut other = w.config.clone();
+    other.scatter.prefixes += 1;
+    match w.run_with("run-b", &other).await {
+        Err(PipelineError::LayoutChanged { .. }) => {}
+        other => panic!("expected LayoutChanged, got {other:?}"),
+    }
+    let c = w.run("run-c").await.expect("the old layout finishes the flush");
+    assert!(c.recovered >= 1, "{c:?}");
+    w.assert_exact("run-c", "after a refused layout change").await;
 }
 
 // ---------------------------------------------------------------------------
