@@ -230,7 +230,7 @@ impl Pipeline {
             let batch = std::mem::replace(&mut *gate.write().await, Batch::new(n));
             swaps += 1;
             let _ = swapped_tx.send(swaps);
-            if let Err(e) = self.write_batch(batch, &mut states, false).await {
+            if let Err(e) = self.write_batch(batch, &mut states).await {
                 stop.cancel();
                 while tasks.join_next().await.is_some() {}
                 return Err(first_error.unwrap_or(e));
@@ -349,7 +349,7 @@ impl Pipeline {
     }
 
     /// Flushes one swapped-out generation and advances the shard states.
-    async fn write_batch(&self, batch: Batch, states: &mut [ShardState], _final: bool) -> Result<(), PipelineError> {
+    async fn write_batch(&self, batch: Batch, states: &mut [ShardState]) -> Result<(), PipelineError> {
         let mut shards = Vec::new();
         for (i, st) in states.iter().enumerate() {
             let p = *lock(&batch.progress[i]);
