@@ -4,11 +4,13 @@
 //! - [`schema`]: index schemas (TOML) and order-preserving encodings.
 //! - [`table`]: the sorted-table abstraction with DynamoDB Query semantics,
 //!   an in-memory implementation and the conformance suite every store runs.
-//! - [`query`]: Z-query strategies (naive, precise, page-jump, adaptive).
+//! - [`query`]: Z-query strategies (naive, precise, page-jump, adaptive, elastic).
+//! - [`retry`]: bounded exponential backoff with full jitter.
 //!
 //! See ARCHITECTURE.md at the repository root for the map.
 
 pub mod query;
+pub mod retry;
 pub mod schema;
 pub mod table;
 pub mod zorder;

@@ -14,6 +14,8 @@ use zigzag_gather::report::{self, RankBy};
 use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
 use zigzag_gather::{check, explain, merge, zbench};
 use zigzag_model::{Config, KeyModel, Rollup, Truth};
+use zigzag_core::table::SortedTable;
+use zigzag_dynamodb::cli::DynamoArgs;
 use zigzag_sqlite::SqliteTable;
 
 const WHERE_HELP: &str = "Filter, repeatable (AND): FIELD=V, FIELD!=V, 'FIELD in V1,V2', FIELD>=V, FIELD>V, \
@@ -36,6 +38,8 @@ struct Cli {
     /// Pipeline configuration (TOML); must match what ingest wrote [default: built-in defaults]
     #[arg(long, global = true)]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    dynamo: DynamoArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -174,11 +178,24 @@ fn load_config(path: Option<&Path>) -> Result<Config> {
     }
 }
 
-fn open_db(path: &Path) -> Result<SqliteTable> {
-    if !path.exists() {
-        bail!("database {} does not exist (run ingest first, or pass --db)", path.display());
+/// Where the aggregates are: the SQLite --db, or the --dynamodb table.
+struct Store<'a> {
+    db: &'a Path,
+    dynamo: &'a DynamoArgs,
+}
+
+impl Store<'_> {
+    async fn open(&self) -> Result<Box<dyn SortedTable>> {
+        if let Some(tables) = self.dynamo.open(None).await.context("opening the DynamoDB table")? {
+            return Ok(Box::new(tables.aggregates));
+        }
+        if !self.db.exists() {
+            bail!("database {} does not exist (run ingest first, or pass --db)", self.db.display());
+        }
+        Ok(Box::new(
+            SqliteTable::open(self.db).with_context(|| format!("opening the database {}", self.db.display()))?,
+        ))
     }
-    SqliteTable::open(path).with_context(|| format!("opening the database {}", path.display()))
 }
 
 fn now_ms(arg: Option<&str>) -> Result<i64> {
@@ -209,7 +226,7 @@ enum Kind {
     Totals,
 }
 
-async fn report_cmd(cli_db: &Path, config: &Config, c: Common, kind: Kind) -> Result<()> {
+async fn report_cmd(store: &Store<'_>, config: &Config, c: Common, kind: Kind) -> Result<()> {
     let km = KeyModel::new(config)?;
     let req = PlanRequest {
         window: WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?,
@@ -229,8 +246,8 @@ async fn report_cmd(cli_db: &Path, config: &Config, c: Common, kind: Kind) -> Re
         bail!("top ranks groups: give --group-by FIELD");
     }
     let opts = exec_options(&c)?;
-    let table = open_db(cli_db)?;
-    let g = zigzag_gather::gather(&table, &km, req, group_by, &opts).await?;
+    let table = store.open().await?;
+    let g = zigzag_gather::gather(table.as_ref(), &km, req, group_by, &opts).await?;
     let report = match &kind {
         Kind::Timeseries { .. } => report::timeseries(&g.aggregation, &g.plan.window)?,
         Kind::Top { n, by } => report::top(&g.aggregation, *n, *by)?,
@@ -257,14 +274,14 @@ async fn report_cmd(cli_db: &Path, config: &Config, c: Common, kind: Kind) -> Re
     Ok(())
 }
 
-async fn check_cmd(db: &Path, config: &Config, truth: &Path, concurrency: usize, show: bool) -> Result<bool> {
+async fn check_cmd(store: &Store<'_>, config: &Config, truth: &Path, concurrency: usize, show: bool) -> Result<bool> {
     let km = KeyModel::new(config)?;
     let truth: Truth = serde_json::from_str(&read(truth, "truth file")?)
         .with_context(|| format!("in the truth file {}", truth.display()))?;
-    let table = open_db(db)?;
+    let table = store.open().await?;
     let opts = ExecOptions { concurrency: concurrency.max(1), ..ExecOptions::default() };
     let now = chrono::Utc::now().timestamp_millis();
-    let report = check::check(&table, &km, &truth, now, &opts).await?;
+    let report = check::check(table.as_ref(), &km, &truth, now, &opts).await?;
     print!("{}", check::render(&report));
     if show {
         print!("\n{}", explain::explain(&report.plan, &opts, Some(&report.actual)));
@@ -339,20 +356,21 @@ async fn zbench_cmd(args: ZbenchArgs) -> Result<()> {
     Ok(())
 }
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let config = || load_config(cli.config.as_deref());
+    let store = Store { db: &cli.db, dynamo: &cli.dynamo };
     match cli.command {
         Command::Zbench(args) => zbench_cmd(args).await,
         Command::Timeseries { common, chart, measure } => {
-            report_cmd(&cli.db, &config()?, common, Kind::Timeseries { chart, measure: measure.rank() }).await
+            report_cmd(&store, &config()?, common, Kind::Timeseries { chart, measure: measure.rank() }).await
         }
-        Command::Top { common, n, by } => report_cmd(&cli.db, &config()?, common, Kind::Top { n, by: by.rank() }).await,
-        Command::Ctr { common } => report_cmd(&cli.db, &config()?, common, Kind::Ctr).await,
-        Command::Totals { common } => report_cmd(&cli.db, &config()?, common, Kind::Totals).await,
+        Command::Top { common, n, by } => report_cmd(&store, &config()?, common, Kind::Top { n, by: by.rank() }).await,
+        Command::Ctr { common } => report_cmd(&store, &config()?, common, Kind::Ctr).await,
+        Command::Totals { common } => report_cmd(&store, &config()?, common, Kind::Totals).await,
         Command::Check { truth, concurrency, explain } => {
-            if !check_cmd(&cli.db, &config()?, &truth, concurrency, explain).await? {
+            if !check_cmd(&store, &config()?, &truth, concurrency, explain).await? {
                 std::process::exit(1);
             }
             Ok(())

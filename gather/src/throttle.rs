@@ -9,13 +9,11 @@
 //! reads stay within `rate × (T + 1 s)` plus the pages in flight at once.
 
 use async_trait::async_trait;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use zigzag_core::retry::RetryPolicy;
 use zigzag_core::table::{QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest};
-
-/// Retries of a request the store throttled, with doubling backoff.
-const RETRIES: u32 = 6;
-const FIRST_BACKOFF: Duration = Duration::from_millis(25);
 
 #[derive(Debug)]
 pub struct TokenBucket {
@@ -61,11 +59,18 @@ impl TokenBucket {
 pub struct Paced<'a, T: SortedTable + ?Sized> {
     inner: &'a T,
     bucket: Option<TokenBucket>,
+    retry: RetryPolicy,
+    retries: AtomicU64,
 }
 
 impl<'a, T: SortedTable + ?Sized> Paced<'a, T> {
     pub fn new(inner: &'a T, rcu_per_sec: Option<f64>) -> Self {
-        Paced { inner, bucket: rcu_per_sec.map(TokenBucket::new) }
+        Paced { inner, bucket: rcu_per_sec.map(TokenBucket::new), retry: RetryPolicy::default(), retries: AtomicU64::new(0) }
+    }
+
+    /// Requests retried after throttling, a timeout or a 5xx.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
     }
 }
 
@@ -80,27 +85,18 @@ impl<T: SortedTable + ?Sized> SortedTable for Paced<'_, T> {
     }
 
     async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
-        let mut backoff = FIRST_BACKOFF;
-        let mut attempt = 0;
-        loop {
-            if let Some(b) = &self.bucket {
-                b.acquire().await;
-            }
-            match self.inner.query(req).await {
-                Ok(page) => {
-                    if let Some(b) = &self.bucket {
-                        b.spend(page.consumed_rcu);
-                    }
-                    return Ok(page);
+        self.retry
+            .run(&self.retries, || async {
+                if let Some(b) = &self.bucket {
+                    b.acquire().await;
                 }
-                Err(TableError::Throttled(_)) if attempt < RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(backoff).await;
-                    backoff *= 2;
+                let page = self.inner.query(req).await?;
+                if let Some(b) = &self.bucket {
+                    b.spend(page.consumed_rcu);
                 }
-                Err(e) => return Err(e),
-            }
-        }
+                Ok(page)
+            })
+            .await
     }
 
     async fn update(&self, _req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {

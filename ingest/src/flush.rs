@@ -7,7 +7,7 @@
 //! one per item whose stored cost min/max moves. See `zigzag_model::checkpoint`.
 
 use crate::aggregate::{AggKey, Generation, KeyValues};
-use crate::retry::RetryPolicy;
+use zigzag_core::retry::RetryPolicy;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,15 +1,20 @@
-//! `ingest`: consume shards of click/impression records into Z-indexed
-//! aggregates in the embedded store, exactly once, until the input ends or
-//! SIGINT/SIGTERM (then flush and checkpoint before exit).
+//! `ingest`: consume shards of click/impression records (JSONL files or a
+//! Kinesis stream) into Z-indexed aggregates (SQLite or DynamoDB), exactly
+//! once, until the input ends or SIGINT/SIGTERM (then flush and checkpoint
+//! before exit).
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use zigzag_ingest::decode::DecodeLimits;
-use zigzag_ingest::source::JsonlSource;
+use zigzag_core::table::SortedTable;
+use zigzag_dynamodb::cli::{CreateArgs, DynamoArgs};
+use zigzag_ingest::source::{JsonlSource, Source};
 use zigzag_ingest::{Pipeline, PipelineOptions};
+use zigzag_kinesis::{KinesisSource, StartingPosition};
 use zigzag_model::Config;
 use zigzag_sqlite::SqliteTable;
 
@@ -18,8 +23,20 @@ use zigzag_sqlite::SqliteTable;
 struct Cli {
     /// JSONL input files, one per shard (the file stem is the shard id; the
     /// line number is the sequence number).
-    #[arg(long = "input", required = true, num_args = 1..)]
+    #[arg(long = "input", num_args = 1.., required_unless_present = "kinesis", conflicts_with = "kinesis")]
     inputs: Vec<PathBuf>,
+    /// Read this Kinesis stream instead of files (AWS default chain;
+    /// AWS_ENDPOINT_URL[_KINESIS] points it at an emulator).
+    #[arg(long, value_name = "STREAM")]
+    kinesis: Option<String>,
+    /// Where shards without a checkpoint start: trim-horizon, latest, or an
+    /// RFC 3339 time (AT_TIMESTAMP)
+    #[arg(long, default_value = "trim-horizon", value_parser = parse_start)]
+    start: StartingPosition,
+    /// Stop when every shard is idle (no records, caught up) this long, in
+    /// seconds (Kinesis only; by default ingest runs until stopped)
+    #[arg(long, value_name = "SECS")]
+    idle_exit: Option<f64>,
     /// Keep reading appended lines instead of stopping at the end of the files.
     #[arg(long)]
     follow: bool,
@@ -29,9 +46,9 @@ struct Cli {
     /// Pipeline configuration (TOML); defaults apply without one.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Name of the stream (partition key of its checkpoints).
-    #[arg(long, default_value = "default")]
-    stream: String,
+    /// Name of the stream in checkpoints [default: the Kinesis stream name, or "default"]
+    #[arg(long)]
+    stream: Option<String>,
     /// Where records that fail to decode go, one JSON line each.
     #[arg(long, default_value = "dead-letters.jsonl")]
     dead_letters: PathBuf,
@@ -42,6 +59,20 @@ struct Cli {
     /// write requests, retries, lag) at http://ADDR/metrics, e.g. 127.0.0.1:9898.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    dynamo: DynamoArgs,
+    #[command(flatten)]
+    create: CreateArgs,
+}
+
+fn parse_start(s: &str) -> Result<StartingPosition, String> {
+    match s {
+        "trim-horizon" => Ok(StartingPosition::TrimHorizon),
+        "latest" => Ok(StartingPosition::Latest),
+        t => chrono::DateTime::parse_from_rfc3339(t)
+            .map(|d| StartingPosition::AtTimestamp(d.timestamp_millis()))
+            .map_err(|e| format!("expected trim-horizon, latest or an RFC 3339 time: {e}")),
+    }
 }
 
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
@@ -68,20 +99,37 @@ async fn main() -> Result<()> {
             .with_context(|| format!("serving metrics on {addr}"))?;
     }
     let config = load_config(cli.config.as_ref())?;
-    let source = Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?);
-    let aggregates = Arc::new(SqliteTable::open(&cli.db).with_context(|| format!("opening {}", cli.db.display()))?);
-    let checkpoints = Arc::new(SqliteTable::open_table(&cli.db, "checkpoints")?);
+    let stop = CancellationToken::new();
+    let source: Arc<dyn Source> = match &cli.kinesis {
+        Some(stream) => {
+            let client = zigzag_kinesis::client(&cli.dynamo.aws_options()).await;
+            let source = Arc::new(KinesisSource::new(client, stream, cli.start));
+            if let Some(secs) = cli.idle_exit {
+                tokio::spawn(stop_when_idle(source.clone(), Duration::from_secs_f64(secs.max(0.1)), stop.clone()));
+            }
+            source
+        }
+        None => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
+    };
+    let stream = cli.stream.clone().or(cli.kinesis.clone()).unwrap_or_else(|| "default".into());
+    let dynamo = cli.dynamo.open(Some(&cli.create)).await.context("opening the DynamoDB tables")?;
+    let (aggregates, checkpoints): (Arc<dyn SortedTable>, Arc<dyn SortedTable>) = match &dynamo {
+        Some(t) => (Arc::new(t.aggregates.clone()), Arc::new(t.checkpoints.clone())),
+        None => (
+            Arc::new(SqliteTable::open(&cli.db).with_context(|| format!("opening {}", cli.db.display()))?),
+            Arc::new(SqliteTable::open_table(&cli.db, "checkpoints")?),
+        ),
+    };
     let owner = format!("ingest-{}-{}", std::process::id(), chrono::Utc::now().timestamp_millis());
     let opts = PipelineOptions {
         config,
-        stream: cli.stream.clone(),
+        stream,
         owner,
         limits: DecodeLimits::default(),
         batch_size: cli.batch.max(1),
         dead_letters: cli.dead_letters.clone(),
     };
     let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts)?);
-    let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
     let started = std::time::Instant::now();
     let s = pipeline.run(stop).await?;
@@ -103,7 +151,33 @@ async fn main() -> Result<()> {
         s.skipped,
         s.retries
     );
+    if let Some(t) = &dynamo {
+        for table in [&t.aggregates, &t.checkpoints] {
+            let c = table.capacity();
+            eprintln!(
+                "ingest: DynamoDB {}: {} requests, {:.1} WCU + {:.1} RCU consumed, {} throttled/failed calls retried",
+                table.name(),
+                c.requests,
+                c.write_units,
+                c.read_units,
+                c.retryable_errors
+            );
+        }
+    }
     Ok(())
+}
+
+/// A stream never ends; for batch-style runs (tests, backfills) stop once
+/// no shard has had records or lag for `idle`.
+async fn stop_when_idle(source: Arc<KinesisSource>, idle: Duration, stop: CancellationToken) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if source.idle_for() >= idle {
+            tracing::info!(idle_secs = idle.as_secs_f64(), "the stream is drained: stopping");
+            stop.cancel();
+            return;
+        }
+    }
 }
 
 async fn stop_on_signal(stop: CancellationToken) {

@@ -6,8 +6,11 @@
 //! - [`synthetic`]: that stream as an ingest [`Source`](zigzag_ingest::source::Source),
 //!   optionally paced to a target rate.
 //! - [`truth`]: the ground truth of a run, summed as reports sum.
+//! - [`kinesis_sink`]: the records into a Kinesis stream (PutRecords, paced,
+//!   optionally KPL-aggregated).
 
 pub mod generator;
+pub mod kinesis_sink;
 pub mod synthetic;
 pub mod truth;
 

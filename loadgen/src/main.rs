@@ -1,6 +1,7 @@
 //! `loadgen`: deterministic synthetic click/impression traffic with a
-//! ground truth. Sinks: JSONL files (one per shard) or stdout, or the ingest
-//! pipeline in-process (straight into the embedded store).
+//! ground truth. Sinks: JSONL files (one per shard) or stdout, the ingest
+//! pipeline in-process (straight into the embedded store), or a Kinesis
+//! stream.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -14,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 use zigzag_core::schema::{parse_instant, TimeUnit};
 use zigzag_ingest::decode::DecodeLimits;
 use zigzag_ingest::{Pipeline, PipelineOptions};
+use zigzag_kinesis::Producer;
+use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::{truth, GenConfig, Generator, SyntheticSource};
 use zigzag_model::Config;
 use zigzag_sqlite::SqliteTable;
@@ -22,7 +25,9 @@ use zigzag_sqlite::SqliteTable;
 #[command(name = "loadgen", version, about = "Deterministic synthetic click/impression traffic with a ground truth")]
 struct Cli {
     /// Where the records go: `ingest` (in-process into the embedded store),
-    /// `jsonl:DIR` (DIR/shard-NNN.jsonl, one file per shard) or `jsonl:-` (stdout).
+    /// `jsonl:DIR` (DIR/shard-NNN.jsonl, one file per shard), `jsonl:-`
+    /// (stdout) or `kinesis:STREAM` (PutRecords; AWS default chain,
+    /// AWS_ENDPOINT_URL[_KINESIS] for an emulator).
     #[arg(long, default_value = "ingest")]
     sink: String,
     #[arg(long, default_value_t = 1)]
@@ -78,6 +83,21 @@ struct Cli {
     /// In-process sink: dead-letter file.
     #[arg(long, default_value = "dead-letters.jsonl")]
     dead_letters: PathBuf,
+    /// Kinesis sink: the partition key of each record: referrer, campaign or random
+    #[arg(long, default_value = "referrer")]
+    partition_key: String,
+    /// Kinesis sink: pack records into KPL aggregates of at most this many bytes (e.g. 51200)
+    #[arg(long, value_name = "BYTES")]
+    kpl: Option<usize>,
+    /// Kinesis sink: create the stream with this many shards if it does not exist
+    #[arg(long, value_name = "SHARDS")]
+    create_stream: Option<i32>,
+    /// Kinesis sink: AWS region [default: from the environment or profile]
+    #[arg(long)]
+    region: Option<String>,
+    /// Kinesis sink: endpoint URL (overrides AWS_ENDPOINT_URL*)
+    #[arg(long, value_name = "URL")]
+    endpoint_url: Option<String>,
     /// In-process sink: stream name of the checkpoints.
     #[arg(long, default_value = "loadgen")]
     stream: String,
@@ -246,6 +266,48 @@ async fn run_in_process(cli: &Cli, gen: Generator) -> Result<()> {
     Ok(())
 }
 
+async fn run_kinesis(cli: &Cli, gen: &Generator, stream: &str) -> Result<()> {
+    if stream.is_empty() {
+        bail!("--sink kinesis:STREAM needs a stream name");
+    }
+    let partition_key = PartitionKey::parse(&cli.partition_key)
+        .with_context(|| format!("--partition-key {:?}: expected referrer, campaign or random", cli.partition_key))?;
+    if let Some(r) = cli.rate {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--rate {r}: must be a positive number of records per second");
+        }
+    }
+    let aws = zigzag_aws::AwsOptions {
+        region: cli.region.clone(),
+        endpoint_url: cli.endpoint_url.clone(),
+        ..Default::default()
+    };
+    let client = zigzag_kinesis::client(&aws).await;
+    if let Some(shards) = cli.create_stream {
+        zigzag_kinesis::stream::ensure_stream(&client, stream, shards.max(1)).await?;
+    }
+    let mut producer = Producer::new(client, stream);
+    let opts = SinkOptions { partition_key, rate: cli.rate, kpl_max_bytes: cli.kpl };
+    let bar = progress_bar(gen.config().records);
+    let started = Instant::now();
+    let sent = produce(gen, &mut producer, &opts, |n| bar.set_position(n))
+        .await
+        .with_context(|| format!("putting records into the Kinesis stream {stream}"))?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    let st = &producer.stats;
+    eprintln!(
+        "loadgen → kinesis:{stream}: {sent} records in {:.1}s ({:.0}/s) as {} Kinesis records, {} PutRecords calls;          {} records retried after failing (FailedRecordCount), {} calls retried (throttled/timeout/5xx)",
+        secs,
+        sent as f64 / secs.max(1e-9),
+        st.records.load(Ordering::Relaxed),
+        st.calls.load(Ordering::Relaxed),
+        st.failed_records.load(Ordering::Relaxed),
+        st.failed_calls.load(Ordering::Relaxed),
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
@@ -266,6 +328,7 @@ async fn main() -> Result<()> {
     match cli.sink.as_str() {
         "ingest" => run_in_process(&cli, gen).await,
         s if s.starts_with("jsonl:") => write_jsonl(&gen, &s["jsonl:".len()..]),
-        other => bail!("--sink {other:?}: expected ingest, jsonl:DIR or jsonl:-"),
+        s if s.starts_with("kinesis:") => run_kinesis(&cli, &gen, &s["kinesis:".len()..]).await,
+        other => bail!("--sink {other:?}: expected ingest, jsonl:DIR, jsonl:- or kinesis:STREAM"),
     }
 }

@@ -9,6 +9,7 @@
 //!   the exactly-once update request.
 //! - [`position`]: stream positions (sequence numbers up to 256 bits).
 //! - [`checkpoint`]: the per-shard checkpoint item and its flush protocol.
+//! - [`source`]: the contract of a replayable, sharded record source.
 //! - [`truth`]: a generator's ground truth, to check reports against.
 
 pub mod checkpoint;
@@ -17,6 +18,7 @@ pub mod keys;
 pub mod measures;
 pub mod position;
 pub mod rollup;
+pub mod source;
 pub mod truth;
 
 pub use checkpoint::Checkpoint;

@@ -45,10 +45,25 @@ fn e(err: TableError) -> String {
 
 /// Runs every check; returns all failures, not just the first.
 pub async fn run<T: SortedTable + ?Sized>(table: &T, namespace: &str) -> Result<(), Failures> {
+    run_except(table, namespace, &[]).await
+}
+
+/// Runs every check but the named ones: for a store (an emulator) that is
+/// known to differ from DynamoDB in a way that does not matter to Zigzag.
+/// Each exception must still exist and still fail, so a fixed emulator (or a
+/// renamed check) is noticed.
+pub async fn run_except<T: SortedTable + ?Sized>(table: &T, namespace: &str, except: &[&str]) -> Result<(), Failures> {
     let mut failures = Vec::new();
+    let mut excepted = Vec::new();
     macro_rules! check {
         ($name:literal, $f:ident) => {
-            if let Err(why) = $f(table, &format!("{namespace}#{}", $name)).await {
+            let outcome = $f(table, &format!("{namespace}#{}", $name)).await;
+            if except.contains(&$name) {
+                excepted.push($name);
+                if outcome.is_ok() {
+                    failures.push(($name, "passes now: remove it from the exceptions".to_string()));
+                }
+            } else if let Err(why) = outcome {
                 failures.push(($name, why));
             }
         };
@@ -62,6 +77,7 @@ pub async fn run<T: SortedTable + ?Sized>(table: &T, namespace: &str) -> Result<
     check!("validation", invalid_requests_are_rejected);
     check!("partitions", partitions_are_isolated);
     check!("replace", put_replaces_the_whole_item);
+    check!("capacity-empty", an_empty_query_costs_half_a_unit);
     check!("capacity", read_capacity_by_4kb_of_evaluated_items);
     check!("page-size", pages_stop_at_one_megabyte);
     check!("filter-types", filters_compare_like_dynamodb);
@@ -69,6 +85,11 @@ pub async fn run<T: SortedTable + ?Sized>(table: &T, namespace: &str) -> Result<
     check!("update-guards", failed_guards_change_nothing);
     check!("update-concurrent", concurrent_adds_all_apply);
     check!("update-batch", batch_updates_succeed_or_fail_one_by_one);
+    for name in except {
+        if !excepted.contains(name) {
+            failures.push(("exceptions", format!("no check is named {name:?}")));
+        }
+    }
     if failures.is_empty() {
         Ok(())
     } else {
@@ -259,13 +280,17 @@ fn sized_item(pk: &str, sk: u8, size: usize) -> Item {
     Item::new(pk, vec![sk]).with("p", AttrValue::B(vec![0xab; size - base]))
 }
 
-async fn read_capacity_by_4kb_of_evaluated_items<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
+async fn an_empty_query_costs_half_a_unit<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
     let empty = t.query(&QueryRequest::new(pk, SortKeyCondition::Any)).await.map_err(e)?;
     ensure!(
         empty.consumed_rcu == 0.5,
         "an empty eventually consistent Query costs 0.5 RCU, got {}",
         empty.consumed_rcu
     );
+    Ok(())
+}
+
+async fn read_capacity_by_4kb_of_evaluated_items<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
     t.put_batch((1..=4).map(|i| sized_item(pk, i, 1024)).collect()).await.map_err(e)?;
     let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
     let p = t.query(&req).await.map_err(e)?;

@@ -32,6 +32,10 @@ pub enum TableError {
     /// The store asked us to slow down; retryable.
     #[error("throttled: {0}")]
     Throttled(String),
+    /// The store did not answer in time or failed on its side (timeouts,
+    /// 5xx, InternalServerError); retryable. The request may have applied.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
     /// Anything else the store reported.
     #[error("store error: {0}")]
     Store(#[source] Box<dyn std::error::Error + Send + Sync>),

@@ -1,13 +1,14 @@
 //! Bounded retries with exponential backoff and full jitter (sleep a
-//! uniform random time in `[0, min(cap, base * 2^attempt))`), for errors the
-//! store marks as retryable. One helper for every call site: no copy-pasted
+//! uniform random time in `[0, min(cap, base * 2^attempt))`), for errors that
+//! say they are worth retrying (throttling, timeouts, 5xx). One helper for
+//! every call site — stores, sources, producers — instead of copy-pasted
 //! retry loops.
 
 use rand::Rng;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use zigzag_core::table::TableError;
+use crate::table::TableError;
 
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -22,26 +23,39 @@ impl Default for RetryPolicy {
     }
 }
 
-fn retryable(e: &TableError) -> bool {
-    matches!(e, TableError::Throttled(_))
+/// An error that knows whether trying again may succeed.
+pub trait Retryable {
+    fn is_retryable(&self) -> bool;
+}
+
+impl Retryable for TableError {
+    fn is_retryable(&self) -> bool {
+        matches!(self, TableError::Throttled(_) | TableError::Unavailable(_))
+    }
 }
 
 impl RetryPolicy {
+    /// The sleep before retry number `attempt + 1`: uniform in
+    /// `[0, min(cap, base * 2^attempt)]`.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let ceiling = self.base.saturating_mul(1 << attempt.min(20)).min(self.cap);
+        rand::thread_rng().gen_range(Duration::ZERO..=ceiling)
+    }
+
     /// Runs `op` until it succeeds, fails with a non-retryable error, or
     /// `max_attempts` are spent; counts each retry in `retries`.
-    pub async fn run<T, F, Fut>(&self, retries: &AtomicU64, mut op: F) -> Result<T, TableError>
+    pub async fn run<T, E, F, Fut>(&self, retries: &AtomicU64, mut op: F) -> Result<T, E>
     where
+        E: Retryable,
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, TableError>>,
+        Fut: Future<Output = Result<T, E>>,
     {
         let mut attempt = 0;
         loop {
             match op().await {
-                Err(e) if retryable(&e) && attempt + 1 < self.max_attempts => {
-                    let ceiling = self.base.saturating_mul(1 << attempt.min(20)).min(self.cap);
-                    let sleep = rand::thread_rng().gen_range(Duration::ZERO..=ceiling);
+                Err(e) if e.is_retryable() && attempt + 1 < self.max_attempts => {
                     retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(sleep).await;
+                    tokio::time::sleep(self.delay(attempt)).await;
                     attempt += 1;
                 }
                 other => return other,

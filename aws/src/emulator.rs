@@ -1,0 +1,73 @@
+//! Reaching the local emulators (DynamoDB Local, kinesis-local, kinesalite)
+//! that `deploy/local/up.sh` starts. Its environment file sets
+//! `AWS_ENDPOINT_URL_<SERVICE>`; tests read those through [`options`], which
+//! insists on a loopback address so a mis-set variable can never send test
+//! traffic to AWS.
+
+use crate::AwsOptions;
+use std::time::Duration;
+
+/// The dummy credentials the emulators accept (kinesis-local wants a
+/// non-numeric access key).
+pub const ACCESS_KEY: &str = "AKIDZIGZAGLOCAL";
+pub const SECRET_KEY: &str = "zigzag-local-secret";
+pub const REGION: &str = "us-east-1";
+
+/// Why the emulator for a service cannot be used.
+#[derive(Debug)]
+pub struct NotConfigured(pub String);
+
+impl std::fmt::Display for NotConfigured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotConfigured {}
+
+/// The endpoint in `AWS_ENDPOINT_URL_<SERVICE>` (e.g. `DYNAMODB`,
+/// `KINESIS`), which must be `http://127.0.0.1:<port>`.
+pub fn endpoint(service: &str) -> Result<String, NotConfigured> {
+    let var = format!("AWS_ENDPOINT_URL_{service}");
+    let url = std::env::var(&var).map_err(|_| {
+        NotConfigured(format!(
+            "{var} is not set: start the emulators with deploy/local/up.sh and source the environment it prints \
+             (or run the whole suite with ./test.sh)"
+        ))
+    })?;
+    if !is_loopback_url(&url) {
+        return Err(NotConfigured(format!("{var}={url} is not a loopback address; tests only talk to 127.0.0.1")));
+    }
+    Ok(url)
+}
+
+/// Options for a client of the emulator of `service`.
+pub fn options(service: &str) -> Result<AwsOptions, NotConfigured> {
+    Ok(AwsOptions {
+        region: Some(REGION.to_string()),
+        endpoint_url: Some(endpoint(service)?),
+        static_credentials: Some((ACCESS_KEY.to_string(), SECRET_KEY.to_string())),
+        attempt_timeout: Duration::from_secs(10),
+        connect_timeout: Duration::from_secs(2),
+    })
+}
+
+pub fn is_loopback_url(url: &str) -> bool {
+    let rest = url.strip_prefix("http://").unwrap_or("");
+    let host = rest.split(['/', '?']).next().unwrap_or("");
+    host.strip_prefix("127.0.0.1").is_some_and(|port| port.is_empty() || port.starts_with(':'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_loopback_urls_pass() {
+        assert!(is_loopback_url("http://127.0.0.1:18000"));
+        assert!(is_loopback_url("http://127.0.0.1:18000/"));
+        assert!(!is_loopback_url("https://dynamodb.us-east-1.amazonaws.com"));
+        assert!(!is_loopback_url("http://127.0.0.1.evil.com:80"));
+        assert!(!is_loopback_url("http://10.0.0.1:18000"));
+    }
+}

@@ -1,0 +1,28 @@
+//! Kinesis for Zigzag, over aws-sdk-kinesis:
+//!
+//! - [`stream`]: list a stream's shards (ListShards, paginated); create a
+//!   stream and wait for ACTIVE (tests, local runs).
+//! - [`source`]: [`KinesisSource`], the pipeline's [`Source`] over a stream:
+//!   GetShardIterator at the configured start (TRIM_HORIZON, LATEST,
+//!   AT_TIMESTAMP) or after a checkpoint, and a per-shard GetRecords loop.
+//! - [`pacing`]: the per-shard read limits (5 GetRecords calls/s, 2 MB/s) and
+//!   the idle backoff.
+//! - [`kpl`]: KPL aggregated records → user records with sub-sequence numbers.
+//! - [`producer`]: PutRecords in batches (≤ 500 records, ≤ 5 MB), retrying
+//!   only the records that failed.
+//!
+//! [`Source`]: zigzag_model::source::Source
+
+pub mod kpl;
+pub mod pacing;
+pub mod producer;
+pub mod source;
+pub mod stream;
+
+pub use producer::{Producer, ProducerStats};
+pub use source::{KinesisSource, StartingPosition};
+
+/// A Kinesis client from the default chain (see [`zigzag_aws::load_config`]).
+pub async fn client(opts: &zigzag_aws::AwsOptions) -> aws_sdk_kinesis::Client {
+    aws_sdk_kinesis::Client::new(&zigzag_aws::load_config(opts).await)
+}

@@ -1,0 +1,327 @@
+//! [`KinesisSource`]: the pipeline's source over a Kinesis stream.
+//!
+//! A shard reader holds a shard iterator and loops GetRecords within the
+//! shard's limits ([`crate::pacing`]). Records are split into user records
+//! ([`crate::kpl`]); each gets the position (sequence number, sub-sequence
+//! number), which is what checkpoints store.
+//!
+//! - Resuming after a checkpoint `(seq, sub)` reads AT_SEQUENCE_NUMBER `seq`
+//!   and drops user records up to `sub`: an aggregated record may have been
+//!   checkpointed half way through.
+//! - An expired iterator (they live 5 minutes) is replaced by one AFTER the
+//!   last record delivered (or at the original start if none was).
+//! - A closed shard ends when GetRecords returns no NextShardIterator: the
+//!   batch is marked `end_of_shard`.
+//! - Throttling, timeouts and 5xx are retried with backoff (bounded); the
+//!   count is in `zigzag_kinesis_retries_total`.
+
+use crate::kpl;
+use crate::pacing::{Pacer, ReadLimits};
+use crate::stream::{list_shards, LIST_SHARDS_PAGE};
+use async_trait::async_trait;
+use aws_sdk_kinesis::error::SdkError;
+use aws_sdk_kinesis::operation::get_records::{GetRecordsError, GetRecordsOutput};
+use aws_sdk_kinesis::primitives::DateTime;
+use aws_sdk_kinesis::types::ShardIteratorType;
+use aws_sdk_kinesis::Client;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use zigzag_aws::{classify, describe, ErrorClass};
+use zigzag_core::retry::RetryPolicy;
+use zigzag_model::source::{RecordBatch, ShardReader, Source, SourceError};
+use zigzag_model::{Position, SeqNo};
+
+/// Where a shard without a checkpoint starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartingPosition {
+    /// The oldest record still in the stream.
+    #[default]
+    TrimHorizon,
+    /// Only records written after the reader opens.
+    Latest,
+    /// The first record written at or after this time (milliseconds since
+    /// the Unix epoch).
+    AtTimestamp(i64),
+}
+
+/// GetRecords returns at most 10,000 records per call.
+const GET_RECORDS_MAX: usize = 10_000;
+
+pub struct KinesisSource {
+    client: Client,
+    stream: String,
+    start: StartingPosition,
+    limits: ReadLimits,
+    retry: RetryPolicy,
+    page_size: i32,
+    retries: Arc<AtomicU64>,
+    activity: Arc<Activity>,
+}
+
+/// When a reader last saw records or lag, for "stop once caught up".
+#[derive(Debug)]
+struct Activity {
+    origin: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn touch(&self) {
+        self.last_ms.fetch_max(self.origin.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl KinesisSource {
+    pub fn new(client: Client, stream: impl Into<String>, start: StartingPosition) -> Self {
+        KinesisSource {
+            client,
+            stream: stream.into(),
+            start,
+            limits: ReadLimits::default(),
+            retry: RetryPolicy::default(),
+            page_size: LIST_SHARDS_PAGE,
+            retries: Arc::new(AtomicU64::new(0)),
+            activity: Arc::new(Activity { origin: Instant::now(), last_ms: AtomicU64::new(0) }),
+        }
+    }
+
+    /// How long no reader has received a record or seen the shard behind
+    /// its tip: a caller can stop once the stream is drained.
+    pub fn idle_for(&self) -> std::time::Duration {
+        let last = self.activity.last_ms.load(Ordering::Relaxed);
+        self.activity.origin.elapsed().saturating_sub(std::time::Duration::from_millis(last))
+    }
+
+    pub fn with_limits(mut self, limits: ReadLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// ListShards page size (tests use a small one to exercise pagination).
+    pub fn with_list_page_size(mut self, page_size: i32) -> Self {
+        self.page_size = page_size.clamp(1, 10_000);
+        self
+    }
+
+    /// Calls retried (throttling, timeouts, 5xx) by this source's readers.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+}
+
+#[async_trait]
+impl Source for KinesisSource {
+    async fn shards(&self) -> Result<Vec<String>, SourceError> {
+        let shards = list_shards(&self.client, &self.stream, self.page_size)
+            .await
+            .map_err(|e| SourceError::Shard { shard: "*".into(), message: e.to_string() })?;
+        Ok(shards.iter().map(|s| s.shard_id().to_string()).collect())
+    }
+
+    async fn open(&self, shard: &str, after: Option<Position>) -> Result<Box<dyn ShardReader>, SourceError> {
+        let mut reader = KinesisShardReader {
+            client: self.client.clone(),
+            stream: self.stream.clone(),
+            shard: shard.to_string(),
+            start: self.start,
+            after,
+            last_whole: None,
+            iterator: None,
+            ended: false,
+            pacer: Pacer::new(self.limits),
+            retry: self.retry,
+            retries: self.retries.clone(),
+            activity: self.activity.clone(),
+        };
+        reader.iterator = Some(reader.fresh_iterator().await?);
+        Ok(Box::new(reader))
+    }
+}
+
+struct KinesisShardReader {
+    client: Client,
+    stream: String,
+    shard: String,
+    start: StartingPosition,
+    /// The last position delivered (or the checkpoint it opened after):
+    /// user records at or before it are dropped.
+    after: Option<Position>,
+    /// The last record this reader delivered whole (all its user records).
+    last_whole: Option<SeqNo>,
+    iterator: Option<String>,
+    ended: bool,
+    pacer: Pacer,
+    retry: RetryPolicy,
+    retries: Arc<AtomicU64>,
+    activity: Arc<Activity>,
+}
+
+impl KinesisShardReader {
+    fn err(&self, message: String) -> SourceError {
+        SourceError::Shard { shard: self.shard.clone(), message }
+    }
+
+    fn sdk_error<E>(&self, e: SdkError<E>) -> SourceError
+    where
+        E: aws_sdk_kinesis::error::ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let message = format!("shard {}: {}", self.shard, describe(&e));
+        match classify(&e) {
+            ErrorClass::Throttled => SourceError::Throttled(message),
+            ErrorClass::Unavailable => SourceError::Unavailable(message),
+            ErrorClass::Fatal => SourceError::Shard { shard: self.shard.clone(), message: describe(&e) },
+        }
+    }
+
+    /// An iterator at the resume point: at the last delivered record's
+    /// sequence number (its remaining sub-records are then filtered), or at
+    /// the configured start.
+    async fn fresh_iterator(&self) -> Result<String, SourceError> {
+        let retries = self.retries.clone();
+        self.retry
+            .run(&retries, || async {
+                let mut req = self.client.get_shard_iterator().stream_name(&self.stream).shard_id(&self.shard);
+                req = match (self.after, self.start) {
+                    (Some(p), _) => req
+                        .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
+                        .starting_sequence_number(p.seq.to_string()),
+                    (None, StartingPosition::TrimHorizon) => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
+                    (None, StartingPosition::Latest) => req.shard_iterator_type(ShardIteratorType::Latest),
+                    (None, StartingPosition::AtTimestamp(ms)) => req
+                        .shard_iterator_type(ShardIteratorType::AtTimestamp)
+                        .timestamp(DateTime::from_millis(ms)),
+                };
+                let out = req.send().await.map_err(|e| self.sdk_error(e))?;
+                out.shard_iterator.ok_or_else(|| self.err("GetShardIterator returned no iterator".into()))
+            })
+            .await
+    }
+
+    /// After an ExpiredIteratorException: resume AFTER_SEQUENCE_NUMBER of the
+    /// last record this reader delivered whole (batches end on record
+    /// boundaries). Before any, a checkpoint may sit inside an aggregate, so
+    /// the iterator is made afresh (AT its sequence number).
+    async fn renewed_iterator(&self) -> Result<String, SourceError> {
+        let Some(last) = self.last_whole else { return self.fresh_iterator().await };
+        let retries = self.retries.clone();
+        self.retry
+            .run(&retries, || async {
+                let out = self
+                    .client
+                    .get_shard_iterator()
+                    .stream_name(&self.stream)
+                    .shard_id(&self.shard)
+                    .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                    .starting_sequence_number(last.to_string())
+                    .send()
+                    .await
+                    .map_err(|e| self.sdk_error(e))?;
+                out.shard_iterator.ok_or_else(|| self.err("GetShardIterator returned no iterator".into()))
+            })
+            .await
+    }
+
+    async fn get_records(&mut self, limit: usize) -> Result<GetRecordsOutput, SourceError> {
+        let mut attempt = 0;
+        loop {
+            let Some(iterator) = self.iterator.clone() else {
+                return Err(self.err("no shard iterator".into()));
+            };
+            tokio::time::sleep(self.pacer.wait(Instant::now())).await;
+            let sent = Instant::now();
+            let result = self.client.get_records().shard_iterator(iterator).limit(limit as i32).send().await;
+            let failure = match result {
+                Ok(out) => {
+                    let bytes: usize = out.records().iter().map(|r| r.data().as_ref().len()).sum();
+                    self.pacer.completed(sent, bytes, out.records().is_empty());
+                    return Ok(out);
+                }
+                Err(e) => e,
+            };
+            self.pacer.completed(sent, 0, false);
+            if let Some(GetRecordsError::ExpiredIteratorException(_)) = failure.as_service_error() {
+                metrics::counter!("zigzag_kinesis_expired_iterators_total", "shard" => self.shard.clone()).increment(1);
+                tracing::info!(shard = %self.shard, "shard iterator expired; renewing it after the last record read");
+                self.iterator = Some(self.renewed_iterator().await?);
+                continue;
+            }
+            let error = self.sdk_error(failure);
+            if zigzag_core::retry::Retryable::is_retryable(&error) && attempt + 1 < self.retry.max_attempts {
+                self.retries.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("zigzag_kinesis_retries_total", "shard" => self.shard.clone()).increment(1);
+                tokio::time::sleep(self.retry.delay(attempt)).await;
+                attempt += 1;
+                continue;
+            }
+            return Err(error);
+        }
+    }
+}
+
+#[async_trait]
+impl ShardReader for KinesisShardReader {
+    async fn next_batch(&mut self, max: usize) -> Result<RecordBatch, SourceError> {
+        let mut batch = RecordBatch::default();
+        if self.ended {
+            batch.end_of_shard = true;
+            return Ok(batch);
+        }
+        // A KPL record holds many user records, so `max` only bounds the
+        // number of Kinesis records asked for.
+        let out = self.get_records(max.clamp(1, GET_RECORDS_MAX)).await?;
+        for record in out.records() {
+            let seq: SeqNo = record
+                .sequence_number()
+                .parse()
+                .map_err(|e| self.err(format!("sequence number {:?}: {e:?}", record.sequence_number())))?;
+            let data = record.data().as_ref();
+            match kpl::deaggregate(record.partition_key().unwrap_or_default(), data) {
+                Ok(users) => {
+                    for user in &users {
+                        let pos = Position::new(seq, user.sub_sequence);
+                        if self.after.is_none_or(|a| pos > a) {
+                            batch.push(pos, user.data);
+                        }
+                    }
+                }
+                // An aggregate that cannot be trusted goes on whole, at sub 0:
+                // it does not decode as an event, so it is dead-lettered with
+                // its bytes rather than lost.
+                Err(e) => {
+                    tracing::warn!(shard = %self.shard, %seq, error = %e, "KPL aggregate does not decode");
+                    metrics::counter!("zigzag_kinesis_bad_aggregates_total", "shard" => self.shard.clone()).increment(1);
+                    let pos = Position::new(seq, 0);
+                    if self.after.is_none_or(|a| pos > a) {
+                        batch.push(pos, data);
+                    }
+                }
+            }
+        }
+        if let Some(last) = batch.last_position() {
+            self.after = Some(last);
+        }
+        if let Some(r) = out.records().last() {
+            self.last_whole = r.sequence_number().parse().ok();
+        }
+        if !out.records().is_empty() || out.millis_behind_latest().is_some_and(|b| b > 0) {
+            self.activity.touch();
+        }
+        if let Some(behind) = out.millis_behind_latest() {
+            batch.millis_behind = Some(behind);
+            metrics::gauge!("zigzag_kinesis_millis_behind_latest", "shard" => self.shard.clone()).set(behind as f64);
+        }
+        self.iterator = out.next_shard_iterator.clone();
+        if self.iterator.is_none() {
+            // A closed shard, read to its end (SHARD_END).
+            self.ended = true;
+            batch.end_of_shard = true;
+        }
+        Ok(batch)
+    }
+}
