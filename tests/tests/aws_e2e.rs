@@ -1,0 +1,193 @@
+//! End to end on the AWS APIs, against the emulators on loopback
+//! (deploy/local/up.sh): loadgen → Kinesis → ingest → DynamoDB Local →
+//! gather, with the same library code the binaries run. Totals must equal
+//! the generator's ground truth exactly.
+//!
+//! - kinesis-local (the faithful emulator), 4 shards, referrer partition
+//!   keys, ingest reading while loadgen writes, and a restart half way (the
+//!   second run resumes from the checkpoints in DynamoDB);
+//! - kinesalite (fast) with KPL-aggregated records: user records are
+//!   de-aggregated and checkpointed by (sequence, sub-sequence).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+use zigzag_aws::emulator;
+use zigzag_core::table::SortedTable;
+use zigzag_dynamodb::{ensure_table, Billing, DynamoTable};
+use zigzag_gather::check::{self, Status};
+use zigzag_gather::execute::ExecOptions;
+use zigzag_ingest::decode::DecodeLimits;
+use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
+use zigzag_kinesis::stream::{ensure_stream, list_shards};
+use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
+use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
+use zigzag_loadgen::{truth, GenConfig, Generator};
+use zigzag_model::{Config, KeyModel, Measures, Truth};
+
+fn unique(name: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
+}
+
+fn config() -> Config {
+    let mut c = Config::default();
+    c.flush.interval_ms = 300;
+    c
+}
+
+fn generator(records: u64) -> Generator {
+    Generator::new(GenConfig {
+        seed: 7,
+        shards: 4,
+        records,
+        referrers: 300,
+        span_ms: 3 * 3_600_000,
+        malformed_fraction: 0.01,
+        ..GenConfig::default()
+    })
+}
+
+struct Tables {
+    aggregates: DynamoTable,
+    checkpoints: DynamoTable,
+}
+
+async fn dynamodb_tables(name: &str) -> Tables {
+    let opts = emulator::options("DYNAMODB").unwrap_or_else(|e| panic!("{e}"));
+    let client = zigzag_dynamodb::client(&opts).await;
+    let checkpoints = format!("{name}-checkpoints");
+    for t in [name, checkpoints.as_str()] {
+        ensure_table(&client, t, Billing::OnDemand, true).await.expect("create table");
+    }
+    Tables { aggregates: DynamoTable::new(client.clone(), name), checkpoints: DynamoTable::new(client, checkpoints) }
+}
+
+/// Runs ingest on `source` until `stop` fires, or (with `until_idle`) until
+/// `producing` is done and no shard has had records for a second.
+async fn ingest(
+    source: Arc<KinesisSource>,
+    tables: &Tables,
+    stream: &str,
+    dead_letters: &std::path::Path,
+    stop: CancellationToken,
+    producing: Option<CancellationToken>,
+) -> RunSummary {
+    let opts = PipelineOptions {
+        config: config(),
+        stream: stream.to_string(),
+        owner: unique("ingest"),
+        limits: DecodeLimits::default(),
+        batch_size: 1000,
+        dead_letters: dead_letters.to_path_buf(),
+    };
+    let aggregates: Arc<dyn SortedTable> = Arc::new(tables.aggregates.clone());
+    let checkpoints: Arc<dyn SortedTable> = Arc::new(tables.checkpoints.clone());
+    let pipeline = Arc::new(Pipeline::new(source.clone(), aggregates, checkpoints, opts).expect("pipeline"));
+    if let Some(done) = producing {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            done.cancelled().await;
+            while source.idle_for() < Duration::from_secs(1) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            stop.cancel();
+        });
+    }
+    pipeline.run(stop).await.expect("ingest run")
+}
+
+async fn assert_matches_truth(table: &DynamoTable, truth: &Truth) {
+    let km = KeyModel::new(&config()).unwrap();
+    let opts = ExecOptions { consistent: true, ..ExecOptions::default() };
+    let report = check::check(table, &km, truth, truth.last_ms.unwrap_or_default(), &opts).await.expect("gather check");
+    let text = check::render(&report);
+    assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{text}");
+    assert!(report.rows.iter().all(|r| r.status == Status::Match), "{text}");
+    let total = report.rows.iter().find(|r| r.check == "total").expect("a total row");
+    assert_eq!(total.store, Measures::from(truth.totals), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kinesis_local_to_dynamodb_local_exactly_with_a_restart() {
+    let name = unique("e2e");
+    let kinesis = zigzag_kinesis::client(&emulator::options("KINESIS").unwrap_or_else(|e| panic!("{e}"))).await;
+    ensure_stream(&kinesis, &name, 4).await.expect("create stream");
+    // kinesis-local honours MaxResults: a page of 1 makes ListShards paginate.
+    assert_eq!(list_shards(&kinesis, &name, 1).await.expect("list shards").len(), 4);
+    let tables = dynamodb_tables(&name).await;
+    let gen = generator(4_000);
+    let truth = truth::compute(&gen);
+    let dir = tempfile::tempdir().unwrap();
+    let dead_letters = dir.path().join("dead.jsonl");
+
+    // loadgen writes while ingest reads.
+    let done = CancellationToken::new();
+    let producer_task = {
+        let (kinesis, name, done) = (kinesis.clone(), name.clone(), done.clone());
+        let gen = gen.clone();
+        tokio::spawn(async move {
+            let mut producer = Producer::new(kinesis, &name);
+            let opts = SinkOptions { partition_key: PartitionKey::Referrer, rate: None, kpl_max_bytes: None };
+            let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");
+            done.cancel();
+            (sent, producer.stats.records.load(std::sync::atomic::Ordering::Relaxed))
+        })
+    };
+
+    // First run: stopped after a few seconds, part way through.
+    let source = Arc::new(KinesisSource::new(kinesis.clone(), &name, StartingPosition::TrimHorizon).with_list_page_size(2));
+    let stop = CancellationToken::new();
+    let stopper = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        stopper.cancel();
+    });
+    let first = ingest(source, &tables, &name, &dead_letters, stop, None).await;
+
+    // Second run: resumes from the checkpoints until the stream is drained.
+    let started = Instant::now();
+    let source = Arc::new(KinesisSource::new(kinesis.clone(), &name, StartingPosition::TrimHorizon));
+    let (sent, put) = {
+        let run = ingest(source, &tables, &name, &dead_letters, CancellationToken::new(), Some(done.clone()));
+        let (second, produced) = tokio::join!(run, producer_task);
+        let produced = produced.expect("producer task");
+        assert_eq!(first.records + second.records, truth.records, "each record read once: {first:?} {second:?}");
+        assert_eq!(first.valid + second.valid, truth.valid);
+        assert_eq!(first.rejected + second.rejected, truth.malformed);
+        produced
+    };
+    assert_eq!((sent, put), (truth.records, truth.records));
+    eprintln!("first run {} records, second {} s", first.records, started.elapsed().as_secs_f64());
+    assert!(first.records > 0, "the first run read something before it stopped");
+
+    assert_matches_truth(&tables.aggregates, &truth).await;
+    let cap = tables.aggregates.capacity();
+    assert!(cap.write_units >= cap.requests as f64 * 0.5 && cap.read_units > 0.0, "capacity reported: {cap:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kinesalite_kpl_aggregated_records_count_exactly() {
+    let url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+    let kinesis = zigzag_kinesis::client(&emulator::options_at(url)).await;
+    let name = unique("kpl");
+    ensure_stream(&kinesis, &name, 4).await.expect("create stream");
+    let tables = dynamodb_tables(&name).await;
+    let gen = generator(6_000);
+    let truth = truth::compute(&gen);
+    let mut producer = Producer::new(kinesis.clone(), &name);
+    // ~2 KB aggregates: about a dozen user records per Kinesis record.
+    let opts = SinkOptions { partition_key: PartitionKey::Random, rate: None, kpl_max_bytes: Some(2048) };
+    assert_eq!(produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce"), truth.records);
+    let kinesis_records = producer.stats.records.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(kinesis_records * 5 < truth.records, "records were aggregated: {kinesis_records} Kinesis records");
+
+    let dir = tempfile::tempdir().unwrap();
+    let source = Arc::new(KinesisSource::new(kinesis, &name, StartingPosition::TrimHorizon));
+    let done = CancellationToken::new();
+    done.cancel(); // everything is in the stream already
+    let dead_letters = dir.path().join("dead.jsonl");
+    let summary = ingest(source, &tables, &name, &dead_letters, CancellationToken::new(), Some(done)).await;
+    assert_eq!((summary.records, summary.valid, summary.rejected), (truth.records, truth.valid, truth.malformed));
+    assert_matches_truth(&tables.aggregates, &truth).await;
+}
