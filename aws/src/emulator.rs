@@ -28,8 +28,13 @@ impl std::error::Error for NotConfigured {}
 /// The endpoint in `AWS_ENDPOINT_URL_<SERVICE>` (e.g. `DYNAMODB`,
 /// `KINESIS`), which must be `http://127.0.0.1:<port>`.
 pub fn endpoint(service: &str) -> Result<String, NotConfigured> {
-    let var = format!("AWS_ENDPOINT_URL_{service}");
-    let url = std::env::var(&var).map_err(|_| {
+    endpoint_in(&format!("AWS_ENDPOINT_URL_{service}"))
+}
+
+/// The loopback endpoint in the variable `var` (e.g.
+/// `ZIGZAG_KINESALITE_ENDPOINT`, which up.sh sets when kinesalite runs).
+pub fn endpoint_in(var: &str) -> Result<String, NotConfigured> {
+    let url = std::env::var(var).map_err(|_| {
         NotConfigured(format!(
             "{var} is not set: start the emulators with deploy/local/up.sh and source the environment it prints \
              (or run the whole suite with ./test.sh)"
@@ -43,13 +48,19 @@ pub fn endpoint(service: &str) -> Result<String, NotConfigured> {
 
 /// Options for a client of the emulator of `service`.
 pub fn options(service: &str) -> Result<AwsOptions, NotConfigured> {
-    Ok(AwsOptions {
+    Ok(options_at(endpoint(service)?))
+}
+
+/// Options for a client of the emulator at `url` (checked to be loopback
+/// by [`endpoint`] / [`endpoint_in`], or a test's own proxy).
+pub fn options_at(url: String) -> AwsOptions {
+    AwsOptions {
         region: Some(REGION.to_string()),
-        endpoint_url: Some(endpoint(service)?),
+        endpoint_url: Some(url),
         static_credentials: Some((ACCESS_KEY.to_string(), SECRET_KEY.to_string())),
         attempt_timeout: Duration::from_secs(10),
         connect_timeout: Duration::from_secs(2),
-    })
+    }
 }
 
 pub fn is_loopback_url(url: &str) -> bool {

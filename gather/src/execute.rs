@@ -100,6 +100,8 @@ pub struct Actual {
     pub stats: QueryStats,
     /// Items that passed the exact filters (what the report is made of).
     pub kept: u64,
+    /// Requests retried after throttling, a timeout or a 5xx.
+    pub retries: u64,
     pub wall: Duration,
 }
 
@@ -136,6 +138,7 @@ where
             sink(item)?;
         }
     }
+    actual.retries = paced.retries();
     actual.wall = t0.elapsed();
     Ok(actual)
 }

@@ -46,7 +46,8 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
         let _ = writeln!(s, "  requests: {}", a.stats.requests);
         let _ = writeln!(s, "  scanned:  {} items", a.stats.scanned);
         let _ = writeln!(s, "  returned: {} items ({} after exact filters)", a.stats.returned, a.kept);
-        let _ = writeln!(s, "  RCU:      {}", a.stats.rcu);
+        let _ = writeln!(s, "  RCU:      {} (as the store reported it)", a.stats.rcu);
+        let _ = writeln!(s, "  retries:  {} (throttled, timed out or 5xx)", a.retries);
         let _ = writeln!(s, "  wall:     {:.3} s", a.wall.as_secs_f64());
         let _ = writeln!(
             s,

@@ -13,6 +13,8 @@ pub struct CapacityMeter {
     write_micro: AtomicU64,
     requests: AtomicU64,
     retryable_errors: AtomicU64,
+    /// Updates of a batch the store retried itself (see `update_batch`).
+    pub(crate) retried: AtomicU64,
 }
 
 /// Totals so far.
@@ -21,9 +23,10 @@ pub struct Capacity {
     pub read_units: f64,
     pub write_units: f64,
     pub requests: u64,
-    /// Calls that failed with throttling, a timeout or a 5xx (each is
-    /// retried by the caller, so this is the retry count of this table).
+    /// Calls that failed with throttling, a timeout or a 5xx.
     pub retryable_errors: u64,
+    /// Of those, the updates of a batch that the store retried itself.
+    pub retried_in_batches: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +62,7 @@ impl CapacityMeter {
             write_units: self.write_micro.load(Ordering::Relaxed) as f64 / MICRO,
             requests: self.requests.load(Ordering::Relaxed),
             retryable_errors: self.retryable_errors.load(Ordering::Relaxed),
+            retried_in_batches: self.retried.load(Ordering::Relaxed),
         }
     }
 }

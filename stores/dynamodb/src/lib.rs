@@ -13,8 +13,11 @@
 //! `TableError::Throttled` / `Unavailable` (retryable) or a fatal error; the
 //! store itself does not retry single calls — the callers' one retry
 //! policy does, so retries are bounded and counted in one place. The
-//! exception is BatchWriteItem's UnprocessedItems, a partial success only
-//! the store can finish.
+//! exceptions are the batch calls, partial successes only the store can
+//! finish: BatchWriteItem's UnprocessedItems, and the updates of an
+//! `update_batch` that failed retryably (thousands of independent
+//! UpdateItems; retrying the whole batch for one throttled item would
+//! re-send all of them and, at any steady throttling rate, never finish).
 
 pub mod admin;
 pub mod capacity;
@@ -57,6 +60,7 @@ pub struct DynamoTable {
     client: Client,
     table: String,
     concurrency: usize,
+    retry: RetryPolicy,
     meter: Arc<CapacityMeter>,
 }
 
@@ -66,6 +70,7 @@ impl DynamoTable {
             client,
             table: table.into(),
             concurrency: DEFAULT_CONCURRENCY,
+            retry: RetryPolicy::default(),
             meter: Arc::new(CapacityMeter::default()),
         }
     }
@@ -73,6 +78,12 @@ impl DynamoTable {
     /// Updates (and batch writes) in flight at once in the batch calls.
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// How the updates of a batch are retried (see the module docs).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
         self
     }
 
@@ -118,7 +129,7 @@ impl DynamoTable {
                 Ok(WriteRequest::builder().put_request(put).build())
             })
             .collect::<Result<_, TableError>>()?;
-        let policy = RetryPolicy::default();
+        let policy = self.retry;
         let mut attempt = 0;
         loop {
             let out = self
@@ -253,7 +264,7 @@ impl SortedTable for DynamoTable {
     }
 
     async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<UpdateOutcome>, TableError> {
-        let futs: Vec<_> = reqs.iter().map(|r| self.update(r)).collect();
+        let futs: Vec<_> = reqs.iter().map(|r| self.retry.run(&self.meter.retried, move || self.update(r))).collect();
         futures::stream::iter(futs).buffered(self.concurrency).try_collect().await
     }
 

