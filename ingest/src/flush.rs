@@ -142,24 +142,34 @@ impl Flusher {
         }
         located.sort_unstable_by_key(|(loc, key, _)| (*loc, key.shard));
         let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
-        for partition in located.chunk_by(|a, b| a.0 == b.0) {
-            let mut writes = Vec::with_capacity(partition.len());
-            for ((prefix, _, _), key, p) in partition {
-                let shard = shards.iter().find(|s| s.index == key.shard).expect("every dirty shard is listed");
-                let values = names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
-                writes.push(self.prepare(*key, *prefix, p.measures(), values, shard)?);
-            }
-            // Key order within the partition: a chunk touches neighbouring
-            // B-tree pages (SQLite writes each dirty page once per
-            // transaction). DynamoDB will want chunks spread over
-            // partitions instead (AWS issue).
-            writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
-            stream::iter(writes.chunks(CHUNK))
-                .map(|chunk| self.write_chunk(chunk))
-                .buffer_unordered(in_flight)
-                .try_collect::<()>()
-                .await?;
-        }
+        // Partitions at once: one for stores that serialize writes
+        // (SQLite); many for DynamoDB, whose store bounds the requests in
+        // flight itself, so small partitions do not serialize the flush
+        // and concurrent writes land on different partition keys.
+        let partitions_in_flight = self.aggregates.write_parallelism().clamp(1, 64);
+        let names = &names;
+        stream::iter(located.chunk_by(|a, b| a.0 == b.0))
+            .map(|partition| async move {
+                let mut writes = Vec::with_capacity(partition.len());
+                for ((prefix, _, _), key, p) in partition {
+                    let shard = shards.iter().find(|s| s.index == key.shard).expect("every dirty shard is listed");
+                    let values =
+                        names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
+                    writes.push(self.prepare(*key, *prefix, p.measures(), values, shard)?);
+                }
+                // Key order within the partition: a chunk touches
+                // neighbouring B-tree pages (SQLite writes each dirty page
+                // once per transaction).
+                writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
+                stream::iter(writes.chunks(CHUNK))
+                    .map(|chunk| self.write_chunk(chunk))
+                    .buffer_unordered(in_flight)
+                    .try_collect::<()>()
+                    .await
+            })
+            .buffer_unordered(partitions_in_flight)
+            .try_collect::<()>()
+            .await?;
         for s in shards {
             let req = checkpoint::commit_flush(&self.stream, &s.id, &self.owner, s.flush, s.end, s.finished);
             let done = |cp: &Checkpoint| cp.flush == s.flush && cp.pending.is_none() && cp.committed == Some(s.end);

@@ -67,6 +67,13 @@ pub trait SortedTable: Send + Sync {
         futures::future::try_join_all(reqs.iter().map(|r| self.update(r))).await
     }
 
+    /// How many `update_batch` calls are worth running at once: 1 for a
+    /// store that serializes writes anyway (SQLite, memory); more for a
+    /// remote store that bounds its own requests in flight (DynamoDB).
+    fn write_parallelism(&self) -> usize {
+        1
+    }
+
     /// Strongly consistent read of one item (GetItem).
     async fn get(&self, pk: &str, sk: &[u8]) -> Result<Option<Item>, TableError> {
         let mut req = QueryRequest::new(pk, SortKeyCondition::Eq(sk.to_vec()));

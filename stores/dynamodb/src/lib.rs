@@ -39,6 +39,7 @@ use expr::Expressions;
 use futures::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use std::sync::Arc;
+use tokio::sync::Semaphore;
 use zigzag_aws::{classify, describe, AwsOptions, ErrorClass};
 use zigzag_core::retry::RetryPolicy;
 use zigzag_core::table::{
@@ -60,6 +61,9 @@ pub struct DynamoTable {
     client: Client,
     table: String,
     concurrency: usize,
+    /// Bounds the requests in flight through this handle and its clones,
+    /// however many batch calls run at once.
+    in_flight: Arc<Semaphore>,
     retry: RetryPolicy,
     meter: Arc<CapacityMeter>,
 }
@@ -70,14 +74,16 @@ impl DynamoTable {
             client,
             table: table.into(),
             concurrency: DEFAULT_CONCURRENCY,
+            in_flight: Arc::new(Semaphore::new(DEFAULT_CONCURRENCY)),
             retry: RetryPolicy::default(),
             meter: Arc::new(CapacityMeter::default()),
         }
     }
 
-    /// Updates (and batch writes) in flight at once in the batch calls.
+    /// Requests in flight at once through this handle (and its clones).
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
+        self.in_flight = Arc::new(Semaphore::new(self.concurrency));
         self
     }
 
@@ -230,6 +236,7 @@ impl SortedTable for DynamoTable {
         req.validate()?;
         let mut e = Expressions::default();
         let (update, condition) = e.update(req);
+        let _permit = self.in_flight.acquire().await.map_err(|e| TableError::Store(e.into()))?;
         let sent = self
             .client
             .update_item()
@@ -266,6 +273,10 @@ impl SortedTable for DynamoTable {
     async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<UpdateOutcome>, TableError> {
         let futs: Vec<_> = reqs.iter().map(|r| self.retry.run(&self.meter.retried, move || self.update(r))).collect();
         futures::stream::iter(futs).buffered(self.concurrency).try_collect().await
+    }
+
+    fn write_parallelism(&self) -> usize {
+        self.concurrency
     }
 
     async fn get(&self, pk: &str, sk: &[u8]) -> Result<Option<Item>, TableError> {

@@ -1,0 +1,164 @@
+//! The Kinesis source against kinesalite (fast, correct resharding), with
+//! the in-memory store so only the source is under test:
+//!
+//! - a shard split mid-stream: the parent is read to its end (GetRecords
+//!   stops returning a NextShardIterator: SHARD_END) and its children from
+//!   their start; every record once, totals exact;
+//! - ExpiredIteratorException on a share of GetRecords calls (through the
+//!   fault proxy): the reader renews its iterator after the last record it
+//!   delivered; nothing is lost or read twice.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+use zigzag_aws::emulator;
+use zigzag_core::table::{MemoryTable, SortedTable};
+use zigzag_gather::check;
+use zigzag_gather::execute::ExecOptions;
+use zigzag_ingest::decode::DecodeLimits;
+use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
+use zigzag_kinesis::stream::{ensure_stream, list_shards};
+use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
+use zigzag_loadgen::{truth, GenConfig, Generator};
+use zigzag_model::{Config, KeyModel, Truth};
+use zigzag_tests::fault_proxy::{kinesis, Fault, FaultProxy, Rule};
+
+fn unique(name: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
+}
+
+fn generator() -> Generator {
+    Generator::new(GenConfig {
+        seed: 5,
+        shards: 2,
+        records: 3_000,
+        referrers: 100,
+        span_ms: 3_600_000,
+        malformed_fraction: 0.01,
+        ..GenConfig::default()
+    })
+}
+
+/// Every record of `gen`, in the loadgen sink's order, with a random-ish key.
+fn records(gen: &Generator) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let longest = (0..gen.config().shards).map(|s| gen.shard_len(s)).max().unwrap_or(0);
+    for seq in 1..=longest {
+        for shard in 0..gen.config().shards {
+            if seq <= gen.shard_len(shard) {
+                let mut buf = Vec::new();
+                gen.record(shard, seq, &mut buf);
+                out.push((format!("k{shard}-{seq}"), buf));
+            }
+        }
+    }
+    out
+}
+
+async fn ingest_until_idle(source: Arc<KinesisSource>, table: Arc<MemoryTable>) -> RunSummary {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = PipelineOptions {
+        config: Config::default(),
+        stream: "s".into(),
+        owner: "kinesis-test".into(),
+        limits: DecodeLimits::default(),
+        batch_size: 500,
+        dead_letters: dir.path().join("dead.jsonl"),
+    };
+    let checkpoints: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
+    let pipeline = Arc::new(Pipeline::new(source.clone(), table, checkpoints, opts).expect("pipeline"));
+    let stop = CancellationToken::new();
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            while source.idle_for() < Duration::from_secs(2) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            stop.cancel();
+        });
+    }
+    pipeline.run(stop).await.expect("ingest")
+}
+
+async fn assert_exact(table: &MemoryTable, summary: &RunSummary, truth: &Truth) {
+    assert_eq!((summary.records, summary.valid, summary.rejected), (truth.records, truth.valid, truth.malformed));
+    let km = KeyModel::new(&Config::default()).unwrap();
+    let report = check::check(table, &km, truth, truth.last_ms.unwrap_or_default(), &ExecOptions::default())
+        .await
+        .expect("check");
+    assert_eq!(report.mismatches(), 0, "{}", check::render(&report));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_shard_is_read_to_its_end_then_its_children() {
+    let url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+    let client = zigzag_kinesis::client(&emulator::options_at(url)).await;
+    let name = unique("split");
+    ensure_stream(&client, &name, 1).await.expect("stream");
+    let gen = generator();
+    let truth = truth::compute(&gen);
+    let all = records(&gen);
+    let (before, after) = all.split_at(all.len() / 2);
+    let mut producer = Producer::new(client.clone(), &name);
+    for (k, d) in before {
+        producer.send(k.clone(), d.clone()).await.expect("put");
+    }
+    producer.flush().await.expect("flush");
+    client
+        .split_shard()
+        .stream_name(&name)
+        .shard_to_split("shardId-000000000000")
+        .new_starting_hash_key("170141183460469231731687303715884105728")
+        .send()
+        .await
+        .expect("split");
+    ensure_stream(&client, &name, 1).await.expect("ACTIVE again after the split");
+    for (k, d) in after {
+        producer.send(k.clone(), d.clone()).await.expect("put");
+    }
+    producer.flush().await.expect("flush");
+    let shards = list_shards(&client, &name, 100).await.expect("shards");
+    assert_eq!(shards.len(), 3, "the parent and two children");
+    assert!(shards[0].sequence_number_range().and_then(|r| r.ending_sequence_number()).is_some(), "the parent is closed");
+
+    let table = Arc::new(MemoryTable::new());
+    let source = Arc::new(KinesisSource::new(client, &name, StartingPosition::TrimHorizon));
+    let summary = ingest_until_idle(source, table.clone()).await;
+    assert_eq!(summary.shards, 3);
+    assert_exact(&table, &summary, &truth).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_iterators_are_renewed_after_the_last_record() {
+    let url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+    let direct = zigzag_kinesis::client(&emulator::options_at(url.clone())).await;
+    let name = unique("expired");
+    ensure_stream(&direct, &name, 2).await.expect("stream");
+    let gen = generator();
+    let truth = truth::compute(&gen);
+    let mut producer = Producer::new(direct, &name);
+    for (k, d) in records(&gen) {
+        producer.send(k, d).await.expect("put");
+    }
+    producer.flush().await.expect("flush");
+
+    let expired = Fault::Error {
+        status: 400,
+        shape: "ExpiredIteratorException".into(),
+        message: "Iterator expired. The iterator was created at time X while right now it is Y".into(),
+    };
+    let upstream = url.trim_start_matches("http://").parse().expect("loopback address");
+    let proxy = FaultProxy::start(upstream, vec![Rule::new(kinesis::GET_RECORDS, 0.3, vec![expired])], 21)
+        .await
+        .expect("proxy");
+    let client = zigzag_kinesis::client(&emulator::options_at(proxy.url())).await;
+    let table = Arc::new(MemoryTable::new());
+    // Small reads: many GetRecords calls, so many expire mid-shard.
+    let source = Arc::new(KinesisSource::new(client, &name, StartingPosition::TrimHorizon));
+    let summary = ingest_until_idle(source.clone(), table.clone()).await;
+    let injected = proxy.stats().target(kinesis::GET_RECORDS).injected_total();
+    assert!(injected >= 3, "iterators expired {injected} times");
+    assert_eq!(source.retries(), 0, "an expired iterator is renewed, not retried");
+    assert_exact(&table, &summary, &truth).await;
+}
