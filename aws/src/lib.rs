@@ -53,9 +53,8 @@ impl Default for AwsOptions {
 
 /// Loads the SDK configuration (see the module docs).
 pub async fn load_config(opts: &AwsOptions) -> SdkConfig {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(
+    let mut loader =
+        aws_config::defaults(BehaviorVersion::latest()).retry_config(RetryConfig::disabled()).timeout_config(
             TimeoutConfig::builder()
                 .connect_timeout(opts.connect_timeout)
                 .operation_attempt_timeout(opts.attempt_timeout)
@@ -103,7 +102,9 @@ const UNAVAILABLE_CODES: &[&str] =
 /// `namespace#` prefix (the SDK strips it already; we strip it again in case).
 pub fn classify<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> ErrorClass {
     match err {
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => ErrorClass::Unavailable,
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            ErrorClass::Unavailable
+        }
         SdkError::ServiceError(ctx) => {
             let code = ctx.err().code().map(|c| c.rsplit('#').next().unwrap_or(c));
             if code.is_some_and(|c| THROTTLING_CODES.contains(&c)) {

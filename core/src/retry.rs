@@ -4,11 +4,11 @@
 //! every call site — stores, sources, producers — instead of copy-pasted
 //! retry loops.
 
+use crate::table::TableError;
 use rand::Rng;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use crate::table::TableError;
 
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {

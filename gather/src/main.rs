@@ -6,6 +6,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use zigzag_core::query::{AdaptiveConfig, ElasticConfig, Strategy};
 use zigzag_core::schema::{Encoding, Schema};
+use zigzag_core::table::SortedTable;
+use zigzag_dynamodb::cli::DynamoArgs;
 use zigzag_gather::execute::{ExecOptions, StrategyChoice, DEFAULT_CONCURRENCY};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
@@ -14,8 +16,6 @@ use zigzag_gather::report::{self, RankBy};
 use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
 use zigzag_gather::{check, explain, merge, zbench};
 use zigzag_model::{Config, KeyModel, Rollup, Truth};
-use zigzag_core::table::SortedTable;
-use zigzag_dynamodb::cli::DynamoArgs;
 use zigzag_sqlite::SqliteTable;
 
 const WHERE_HELP: &str = "Filter, repeatable (AND): FIELD=V, FIELD!=V, 'FIELD in V1,V2', FIELD>=V, FIELD>V, \
@@ -192,9 +192,7 @@ impl Store<'_> {
         if !self.db.exists() {
             bail!("database {} does not exist (run ingest first, or pass --db)", self.db.display());
         }
-        Ok(Box::new(
-            SqliteTable::open(self.db).with_context(|| format!("opening the database {}", self.db.display()))?,
-        ))
+        Ok(Box::new(SqliteTable::open(self.db).with_context(|| format!("opening the database {}", self.db.display()))?))
     }
 }
 

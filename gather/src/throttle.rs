@@ -65,7 +65,12 @@ pub struct Paced<'a, T: SortedTable + ?Sized> {
 
 impl<'a, T: SortedTable + ?Sized> Paced<'a, T> {
     pub fn new(inner: &'a T, rcu_per_sec: Option<f64>) -> Self {
-        Paced { inner, bucket: rcu_per_sec.map(TokenBucket::new), retry: RetryPolicy::default(), retries: AtomicU64::new(0) }
+        Paced {
+            inner,
+            bucket: rcu_per_sec.map(TokenBucket::new),
+            retry: RetryPolicy::default(),
+            retries: AtomicU64::new(0),
+        }
     }
 
     /// Requests retried after throttling, a timeout or a 5xx.

@@ -7,11 +7,11 @@
 //! one per item whose stored cost min/max moves. See `zigzag_model::checkpoint`.
 
 use crate::aggregate::{AggKey, Generation, KeyValues};
-use zigzag_core::retry::RetryPolicy;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use thiserror::Error;
+use zigzag_core::retry::RetryPolicy;
 use zigzag_core::schema::DimError;
 use zigzag_core::table::{Item, SortedTable, TableError, UpdateOutcome, UpdateRequest};
 use zigzag_model::checkpoint::{self, mark_attr, Pending};

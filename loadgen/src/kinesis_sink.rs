@@ -38,7 +38,9 @@ impl PartitionKey {
             (PartitionKey::Referrer, Generated::Valid(ev)) => crate::generator::referrer_name(ev.referrer),
             (PartitionKey::Campaign, Generated::Valid(ev)) => crate::generator::campaign_name(ev.campaign),
             // Malformed records have no trustworthy fields.
-            _ => format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&[&shard.to_le_bytes()[..], &seq.to_le_bytes()].concat())),
+            _ => {
+                format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&[&shard.to_le_bytes()[..], &seq.to_le_bytes()].concat()))
+            }
         }
     }
 }

@@ -6,9 +6,9 @@
 //! The contract lives here, not in `zigzag-ingest`, so source crates
 //! (`zigzag-kinesis`) implement it without depending on the pipeline.
 
+use crate::Position;
 use async_trait::async_trait;
 use thiserror::Error;
-use crate::Position;
 
 #[derive(Debug, Error)]
 pub enum SourceError {

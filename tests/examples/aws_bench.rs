@@ -18,7 +18,7 @@
 //!   DynamoDB Local.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
 use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
@@ -40,10 +40,7 @@ use zigzag_model::{Config, KeyModel, Measures};
 const DAY: i64 = 86_400_000;
 const START: i64 = 1_795_132_800_000; // 2026-11-20T00:00:00Z
 
-fn unique(name: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("{name}-{}", nanos % 1_000_000_000_000)
-}
+use zigzag_tests::unique_name as unique;
 
 async fn dynamo_tables(name: &str) -> (DynamoTable, DynamoTable) {
     let client = zigzag_dynamodb::client(&emulator::options("DYNAMODB").unwrap_or_else(|e| panic!("{e}"))).await;

@@ -4,3 +4,10 @@
 //!   and failure responses, since the emulators themselves never throttle.
 
 pub mod fault_proxy;
+
+/// A name no other test run uses (streams and tables outlive a test in a
+/// shared emulator): `name-<pid>-<nanos>`.
+pub fn unique_name(name: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
+}

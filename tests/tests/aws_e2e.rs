@@ -10,7 +10,7 @@
 //!   de-aggregated and checkpointed by (sequence, sub-sequence).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
 use zigzag_core::table::SortedTable;
@@ -25,10 +25,7 @@ use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, Measures, Truth};
 
-fn unique(name: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
-}
+use zigzag_tests::unique_name as unique;
 
 fn config() -> Config {
     let mut c = Config::default();
@@ -136,7 +133,8 @@ async fn kinesis_local_to_dynamodb_local_exactly_with_a_restart() {
     };
 
     // First run: stopped after a few seconds, part way through.
-    let source = Arc::new(KinesisSource::new(kinesis.clone(), &name, StartingPosition::TrimHorizon).with_list_page_size(2));
+    let source =
+        Arc::new(KinesisSource::new(kinesis.clone(), &name, StartingPosition::TrimHorizon).with_list_page_size(2));
     let stop = CancellationToken::new();
     let stopper = stop.clone();
     tokio::spawn(async move {

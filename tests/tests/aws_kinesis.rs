@@ -9,7 +9,7 @@
 //!   delivered; nothing is lost or read twice.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
 use zigzag_core::table::{MemoryTable, SortedTable};
@@ -23,10 +23,7 @@ use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, Truth};
 use zigzag_tests::fault_proxy::{kinesis, Fault, FaultProxy, Rule};
 
-fn unique(name: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
-}
+use zigzag_tests::unique_name as unique;
 
 fn generator() -> Generator {
     Generator::new(GenConfig {
@@ -120,7 +117,10 @@ async fn a_split_shard_is_read_to_its_end_then_its_children() {
     producer.flush().await.expect("flush");
     let shards = list_shards(&client, &name, 100).await.expect("shards");
     assert_eq!(shards.len(), 3, "the parent and two children");
-    assert!(shards[0].sequence_number_range().and_then(|r| r.ending_sequence_number()).is_some(), "the parent is closed");
+    assert!(
+        shards[0].sequence_number_range().and_then(|r| r.ending_sequence_number()).is_some(),
+        "the parent is closed"
+    );
 
     let table = Arc::new(MemoryTable::new());
     let source = Arc::new(KinesisSource::new(client, &name, StartingPosition::TrimHorizon));

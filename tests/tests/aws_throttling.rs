@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
 use zigzag_core::table::SortedTable;
@@ -25,10 +25,7 @@ use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel};
 use zigzag_tests::fault_proxy::{dynamodb, kinesis, Fault, FaultProxy, Rule};
 
-fn unique(name: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
-}
+use zigzag_tests::unique_name as unique;
 
 fn socket(url: &str) -> SocketAddr {
     url.trim_start_matches("http://").trim_end_matches('/').parse().expect("emulator URL is http://127.0.0.1:PORT")
@@ -67,7 +64,11 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
                     Fault::ApplyThenTimeout { hold },
                 ],
             ),
-            Rule::new(dynamodb::QUERY, 0.15, vec![dynamodb::provisioned_throughput_exceeded(), dynamodb::internal_server_error()]),
+            Rule::new(
+                dynamodb::QUERY,
+                0.15,
+                vec![dynamodb::provisioned_throughput_exceeded(), dynamodb::internal_server_error()],
+            ),
         ],
         11,
     )
@@ -85,7 +86,11 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
                     kinesis::service_unavailable(),
                 ],
             ),
-            Rule::new(kinesis::PUT_RECORDS, 0.25, vec![kinesis::provisioned_throughput_exceeded(&name, "shardId-000000000001")]),
+            Rule::new(
+                kinesis::PUT_RECORDS,
+                0.25,
+                vec![kinesis::provisioned_throughput_exceeded(&name, "shardId-000000000001")],
+            ),
         ],
         12,
     )
@@ -115,7 +120,11 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
     assert_eq!(sent, truth.records);
     let put = kinesis_proxy.stats().target(kinesis::PUT_RECORDS);
     assert!(put.injected_total() > 0, "some PutRecords were throttled: {put:?}");
-    assert_eq!(producer.stats.failed_calls.load(Ordering::Relaxed), put.injected_total(), "one retry per throttled call");
+    assert_eq!(
+        producer.stats.failed_calls.load(Ordering::Relaxed),
+        put.injected_total(),
+        "one retry per throttled call"
+    );
     assert_eq!(producer.stats.records.load(Ordering::Relaxed), truth.records);
 
     // ingest: GetRecords throttled/failing, UpdateItem throttled/failing/timing out.
@@ -150,7 +159,10 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
     assert_eq!((summary.records, summary.valid, summary.rejected), (truth.records, truth.valid, truth.malformed));
 
     let updates = dynamo_proxy.stats().target(dynamodb::UPDATE_ITEM);
-    assert!(updates.injected(&Fault::ApplyThenTimeout { hold }.label()) > 0, "some updates applied then timed out: {updates:?}");
+    assert!(
+        updates.injected(&Fault::ApplyThenTimeout { hold }.label()) > 0,
+        "some updates applied then timed out: {updates:?}"
+    );
     assert!(updates.injected_total() >= 10, "{updates:?}");
     // Single updates (checkpoints) are retried by the pipeline, the updates
     // of a batch (aggregates) by the store: together, once per fault.
@@ -166,7 +178,8 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
     // (so a timed-out update that had applied was not applied twice).
     let km = KeyModel::new(&config).unwrap();
     let exec = ExecOptions { consistent: true, ..ExecOptions::default() };
-    let report = check::check(&aggregates, &km, &truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("gather check");
+    let report =
+        check::check(&aggregates, &km, &truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("gather check");
     assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{}", check::render(&report));
     let queries = dynamo_proxy.stats().target(dynamodb::QUERY);
     assert!(queries.injected_total() > 0, "{queries:?}");

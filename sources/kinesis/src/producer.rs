@@ -101,41 +101,42 @@ impl Producer {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             self.stats.calls.fetch_add(1, Ordering::Relaxed);
-            let last_error = match self.client.put_records().stream_name(&self.stream).set_records(Some(entries)).send().await {
-                Ok(out) => {
-                    let results = out.records();
-                    if results.len() != batch.len() {
-                        return Err(ProduceError::Sdk(format!(
-                            "PutRecords answered {} entries for {} records",
-                            results.len(),
-                            batch.len()
-                        )));
-                    }
-                    let mut failed = Vec::new();
-                    let mut last = String::new();
-                    for (entry, (k, d)) in results.iter().zip(batch.drain(..)) {
-                        if let Some(code) = entry.error_code() {
-                            last = format!("{code}: {}", entry.error_message().unwrap_or(""));
-                            failed.push((k, d));
-                        } else {
-                            self.stats.records.fetch_add(1, Ordering::Relaxed);
-                            self.stats.bytes.fetch_add(d.len() as u64, Ordering::Relaxed);
+            let last_error =
+                match self.client.put_records().stream_name(&self.stream).set_records(Some(entries)).send().await {
+                    Ok(out) => {
+                        let results = out.records();
+                        if results.len() != batch.len() {
+                            return Err(ProduceError::Sdk(format!(
+                                "PutRecords answered {} entries for {} records",
+                                results.len(),
+                                batch.len()
+                            )));
                         }
+                        let mut failed = Vec::new();
+                        let mut last = String::new();
+                        for (entry, (k, d)) in results.iter().zip(batch.drain(..)) {
+                            if let Some(code) = entry.error_code() {
+                                last = format!("{code}: {}", entry.error_message().unwrap_or(""));
+                                failed.push((k, d));
+                            } else {
+                                self.stats.records.fetch_add(1, Ordering::Relaxed);
+                                self.stats.bytes.fetch_add(d.len() as u64, Ordering::Relaxed);
+                            }
+                        }
+                        self.stats.failed_records.fetch_add(failed.len() as u64, Ordering::Relaxed);
+                        batch = failed;
+                        if batch.is_empty() {
+                            return Ok(());
+                        }
+                        attempt = 0; // progress was made; only stalls count against the bound
+                        last
                     }
-                    self.stats.failed_records.fetch_add(failed.len() as u64, Ordering::Relaxed);
-                    batch = failed;
-                    if batch.is_empty() {
-                        return Ok(());
+                    Err(e) if classify(&e) != ErrorClass::Fatal => {
+                        self.stats.failed_calls.fetch_add(1, Ordering::Relaxed);
+                        describe(&e)
                     }
-                    attempt = 0; // progress was made; only stalls count against the bound
-                    last
-                }
-                Err(e) if classify(&e) != ErrorClass::Fatal => {
-                    self.stats.failed_calls.fetch_add(1, Ordering::Relaxed);
-                    describe(&e)
-                }
-                Err(e) => return Err(ProduceError::Sdk(describe(&e))),
-            };
+                    Err(e) => return Err(ProduceError::Sdk(describe(&e))),
+                };
             attempt += 1;
             if attempt >= self.retry.max_attempts {
                 return Err(ProduceError::GaveUp { failed: batch.len(), attempts: attempt, last: last_error });

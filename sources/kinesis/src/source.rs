@@ -193,9 +193,9 @@ impl KinesisShardReader {
                         .starting_sequence_number(p.seq.to_string()),
                     (None, StartingPosition::TrimHorizon) => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
                     (None, StartingPosition::Latest) => req.shard_iterator_type(ShardIteratorType::Latest),
-                    (None, StartingPosition::AtTimestamp(ms)) => req
-                        .shard_iterator_type(ShardIteratorType::AtTimestamp)
-                        .timestamp(DateTime::from_millis(ms)),
+                    (None, StartingPosition::AtTimestamp(ms)) => {
+                        req.shard_iterator_type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from_millis(ms))
+                    }
                 };
                 let out = req.send().await.map_err(|e| self.sdk_error(e))?;
                 out.shard_iterator.ok_or_else(|| self.err("GetShardIterator returned no iterator".into()))
@@ -295,7 +295,8 @@ impl ShardReader for KinesisShardReader {
                 // its bytes rather than lost.
                 Err(e) => {
                     tracing::warn!(shard = %self.shard, %seq, error = %e, "KPL aggregate does not decode");
-                    metrics::counter!("zigzag_kinesis_bad_aggregates_total", "shard" => self.shard.clone()).increment(1);
+                    metrics::counter!("zigzag_kinesis_bad_aggregates_total", "shard" => self.shard.clone())
+                        .increment(1);
                     let pos = Position::new(seq, 0);
                     if self.after.is_none_or(|a| pos > a) {
                         batch.push(pos, data);

@@ -18,7 +18,10 @@ pub enum Billing {
     /// PAY_PER_REQUEST: no capacity planning, the default.
     #[default]
     OnDemand,
-    Provisioned { read_units: i64, write_units: i64 },
+    Provisioned {
+        read_units: i64,
+        write_units: i64,
+    },
 }
 
 #[derive(Debug, Error)]
@@ -66,13 +69,15 @@ pub async fn ensure_table(client: &Client, table: &str, billing: Billing, create
                 .key_schema(key_elem(SK_ATTR, KeyType::Range));
             req = match billing {
                 Billing::OnDemand => req.billing_mode(BillingMode::PayPerRequest),
-                Billing::Provisioned { read_units, write_units } => req.billing_mode(BillingMode::Provisioned).provisioned_throughput(
-                    ProvisionedThroughput::builder()
-                        .read_capacity_units(read_units)
-                        .write_capacity_units(write_units)
-                        .build()
-                        .map_err(|e| sdk(e.to_string()))?,
-                ),
+                Billing::Provisioned { read_units, write_units } => {
+                    req.billing_mode(BillingMode::Provisioned).provisioned_throughput(
+                        ProvisionedThroughput::builder()
+                            .read_capacity_units(read_units)
+                            .write_capacity_units(write_units)
+                            .build()
+                            .map_err(|e| sdk(e.to_string()))?,
+                    )
+                }
             };
             match req.send().await {
                 Ok(_) => {}
@@ -110,7 +115,9 @@ fn check_schema(table: &str, desc: &TableDescription) -> Result<(), AdminError> 
     }
     let found = keys
         .iter()
-        .map(|(n, k)| format!("{n} ({}, {})", type_of(n).map(|t| t.as_str().to_string()).unwrap_or_default(), k.as_str()))
+        .map(|(n, k)| {
+            format!("{n} ({}, {})", type_of(n).map(|t| t.as_str().to_string()).unwrap_or_default(), k.as_str())
+        })
         .collect::<Vec<_>>()
         .join(" + ");
     Err(AdminError::WrongSchema { table: table.to_string(), found })

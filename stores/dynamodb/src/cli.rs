@@ -41,7 +41,8 @@ pub struct CreateArgs {
 
 fn parse_provisioned(s: &str) -> Result<Billing, String> {
     let (r, w) = s.split_once(',').ok_or("expected READ,WRITE, e.g. 100,50")?;
-    let unit = |v: &str| v.trim().parse::<i64>().ok().filter(|n| *n > 0).ok_or(format!("{v:?} is not a positive integer"));
+    let unit =
+        |v: &str| v.trim().parse::<i64>().ok().filter(|n| *n > 0).ok_or(format!("{v:?} is not a positive integer"));
     Ok(Billing::Provisioned { read_units: unit(r)?, write_units: unit(w)? })
 }
 

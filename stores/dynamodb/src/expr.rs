@@ -153,7 +153,10 @@ mod tests {
     #[test]
     fn key_conditions_and_filters() {
         let mut e = Expressions::default();
-        assert_eq!(e.key_condition("p", &SortKeyCondition::Between(vec![1], vec![2])), "#n0 = :v0 AND #n1 BETWEEN :v1 AND :v2");
+        assert_eq!(
+            e.key_condition("p", &SortKeyCondition::Between(vec![1], vec![2])),
+            "#n0 = :v0 AND #n1 BETWEEN :v1 AND :v2"
+        );
         let f = Filter::none().and("a", Test::In(vec![1i64.into(), 2i64.into()])).and("b", Test::Ge("k".into()));
         assert_eq!(e.filter(&f).as_deref(), Some("#n2 IN (:v3, :v4) AND #n3 >= :v5"));
         assert_eq!(e.filter(&Filter::none()), None);

@@ -31,7 +31,9 @@ pub use capacity::Capacity;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{PutRequest, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest};
+use aws_sdk_dynamodb::types::{
+    PutRequest, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest,
+};
 use aws_sdk_dynamodb::Client;
 use capacity::{CapacityMeter, Kind};
 use convert::{item_from_sdk, item_to_sdk, key, sort_key};
@@ -131,7 +133,10 @@ impl DynamoTable {
         let mut pending: Vec<WriteRequest> = items
             .iter()
             .map(|item| {
-                let put = PutRequest::builder().set_item(Some(item_to_sdk(item))).build().map_err(|e| TableError::InvalidRequest(e.to_string()))?;
+                let put = PutRequest::builder()
+                    .set_item(Some(item_to_sdk(item)))
+                    .build()
+                    .map_err(|e| TableError::InvalidRequest(e.to_string()))?;
                 Ok(WriteRequest::builder().put_request(put).build())
             })
             .collect::<Result<_, TableError>>()?;
@@ -157,7 +162,11 @@ impl DynamoTable {
             self.meter.record_retryable(&self.table, "unprocessed");
             attempt += 1;
             if attempt >= policy.max_attempts {
-                return Err(TableError::Throttled(format!("{}: {} items stayed unprocessed", self.table, pending.len())));
+                return Err(TableError::Throttled(format!(
+                    "{}: {} items stayed unprocessed",
+                    self.table,
+                    pending.len()
+                )));
             }
             tokio::time::sleep(policy.delay(attempt)).await;
         }

@@ -46,8 +46,12 @@ async fn missing_tables_and_foreign_schemas_are_refused() {
     client
         .create_table()
         .table_name(&foreign)
-        .attribute_definitions(AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build().unwrap())
-        .attribute_definitions(AttributeDefinition::builder().attribute_name("sk").attribute_type(ScalarAttributeType::S).build().unwrap())
+        .attribute_definitions(
+            AttributeDefinition::builder().attribute_name("pk").attribute_type(ScalarAttributeType::S).build().unwrap(),
+        )
+        .attribute_definitions(
+            AttributeDefinition::builder().attribute_name("sk").attribute_type(ScalarAttributeType::S).build().unwrap(),
+        )
         .key_schema(KeySchemaElement::builder().attribute_name("pk").key_type(KeyType::Hash).build().unwrap())
         .key_schema(KeySchemaElement::builder().attribute_name("sk").key_type(KeyType::Range).build().unwrap())
         .billing_mode(BillingMode::PayPerRequest)
