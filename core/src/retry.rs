@@ -53,14 +53,26 @@ impl RetryPolicy {
         let mut attempt = 0;
         loop {
             match op().await {
-                Err(e) if e.is_retryable() && attempt + 1 < self.max_attempts => {
-                    retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(self.delay(attempt)).await;
-                    attempt += 1;
-                }
+                Err(e) if e.is_retryable() && self.pause(&mut attempt, retries).await => {}
                 other => return other,
             }
         }
+    }
+
+    /// The backoff step of [`Self::run`], for retry loops that change state
+    /// between attempts (renewing an iterator, shrinking a batch to its
+    /// failed part) and so cannot be one closure: after failed attempt
+    /// number `*attempt` (from 0), returns false when the attempts are
+    /// spent; otherwise counts a retry, sleeps, advances `*attempt` and
+    /// returns true.
+    pub async fn pause(&self, attempt: &mut u32, retries: &AtomicU64) -> bool {
+        if *attempt + 1 >= self.max_attempts {
+            return false;
+        }
+        retries.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(self.delay(*attempt)).await;
+        *attempt += 1;
+        true
     }
 }
 

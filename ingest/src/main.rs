@@ -170,14 +170,9 @@ async fn main() -> Result<()> {
 /// A stream never ends; for batch-style runs (tests, backfills) stop once
 /// no shard has had records or lag for `idle`.
 async fn stop_when_idle(source: Arc<KinesisSource>, idle: Duration, stop: CancellationToken) {
-    loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        if source.idle_for() >= idle {
-            tracing::info!(idle_secs = idle.as_secs_f64(), "the stream is drained: stopping");
-            stop.cancel();
-            return;
-        }
-    }
+    source.drained(idle).await;
+    tracing::info!(idle_secs = idle.as_secs_f64(), "the stream is drained: stopping");
+    stop.cancel();
 }
 
 async fn stop_on_signal(stop: CancellationToken) {

@@ -214,9 +214,7 @@ async fn ingest_bench(records: u64) {
         let watcher = {
             let (source, stop) = (source.clone(), stop.clone());
             tokio::spawn(async move {
-                while source.idle_for() < Duration::from_secs(2) {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                source.drained(Duration::from_secs(2)).await;
                 stop.cancel();
             })
         };

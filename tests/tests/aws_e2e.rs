@@ -85,9 +85,7 @@ async fn ingest(
         let stop = stop.clone();
         tokio::spawn(async move {
             done.cancelled().await;
-            while source.idle_for() < Duration::from_secs(1) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            source.drained(Duration::from_secs(1)).await;
             stop.cancel();
         });
     }

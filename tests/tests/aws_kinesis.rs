@@ -69,9 +69,7 @@ async fn ingest_until_idle(source: Arc<KinesisSource>, table: Arc<MemoryTable>) 
     {
         let stop = stop.clone();
         tokio::spawn(async move {
-            while source.idle_for() < Duration::from_secs(2) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            source.drained(Duration::from_secs(2)).await;
             stop.cancel();
         });
     }

@@ -149,9 +149,7 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
     {
         let (source, stop) = (source.clone(), stop.clone());
         tokio::spawn(async move {
-            while source.idle_for() < Duration::from_secs(3) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            source.drained(Duration::from_secs(3)).await;
             stop.cancel();
         });
     }

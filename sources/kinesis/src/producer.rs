@@ -39,6 +39,8 @@ pub struct ProducerStats {
     pub failed_records: AtomicU64,
     /// Whole calls retried (throttled, timed out, 5xx).
     pub failed_calls: AtomicU64,
+    /// Backoff pauses before sending again (after either kind of failure).
+    pub retries: AtomicU64,
 }
 
 pub struct Producer {
@@ -137,11 +139,9 @@ impl Producer {
                     }
                     Err(e) => return Err(ProduceError::Sdk(describe(&e))),
                 };
-            attempt += 1;
-            if attempt >= self.retry.max_attempts {
-                return Err(ProduceError::GaveUp { failed: batch.len(), attempts: attempt, last: last_error });
+            if !self.retry.pause(&mut attempt, &self.stats.retries).await {
+                return Err(ProduceError::GaveUp { failed: batch.len(), attempts: attempt + 1, last: last_error });
             }
-            tokio::time::sleep(self.retry.delay(attempt - 1)).await;
         }
         Ok(())
     }

@@ -86,6 +86,15 @@ impl KinesisSource {
         }
     }
 
+    /// Returns once no reader has had a record or seen its shard behind the
+    /// tip for `idle` (checked every 100 ms): the stream is drained, for
+    /// batch-style runs (tests, backfills) that then stop the pipeline.
+    pub async fn drained(&self, idle: std::time::Duration) {
+        while self.idle_for() < idle {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// How long no reader has received a record or seen the shard behind
     /// its tip: a caller can stop once the stream is drained.
     pub fn idle_for(&self) -> std::time::Duration {
@@ -183,24 +192,14 @@ impl KinesisShardReader {
     /// sequence number (its remaining sub-records are then filtered), or at
     /// the configured start.
     async fn fresh_iterator(&self) -> Result<String, SourceError> {
-        let retries = self.retries.clone();
-        self.retry
-            .run(&retries, || async {
-                let mut req = self.client.get_shard_iterator().stream_name(&self.stream).shard_id(&self.shard);
-                req = match (self.after, self.start) {
-                    (Some(p), _) => req
-                        .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
-                        .starting_sequence_number(p.seq.to_string()),
-                    (None, StartingPosition::TrimHorizon) => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
-                    (None, StartingPosition::Latest) => req.shard_iterator_type(ShardIteratorType::Latest),
-                    (None, StartingPosition::AtTimestamp(ms)) => {
-                        req.shard_iterator_type(ShardIteratorType::AtTimestamp).timestamp(DateTime::from_millis(ms))
-                    }
-                };
-                let out = req.send().await.map_err(|e| self.sdk_error(e))?;
-                out.shard_iterator.ok_or_else(|| self.err("GetShardIterator returned no iterator".into()))
-            })
-            .await
+        match (self.after, self.start) {
+            (Some(p), _) => self.iterator_at(ShardIteratorType::AtSequenceNumber, Some(p.seq), None).await,
+            (None, StartingPosition::TrimHorizon) => self.iterator_at(ShardIteratorType::TrimHorizon, None, None).await,
+            (None, StartingPosition::Latest) => self.iterator_at(ShardIteratorType::Latest, None, None).await,
+            (None, StartingPosition::AtTimestamp(ms)) => {
+                self.iterator_at(ShardIteratorType::AtTimestamp, None, Some(DateTime::from_millis(ms))).await
+            }
+        }
     }
 
     /// After an ExpiredIteratorException: resume AFTER_SEQUENCE_NUMBER of the
@@ -208,7 +207,18 @@ impl KinesisShardReader {
     /// boundaries). Before any, a checkpoint may sit inside an aggregate, so
     /// the iterator is made afresh (AT its sequence number).
     async fn renewed_iterator(&self) -> Result<String, SourceError> {
-        let Some(last) = self.last_whole else { return self.fresh_iterator().await };
+        match self.last_whole {
+            Some(last) => self.iterator_at(ShardIteratorType::AfterSequenceNumber, Some(last), None).await,
+            None => self.fresh_iterator().await,
+        }
+    }
+
+    async fn iterator_at(
+        &self,
+        kind: ShardIteratorType,
+        sequence: Option<SeqNo>,
+        timestamp: Option<DateTime>,
+    ) -> Result<String, SourceError> {
         let retries = self.retries.clone();
         self.retry
             .run(&retries, || async {
@@ -217,8 +227,9 @@ impl KinesisShardReader {
                     .get_shard_iterator()
                     .stream_name(&self.stream)
                     .shard_id(&self.shard)
-                    .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                    .starting_sequence_number(last.to_string())
+                    .shard_iterator_type(kind.clone())
+                    .set_starting_sequence_number(sequence.map(|s| s.to_string()))
+                    .set_timestamp(timestamp)
                     .send()
                     .await
                     .map_err(|e| self.sdk_error(e))?;
@@ -252,12 +263,11 @@ impl KinesisShardReader {
                 continue;
             }
             let error = self.sdk_error(failure);
-            if zigzag_core::retry::Retryable::is_retryable(&error) && attempt + 1 < self.retry.max_attempts {
-                self.retries.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("zigzag_kinesis_retries_total", "shard" => self.shard.clone()).increment(1);
-                tokio::time::sleep(self.retry.delay(attempt)).await;
-                attempt += 1;
-                continue;
+            if zigzag_core::retry::Retryable::is_retryable(&error) {
+                if self.retry.pause(&mut attempt, &self.retries).await {
+                    metrics::counter!("zigzag_kinesis_retries_total", "shard" => self.shard.clone()).increment(1);
+                    continue;
+                }
             }
             return Err(error);
         }

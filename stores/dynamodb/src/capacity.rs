@@ -13,7 +13,7 @@ pub struct CapacityMeter {
     write_micro: AtomicU64,
     requests: AtomicU64,
     retryable_errors: AtomicU64,
-    /// Updates of a batch the store retried itself (see `update_batch`).
+    /// Writes of a batch the store retried itself (see the crate docs).
     pub(crate) retried: AtomicU64,
 }
 

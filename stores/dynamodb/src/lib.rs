@@ -140,7 +140,6 @@ impl DynamoTable {
                 Ok(WriteRequest::builder().put_request(put).build())
             })
             .collect::<Result<_, TableError>>()?;
-        let policy = self.retry;
         let mut attempt = 0;
         loop {
             let out = self
@@ -160,15 +159,13 @@ impl DynamoTable {
             }
             // Unprocessed items are DynamoDB throttling part of a batch.
             self.meter.record_retryable(&self.table, "unprocessed");
-            attempt += 1;
-            if attempt >= policy.max_attempts {
+            if !self.retry.pause(&mut attempt, &self.meter.retried).await {
                 return Err(TableError::Throttled(format!(
                     "{}: {} items stayed unprocessed",
                     self.table,
                     pending.len()
                 )));
             }
-            tokio::time::sleep(policy.delay(attempt)).await;
         }
     }
 }
