@@ -10,8 +10,8 @@
 //! A key is identified by the xxh3-128 of its dimension values; the values
 //! themselves are kept once per generation in `names`, and every event is
 //! checked against them, so a hash collision is an error, never a merge.
-//! Partials are kept per source shard because each shard flushes under its
-//! own mark (exactly-once; see `flush`).
+//! Partials are kept per source shard until the flush, which merges the
+//! shards whose leases it proved still held and drops the others.
 
 use crate::decode::{decode, DecodeError, DecodeLimits, Event, EventType};
 use crate::source::RecordBatch;
@@ -152,26 +152,29 @@ impl Generation {
         self.partials.is_empty()
     }
 
-    /// Every rollup's partials: the finest as aggregated, each coarser one
-    /// summed from it (flooring a finest bucket start to a coarser unit is
-    /// the coarser bucket of every event in it: the units nest).
+    /// Every rollup's partials of the shards `keep` accepts, merged across
+    /// shards (a flush writes one partial per key): the finest as
+    /// aggregated, each coarser one summed from it (flooring a finest bucket
+    /// start to a coarser unit is the coarser bucket of every event in it:
+    /// the units nest).
     pub fn into_rollups(
         self,
         rollups: &[Rollup],
+        keep: impl Fn(u32) -> bool,
     ) -> (Vec<(AggKey, Partial)>, DashMap<Identity, KeyValues, FxBuildHasher>) {
         let Generation { partials, names } = self;
-        let mut coarse: rustc_hash::FxHashMap<AggKey, Partial> = Default::default();
-        let mut out = Vec::with_capacity(partials.len());
+        let mut merged: rustc_hash::FxHashMap<AggKey, Partial> = Default::default();
+        merged.reserve(partials.len());
         for (key, p) in partials {
-            for &r in rollups.iter().filter(|r| **r != key.rollup) {
-                let k = AggKey { rollup: r, bucket: r.floor(key.bucket), ..key };
-                coarse.entry(k).or_default().merge(&p);
+            if !keep(key.shard) {
+                continue;
             }
-            out.push((key, p));
+            for &r in rollups {
+                let k = AggKey { rollup: r, bucket: r.floor(key.bucket), shard: 0, ..key };
+                merged.entry(k).or_default().merge(&p);
+            }
         }
-        out.reserve_exact(coarse.len());
-        out.extend(coarse);
-        (out, names)
+        (merged.into_iter().collect(), names)
     }
 }
 
@@ -291,7 +294,7 @@ mod tests {
         assert_eq!(rejected[0].pos, Position::at(2));
         assert_eq!(rejected[0].record, b"{not json");
         assert_eq!(gen.len(), 1, "the finest rollup only");
-        let (all, _) = gen.into_rollups(&Rollup::ALL);
+        let (all, _) = gen.into_rollups(&Rollup::ALL, |_| true);
         assert_eq!(all.len(), 3, "minute, hour and day partials");
         for (_, p) in &all {
             let m = p.measures();

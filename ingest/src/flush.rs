@@ -1,48 +1,44 @@
-//! Flush: one generation of partials → the store, exactly once.
+//! Flush: one generation of partials → aggregate items, under one lane's
+//! flush number (the intent and the checkpoints are the lease protocol's:
+//! `zigzag_lease::Coordinator::begin/commit/complete`).
 //!
-//! Per shard with progress: (1) record the flush as pending in the shard's
-//! checkpoint (fenced by owner and flush number), (2) apply each partial
-//! with the shard's mark guard (`measures::plan_update`), many in flight,
-//! (3) commit the checkpoint. Writes per flush = distinct dirty items, plus
-//! one per item whose stored cost min/max moves. See `zigzag_model::checkpoint`.
+//! The partials of every shard in the flush are merged first, so a key
+//! costs one write per flush however many shards touched it (plus one when
+//! its stored min or max moves: `measures::plan_update`). Each write is
+//! guarded by the lane's mark (`w@<lane> < k`, then `SET w@<lane> = k`): a
+//! retried, replayed or recovered write of flush `k` is a no-op.
+//!
+//! This is the pipeline's one retry loop for item writes: the store returns
+//! each item's result and only the failed items are sent again.
 
-use crate::aggregate::{AggKey, Generation, KeyValues};
+use crate::aggregate::{AggKey, Generation, KeyValues, Partial};
+use dashmap::DashMap;
 use futures::stream::{self, StreamExt, TryStreamExt};
+use rustc_hash::FxBuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use thiserror::Error;
-use zigzag_core::retry::RetryPolicy;
+use zigzag_core::retry::{RetryPolicy, Retryable};
 use zigzag_core::schema::DimError;
-use zigzag_core::table::{Item, SortedTable, TableError, UpdateOutcome, UpdateRequest};
-use zigzag_model::checkpoint::{self, mark_attr, Pending};
+use zigzag_core::table::{Item, SortedTable, TableError, UpdateOutcome};
 use zigzag_model::config::Field;
 use zigzag_model::measures::{plan_update, ItemWrite};
-use zigzag_model::Checkpoint;
-use zigzag_model::{Config, KeyModel, Measure, Measures, Position};
+use zigzag_model::{Config, Identity, KeyModel, Measure, Measures};
 
 #[derive(Debug, Error)]
 pub enum FlushError {
     #[error("store: {0}")]
     Table(#[from] TableError),
-    #[error("shard {shard}: checkpoint fence failed ({what}); another owner took the shard or the checkpoint moved")]
-    Fenced { shard: String, what: &'static str },
     #[error("item key: {0}")]
     Key(#[from] DimError),
     #[error("item {pk} did not converge after {attempts} conditional attempts")]
     NoConvergence { pk: String, attempts: u32 },
 }
 
-/// One shard's part of a flush.
-#[derive(Debug, Clone)]
-pub struct ShardFlush {
-    pub index: u32,
-    pub id: String,
-    /// This flush's number (the shard's last committed + 1).
-    pub flush: u64,
-    pub end: Position,
-    pub finished: bool,
-    /// Step 1 was already done by a previous run (recovery).
-    pub already_begun: bool,
+impl Retryable for FlushError {
+    fn is_retryable(&self) -> bool {
+        matches!(self, FlushError::Table(e) if e.is_retryable())
+    }
 }
 
 /// Counters of everything the flusher did (all flushes).
@@ -53,116 +49,93 @@ pub struct FlushStats {
     pub write_requests: AtomicU64,
     /// Writes found already applied (replays after a crash).
     pub skipped: AtomicU64,
-    pub checkpoint_writes: AtomicU64,
+    /// Item writes sent again after a retryable failure.
     pub retries: AtomicU64,
     /// Write requests per scatter prefix.
     pub per_prefix: Vec<AtomicU64>,
 }
 
+/// The writer of one flush: a lane's mark and the flush number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Writer {
+    pub lane: u32,
+    pub k: u64,
+}
+
 pub struct Flusher {
-    pub keys: KeyModel,
-    pub stored: Vec<Measure>,
-    pub aggregates: Arc<dyn SortedTable>,
-    pub checkpoints: Arc<dyn SortedTable>,
-    pub stream: String,
-    pub owner: String,
-    pub concurrency: usize,
-    pub retry: RetryPolicy,
+    keys: KeyModel,
+    stored: Vec<Measure>,
+    aggregates: Arc<dyn SortedTable>,
+    concurrency: usize,
+    retry: RetryPolicy,
     pub stats: FlushStats,
-    /// `Config::layout_digest` of the configuration writing the items.
-    pub layout: String,
 }
 
 impl Flusher {
-    pub fn new(
-        keys: KeyModel,
-        config: &Config,
-        aggregates: Arc<dyn SortedTable>,
-        checkpoints: Arc<dyn SortedTable>,
-        stream: String,
-        owner: String,
-    ) -> Self {
+    pub fn new(keys: KeyModel, config: &Config, aggregates: Arc<dyn SortedTable>) -> Self {
         let per_prefix = (0..keys.prefixes()).map(|_| AtomicU64::new(0)).collect();
         Flusher {
             keys,
             stored: config.measures.clone(),
             aggregates,
-            checkpoints,
-            stream,
-            owner,
             concurrency: config.flush.concurrency,
             retry: RetryPolicy::default(),
             stats: FlushStats { per_prefix, ..Default::default() },
-            layout: config.layout_digest(),
         }
     }
 
-    /// A checkpoint write; when its guard fails, `done` says whether the
-    /// item already shows the write's effect (a retry of a write that was
-    /// applied but reported as failed, e.g. timed out) rather than a fence.
-    async fn checkpoint_update(
-        &self,
-        shard: &str,
-        req: UpdateRequest,
-        what: &'static str,
-        done: impl Fn(&Checkpoint) -> bool,
-    ) -> Result<(), FlushError> {
-        let out = self.retry.run(&self.stats.retries, || self.checkpoints.update(&req)).await?;
-        self.stats.checkpoint_writes.fetch_add(1, Ordering::Relaxed);
-        match out {
-            UpdateOutcome::Applied(_) => Ok(()),
-            UpdateOutcome::ConditionFailed(Some(item))
-                if Checkpoint::from_item(&item)
-                    .is_ok_and(|cp| cp.owner.as_deref() == Some(&self.owner) && done(&cp)) =>
-            {
-                Ok(())
-            }
-            UpdateOutcome::ConditionFailed(_) => Err(FlushError::Fenced { shard: shard.to_string(), what }),
-        }
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
     }
 
-    /// Writes a generation: `shards` lists every shard with progress (data
-    /// or only a moved position). Partials of shards not listed are a bug.
-    pub async fn flush(&self, gen: Generation, shards: &[ShardFlush]) -> Result<(), FlushError> {
-        for s in shards.iter().filter(|s| !s.already_begun) {
-            let req = checkpoint::begin_flush(&self.stream, &s.id, &self.owner, s.flush, s.end, &self.layout);
-            let pending = Some(Pending { flush: s.flush, end: s.end });
-            self.checkpoint_update(&s.id, req, "begin flush", |cp| cp.pending == pending).await?;
-        }
+    /// The merged partials of the shards `keep` accepts (by index), ready
+    /// to write under any writer. Partials of other shards (leases lost
+    /// before the flush) are dropped: the new owner reads them again.
+    pub fn merge(&self, gen: Generation, keep: impl Fn(u32) -> bool) -> Merged {
         let rollups: Vec<_> = self.keys.rollups().collect();
-        let (partials, names) = gen.into_rollups(&rollups);
+        let (partials, names) = gen.into_rollups(&rollups, keep);
+        Merged { partials, names }
+    }
+
+    /// Writes merged partials under `writer`. Can be called again after a
+    /// failure: what was applied is skipped.
+    pub async fn write(&self, merged: &Merged, writer: Writer) -> Result<(), FlushError> {
         // Locate every partial (cheap), then build full item keys one
         // partition at a time: the flush's extra memory is the compact
         // partials plus one partition's writes, not every item key at once.
-        let mut located = Vec::with_capacity(partials.len());
-        for (key, p) in partials {
-            let shard = shards.iter().find(|s| s.index == key.shard).expect("every dirty shard is listed");
-            let prefix = self.keys.prefix(key.id(), key.rollup, key.bucket, &shard.id, shard.flush);
-            located.push(((prefix, key.rollup, key.rollup.bin().start_of(key.bucket)), key, p));
-        }
-        located.sort_unstable_by_key(|(loc, key, _)| (*loc, key.shard));
+        let mut located: Vec<((u32, zigzag_model::Rollup, i64), AggKey, Partial)> = merged
+            .partials
+            .iter()
+            .map(|&(key, p)| {
+                let prefix = self.keys.prefix(key.id(), key.rollup, key.bucket, writer.lane, writer.k);
+                ((prefix, key.rollup, key.rollup.bin().start_of(key.bucket)), key, p)
+            })
+            .collect();
+        located.sort_unstable_by_key(|(loc, _, _)| *loc);
         let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
         // Partitions at once: one for stores that serialize writes
         // (SQLite); many for DynamoDB, whose store bounds the requests in
         // flight itself, so small partitions do not serialize the flush
         // and concurrent writes land on different partition keys.
         let partitions_in_flight = self.aggregates.write_parallelism().clamp(1, 64);
-        let names = &names;
+        let names = &merged.names;
+        let mark = zigzag_lease::mark_attr(writer.lane);
+        let mark = mark.as_str();
         stream::iter(located.chunk_by(|a, b| a.0 == b.0))
             .map(|partition| async move {
                 let mut writes = Vec::with_capacity(partition.len());
                 for ((prefix, _, _), key, p) in partition {
-                    let shard = shards.iter().find(|s| s.index == key.shard).expect("every dirty shard is listed");
                     let values =
                         names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
-                    writes.push(self.prepare(*key, *prefix, p.measures(), values, shard)?);
+                    writes.push(self.prepare(*key, *prefix, p.measures(), values)?);
                 }
                 // Key order within the partition: a chunk touches
                 // neighbouring B-tree pages (SQLite writes each dirty page
                 // once per transaction).
                 writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
                 stream::iter(writes.chunks(CHUNK))
-                    .map(|chunk| self.write_chunk(chunk))
+                    .map(|chunk| self.write_chunk(chunk, mark, writer.k))
                     .buffer_unordered(in_flight)
                     .try_collect::<()>()
                     .await
@@ -170,23 +143,11 @@ impl Flusher {
             .buffer_unordered(partitions_in_flight)
             .try_collect::<()>()
             .await?;
-        for s in shards {
-            let req = checkpoint::commit_flush(&self.stream, &s.id, &self.owner, s.flush, s.end, s.finished);
-            let done = |cp: &Checkpoint| cp.flush == s.flush && cp.pending.is_none() && cp.committed == Some(s.end);
-            self.checkpoint_update(&s.id, req, "commit flush", done).await?;
-        }
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    fn prepare(
-        &self,
-        key: AggKey,
-        prefix: u32,
-        m: Measures,
-        values: KeyValues,
-        shard: &ShardFlush,
-    ) -> Result<Prepared, FlushError> {
+    fn prepare(&self, key: AggKey, prefix: u32, m: Measures, values: KeyValues) -> Result<Prepared, FlushError> {
         let rollup = key.rollup;
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().collect();
         let sk = self.keys.sort_key(rollup, key.bucket, &strs, key.id())?;
@@ -198,15 +159,14 @@ impl Flusher {
             bucket: key.bucket,
             values,
             measures: m,
-            mark: mark_attr(&shard.id),
-            flush: shard.flush,
         })
     }
 
-    /// Applies a chunk of items: first attempts together, then the items
-    /// whose guards failed again with what the store returned, until each
-    /// is applied or found already applied.
-    async fn write_chunk(&self, chunk: &[Prepared]) -> Result<(), FlushError> {
+    /// Applies a chunk of items: first attempts together; then items whose
+    /// guards failed are planned again from what the store returned (at
+    /// once), and items that failed retryably are sent again after a
+    /// backoff, until each is applied or found already applied.
+    async fn write_chunk(&self, chunk: &[Prepared], mark: &str, k: u64) -> Result<(), FlushError> {
         let fields = self.keys.fields();
         let dims: Vec<Vec<(Field, &str)>> =
             chunk.iter().map(|p| fields.iter().copied().zip(p.values.iter()).collect()).collect();
@@ -220,21 +180,22 @@ impl Flusher {
                 dims,
                 measures: p.measures,
                 stored: &self.stored,
-                mark_attr: &p.mark,
-                flush: p.flush,
+                mark_attr: mark,
+                flush: k,
             })
             .collect();
         self.stats.items.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         // (index into chunk, what the store last showed of the item)
         let mut todo: Vec<(usize, Option<Item>)> = (0..chunk.len()).map(|i| (i, None)).collect();
-        const ATTEMPTS: u32 = 8;
-        for _ in 0..ATTEMPTS {
+        const CONDITIONAL_ROUNDS: u32 = 8;
+        let (mut rounds, mut failed_rounds) = (0, 0);
+        loop {
             let mut idx = Vec::with_capacity(todo.len());
             let mut reqs = Vec::with_capacity(todo.len());
             for (i, known) in &todo {
                 match plan_update(&writes[*i], known.as_ref()) {
                     Some(req) => {
-                        idx.push(*i);
+                        idx.push((*i, known.clone()));
                         reqs.push(req);
                     }
                     None => {
@@ -246,28 +207,70 @@ impl Flusher {
             if reqs.is_empty() {
                 return Ok(());
             }
-            let retries_before = self.stats.retries.load(Ordering::Relaxed);
-            let outcomes = self.retry.run(&self.stats.retries, || self.aggregates.update_batch(&reqs)).await?;
             self.stats.write_requests.fetch_add(reqs.len() as u64, Ordering::Relaxed);
             metrics::counter!("zigzag_ingest_write_requests_total").increment(reqs.len() as u64);
-            let retried = self.stats.retries.load(Ordering::Relaxed).saturating_sub(retries_before);
-            metrics::counter!("zigzag_ingest_store_retries_total").increment(retried);
+            let results = match self.aggregates.update_batch(&reqs).await {
+                Ok(results) => results,
+                Err(e) if e.is_retryable() => reqs.iter().map(|_| Err(TableError::Unavailable(e.to_string()))).collect(),
+                Err(e) => return Err(e.into()),
+            };
             todo.clear();
-            for (i, out) in idx.into_iter().zip(outcomes) {
+            let mut retry_later = 0;
+            let mut last_error = None;
+            for ((i, known), result) in idx.into_iter().zip(results) {
                 self.stats.per_prefix[chunk[i].prefix as usize].fetch_add(1, Ordering::Relaxed);
-                if let UpdateOutcome::ConditionFailed(old) = out {
-                    // Absent yet failed cannot happen (every guard accepts
-                    // absence); treat it as an empty item.
-                    let old = old.unwrap_or_else(|| Item::new(chunk[i].pk.clone(), chunk[i].sk.clone()));
-                    todo.push((i, Some(old)));
+                match result {
+                    Ok(UpdateOutcome::Applied(_)) => {}
+                    Ok(UpdateOutcome::ConditionFailed(old)) => {
+                        // Absent yet failed cannot happen (every guard accepts
+                        // absence); treat it as an empty item.
+                        let old = old.unwrap_or_else(|| Item::new(chunk[i].pk.clone(), chunk[i].sk.clone()));
+                        todo.push((i, Some(old)));
+                    }
+                    Err(e) if e.is_retryable() => {
+                        retry_later += 1;
+                        last_error = Some(e);
+                        todo.push((i, known));
+                    }
+                    Err(e) => return Err(e.into()),
                 }
             }
             if todo.is_empty() {
                 return Ok(());
             }
+            if let Some(e) = last_error {
+                self.stats.retries.fetch_add(retry_later, Ordering::Relaxed);
+                metrics::counter!("zigzag_ingest_store_retries_total").increment(retry_later);
+                // The attempts are spent: the caller pauses the flush and
+                // runs it again later (every applied item is then skipped).
+                if !self.retry.pause(&mut failed_rounds, &AtomicU64::new(0)).await {
+                    return Err(e.into());
+                }
+            } else {
+                rounds += 1;
+                if rounds >= CONDITIONAL_ROUNDS {
+                    let pk = chunk[todo[0].0].pk.clone();
+                    return Err(FlushError::NoConvergence { pk, attempts: rounds });
+                }
+            }
         }
-        let pk = chunk[todo[0].0].pk.clone();
-        Err(FlushError::NoConvergence { pk, attempts: ATTEMPTS })
+    }
+}
+
+/// One flush's partials, merged across shards and rollups.
+pub struct Merged {
+    partials: Vec<(AggKey, Partial)>,
+    names: DashMap<Identity, KeyValues, FxBuildHasher>,
+}
+
+impl Merged {
+    /// Distinct items the flush writes.
+    pub fn len(&self) -> usize {
+        self.partials.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.partials.is_empty()
     }
 }
 
@@ -279,8 +282,6 @@ struct Prepared {
     bucket: i64,
     values: KeyValues,
     measures: Measures,
-    mark: String,
-    flush: u64,
 }
 
 /// Item updates per store call: one SQLite transaction (larger ones write

@@ -11,7 +11,6 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use zigzag_core::table::SortedTable;
 use zigzag_dynamodb::cli::{CreateArgs, DynamoArgs};
-use zigzag_ingest::decode::DecodeLimits;
 use zigzag_ingest::source::{JsonlSource, Source};
 use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::{KinesisSource, StartingPosition};
@@ -33,10 +32,23 @@ struct Cli {
     /// RFC 3339 time (AT_TIMESTAMP)
     #[arg(long, default_value = "trim-horizon", value_parser = parse_start)]
     start: StartingPosition,
-    /// Stop when every shard is idle (no records, caught up) this long, in
-    /// seconds (Kinesis only; by default ingest runs until stopped)
+    /// Stop once every shard this worker reads has been caught up (nothing
+    /// new, MillisBehindLatest 0) for SECS seconds and no lease waits to be
+    /// taken (by default a stream is read until SIGINT/SIGTERM)
     #[arg(long, value_name = "SECS")]
     idle_exit: Option<f64>,
+    /// This worker's id in the lease table [default: host name + random];
+    /// a restart with the same id takes over its predecessor's leases at once
+    #[arg(long, value_name = "ID")]
+    worker_id: Option<String>,
+    /// Seconds without a heartbeat before a worker is presumed dead and its
+    /// leases are taken (heartbeats and lease passes run every third of it)
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    failover: f64,
+    /// Seconds between listings of the stream's shards (new shards after a
+    /// split or merge; a shard that ends triggers one at once)
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    relist: f64,
     /// Keep reading appended lines instead of stopping at the end of the files.
     #[arg(long)]
     follow: bool,
@@ -103,11 +115,7 @@ async fn main() -> Result<()> {
     let source: Arc<dyn Source> = match &cli.kinesis {
         Some(stream) => {
             let client = zigzag_kinesis::client(&cli.dynamo.aws_options()).await;
-            let source = Arc::new(KinesisSource::new(client, stream, cli.start));
-            if let Some(secs) = cli.idle_exit {
-                tokio::spawn(stop_when_idle(source.clone(), Duration::from_secs_f64(secs.max(0.1)), stop.clone()));
-            }
-            source
+            Arc::new(KinesisSource::new(client, stream, cli.start))
         }
         None => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
     };
@@ -120,15 +128,19 @@ async fn main() -> Result<()> {
             Arc::new(SqliteTable::open_table(&cli.db, "checkpoints")?),
         ),
     };
-    let owner = format!("ingest-{}-{}", std::process::id(), chrono::Utc::now().timestamp_millis());
-    let opts = PipelineOptions {
-        config,
-        stream,
-        owner,
-        limits: DecodeLimits::default(),
-        batch_size: cli.batch.max(1),
-        dead_letters: cli.dead_letters.clone(),
+    let worker = cli.worker_id.clone().unwrap_or_else(zigzag_ingest::pipeline::worker_id);
+    let secs = |s: f64, what: &str| {
+        anyhow::ensure!(s.is_finite() && s > 0.0, "--{what} must be a positive number of seconds");
+        Ok(Duration::from_secs_f64(s))
     };
+    let opts = PipelineOptions {
+        failover: secs(cli.failover, "failover")?,
+        relist: secs(cli.relist, "relist")?,
+        idle_exit: cli.idle_exit.map(|s| secs(s, "idle-exit")).transpose()?,
+        batch_size: cli.batch.max(1),
+        ..PipelineOptions::new(config, stream, worker.clone(), cli.dead_letters.clone())
+    };
+    tracing::info!(worker = %worker, "starting");
     let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts)?);
     tokio::spawn(stop_on_signal(stop.clone()));
     let started = std::time::Instant::now();
@@ -136,7 +148,8 @@ async fn main() -> Result<()> {
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "ingest: {} records ({} valid, {} dead-lettered to {}) from {} shards in {:.1}s ({:.0}/s); \
-         {} flushes ({} recovered), {} items, {} write requests, {} replayed writes skipped, {} retries",
+         {} flushes ({} recovered), {} items, {} write requests, {} replayed writes skipped, {} retries; \
+         leases: {} taken, {} lost, {} handed over, {} lease-table requests",
         s.records,
         s.valid,
         s.rejected,
@@ -149,7 +162,11 @@ async fn main() -> Result<()> {
         s.items,
         s.write_requests,
         s.skipped,
-        s.retries
+        s.retries,
+        s.leases_taken,
+        s.leases_lost,
+        s.leases_handed_off,
+        s.lease_requests
     );
     if let Some(t) = &dynamo {
         for table in [&t.aggregates, &t.checkpoints] {
@@ -165,14 +182,6 @@ async fn main() -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A stream never ends; for batch-style runs (tests, backfills) stop once
-/// no shard has had records or lag for `idle`.
-async fn stop_when_idle(source: Arc<KinesisSource>, idle: Duration, stop: CancellationToken) {
-    source.drained(idle).await;
-    tracing::info!(idle_secs = idle.as_secs_f64(), "the stream is drained: stopping");
-    stop.cancel();
 }
 
 async fn stop_on_signal(stop: CancellationToken) {

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use zigzag_core::schema::{parse_instant, TimeUnit};
-use zigzag_ingest::decode::DecodeLimits;
 use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::Producer;
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
@@ -216,14 +215,8 @@ async fn run_in_process(cli: &Cli, gen: Generator) -> Result<()> {
     let produced = source.produced.clone();
     let aggregates = Arc::new(SqliteTable::open(&cli.db).with_context(|| format!("opening {}", cli.db.display()))?);
     let checkpoints = Arc::new(SqliteTable::open_table(&cli.db, "checkpoints")?);
-    let opts = PipelineOptions {
-        config,
-        stream: cli.stream.clone(),
-        owner: format!("loadgen-{}-{}", std::process::id(), chrono::Utc::now().timestamp_millis()),
-        limits: DecodeLimits::default(),
-        batch_size: 1000,
-        dead_letters: cli.dead_letters.clone(),
-    };
+    let opts =
+        PipelineOptions::new(config, cli.stream.clone(), zigzag_ingest::pipeline::worker_id(), cli.dead_letters.clone());
     let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts)?);
     let stop = CancellationToken::new();
     let on_signal = stop.clone();

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use zigzag_ingest::source::{RecordBatch, ShardReader, Source, SourceError};
+use zigzag_ingest::source::{RecordBatch, ShardInfo, ShardReader, Source, SourceError, StartAt};
 use zigzag_model::Position;
 
 pub struct SyntheticSource {
@@ -36,11 +36,16 @@ fn shard_index(id: &str) -> Option<u32> {
 
 #[async_trait]
 impl Source for SyntheticSource {
-    async fn shards(&self) -> Result<Vec<String>, SourceError> {
-        Ok((0..self.gen.config().shards).map(Generator::shard_id).collect())
+    async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError> {
+        Ok((0..self.gen.config().shards).map(|s| ShardInfo::root(Generator::shard_id(s))).collect())
     }
 
-    async fn open(&self, shard: &str, after: Option<Position>) -> Result<Box<dyn ShardReader>, SourceError> {
+    fn bounded(&self) -> bool {
+        true
+    }
+
+    async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
+        let after = start.position();
         let err = |message: String| SourceError::Shard { shard: shard.to_string(), message };
         let index =
             shard_index(shard).filter(|i| *i < self.gen.config().shards).ok_or_else(|| err("no such shard".into()))?;

@@ -122,15 +122,16 @@ impl KeyModel {
     }
 
     /// The scatter prefix of one write. Hash mode: a function of the key and
-    /// bucket only. Random mode: also of the shard and flush, so every flush
-    /// lands somewhere new, yet a replayed flush lands where it did.
-    pub fn prefix(&self, id: Identity, rollup: Rollup, bucket_start: i64, shard: &str, flush: u64) -> u32 {
+    /// bucket only. Random mode: also of the writer (lane) and its flush
+    /// number, so every flush lands somewhere new, yet a replayed flush
+    /// lands where it did.
+    pub fn prefix(&self, id: Identity, rollup: Rollup, bucket_start: i64, lane: u32, flush: u64) -> u32 {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         h.update(&id.to_le_bytes());
         h.update(&[rollup as u8]);
         h.update(&bucket_start.to_le_bytes());
         if self.mode == ScatterMode::Random {
-            h.update(shard.as_bytes());
+            h.update(&lane.to_le_bytes());
             h.update(&flush.to_le_bytes());
         }
         (h.digest() % self.prefixes as u64) as u32
@@ -167,10 +168,10 @@ mod tests {
         c.scatter.mode = ScatterMode::Random;
         let random = KeyModel::new(&c).unwrap();
         let id = KeyModel::identity(&["a", "b", "c"]);
-        assert_eq!(hash.prefix(id, Rollup::Hour, 0, "s1", 1), hash.prefix(id, Rollup::Hour, 0, "s2", 9));
+        assert_eq!(hash.prefix(id, Rollup::Hour, 0, 1, 1), hash.prefix(id, Rollup::Hour, 0, 2, 9));
         let seen: std::collections::HashSet<u32> =
-            (0..64).map(|f| random.prefix(id, Rollup::Hour, 0, "s1", f)).collect();
+            (0..64).map(|f| random.prefix(id, Rollup::Hour, 0, 1, f)).collect();
         assert!(seen.len() > 8, "random mode moves between flushes: {seen:?}");
-        assert_eq!(random.prefix(id, Rollup::Hour, 0, "s1", 3), random.prefix(id, Rollup::Hour, 0, "s1", 3));
+        assert_eq!(random.prefix(id, Rollup::Hour, 0, 1, 3), random.prefix(id, Rollup::Hour, 0, 1, 3));
     }
 }

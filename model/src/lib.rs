@@ -8,11 +8,9 @@
 //! - [`measures`]: the measures of one aggregate, their item attributes and
 //!   the exactly-once update request.
 //! - [`position`]: stream positions (sequence numbers up to 256 bits).
-//! - [`checkpoint`]: the per-shard checkpoint item and its flush protocol.
 //! - [`source`]: the contract of a replayable, sharded record source.
 //! - [`truth`]: a generator's ground truth, to check reports against.
 
-pub mod checkpoint;
 pub mod config;
 pub mod keys;
 pub mod measures;
@@ -21,7 +19,6 @@ pub mod rollup;
 pub mod source;
 pub mod truth;
 
-pub use checkpoint::Checkpoint;
 pub use config::{Config, ConfigError, Field, ScatterMode};
 pub use keys::{Identity, KeyModel};
 pub use measures::{Measure, Measures};

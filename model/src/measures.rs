@@ -24,8 +24,6 @@ pub const IMPRESSIONS_ATTR: &str = "impressions";
 pub const COST_ATTR: &str = "cost";
 pub const COST_MIN_ATTR: &str = "cost_min";
 pub const COST_MAX_ATTR: &str = "cost_max";
-/// Prefix of the per-shard flush mark attributes (`w#<shard>`).
-pub const MARK_PREFIX: &str = "w#";
 
 const MICROS: u32 = 6;
 
@@ -171,7 +169,7 @@ pub struct ItemWrite<'a> {
     pub measures: Measures,
     /// Which measures the configuration stores.
     pub stored: &'a [Measure],
-    /// The shard's mark attribute (`w#<shard>`) and this flush's number.
+    /// The writer's mark attribute (`w@<lane>`) and this flush's number.
     pub mark_attr: &'a str,
     pub flush: u64,
 }
@@ -252,7 +250,7 @@ mod tests {
             dims: &[(Field::Country, "DE")],
             measures: m,
             stored: &Measure::ALL,
-            mark_attr: "w#s1",
+            mark_attr: "w@1",
             flush,
         }
     }

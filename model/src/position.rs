@@ -120,10 +120,30 @@ impl fmt::Display for Position {
     }
 }
 
+impl FromStr for Position {
+    type Err = BadSeqNo;
+
+    /// The [`Display`](fmt::Display) form: `seq` or `seq.sub`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (seq, sub) = s.split_once('.').unwrap_or((s, "0"));
+        let sub = sub.parse::<u32>().map_err(|_| BadSeqNo(s.to_string()))?;
+        Ok(Position { seq: seq.parse().map_err(|_| BadSeqNo(s.to_string()))?, sub })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn positions_round_trip_as_text() {
+        for p in [Position::at(7), Position::new("49590338271490256608559692538361571095921575989136588898".parse().unwrap(), 12)] {
+            assert_eq!(p.to_string().parse::<Position>(), Ok(p));
+        }
+        assert!("12.x".parse::<Position>().is_err());
+        assert!(".3".parse::<Position>().is_err());
+    }
 
     #[test]
     fn kinesis_sized_numbers() {

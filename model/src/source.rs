@@ -63,6 +63,12 @@ impl RecordBatch {
         self.records.last().map(|r| r.pos)
     }
 
+    /// Drops the records before `first` (a recovery starts exactly there).
+    pub fn drop_before(&mut self, first: Position) {
+        let skip = self.records.partition_point(|r| r.pos < first);
+        self.records.drain(..skip);
+    }
+
     /// Drops the records after `end` (a recovery stops exactly there).
     pub fn truncate_after(&mut self, end: Position) {
         let keep = self.records.partition_point(|r| r.pos <= end);
@@ -70,13 +76,62 @@ impl RecordBatch {
     }
 }
 
+/// A shard as its source lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardInfo {
+    pub id: String,
+    /// The shards it was split or merged from (Kinesis: parent and adjacent
+    /// parent); read to their end before it.
+    pub parents: Vec<String>,
+}
+
+impl ShardInfo {
+    pub fn root(id: impl Into<String>) -> Self {
+        ShardInfo { id: id.into(), parents: Vec::new() }
+    }
+}
+
+/// Where a reader starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    /// After this position (a checkpoint).
+    After(Position),
+    /// At the oldest record (a child shard whose parents were read).
+    TrimHorizon,
+    /// Where the source is configured to start shards it has no checkpoint
+    /// for (Kinesis: `--start`; files and generators: the beginning).
+    Configured,
+}
+
+impl StartAt {
+    pub fn after(checkpoint: Option<Position>) -> Self {
+        checkpoint.map_or(StartAt::Configured, StartAt::After)
+    }
+
+    /// The checkpoint a reader resumes after, if any.
+    pub fn position(&self) -> Option<Position> {
+        match self {
+            StartAt::After(p) => Some(*p),
+            _ => None,
+        }
+    }
+}
+
 #[async_trait]
 pub trait Source: Send + Sync {
-    /// Shard ids, in a stable order.
-    async fn shards(&self) -> Result<Vec<String>, SourceError>;
+    /// Every shard the source has now (open and closed), in a stable order.
+    /// Called again while running: new shards (resharding) appear here.
+    async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError>;
 
-    /// A reader of `shard` positioned after `after` (None: from the start).
-    async fn open(&self, shard: &str, after: Option<Position>) -> Result<Box<dyn ShardReader>, SourceError>;
+    /// A reader of `shard` starting at `start`.
+    async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError>;
+
+    /// True when the shard list never changes and every shard ends (files,
+    /// a generator): a worker stops once every shard is finished. A stream
+    /// is unbounded: when all its shards close, their children are awaited.
+    fn bounded(&self) -> bool {
+        false
+    }
 }
 
 #[async_trait]

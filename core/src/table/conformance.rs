@@ -401,7 +401,7 @@ async fn batch_updates_succeed_or_fail_one_by_one<T: SortedTable + ?Sized>(t: &T
     let reqs: Vec<UpdateRequest> = (1..=3u8)
         .map(|k| UpdateRequest::new(pk, vec![k]).add("n", Decimal::ONE).set("hwm", 5).guard("hwm", CmpOp::Lt, 5, true))
         .collect();
-    let out = t.update_batch(&reqs).await.map_err(e)?;
+    let out = t.update_batch(&reqs).await.map_err(e)?.into_iter().collect::<Result<Vec<_>, _>>().map_err(e)?;
     let applied: Vec<bool> = out.iter().map(|o| o.applied()).collect();
     ensure!(applied == vec![true, false, true], "outcomes {applied:?}");
     ensure!(

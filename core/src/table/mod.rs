@@ -22,6 +22,9 @@ pub use request::{
 pub use update::{apply_update, Action, CmpOp, Guard, UpdateOutcome, UpdateRequest};
 
 use async_trait::async_trait;
+
+/// One item's result in [`SortedTable::update_batch`].
+pub type ItemResult = Result<UpdateOutcome, TableError>;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -61,10 +64,12 @@ pub trait SortedTable: Send + Sync {
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError>;
 
     /// Several independent updates of distinct items; each applies or fails
-    /// on its own (this is not a transaction). Stores override this to save
-    /// round trips.
-    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<UpdateOutcome>, TableError> {
-        futures::future::try_join_all(reqs.iter().map(|r| self.update(r))).await
+    /// on its own (this is not a transaction), and each item's result says
+    /// which. No store retries here: the caller retries the failed items
+    /// (one retry layer). An outer error means the whole call failed.
+    /// Stores override this to save round trips.
+    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
+        Ok(futures::future::join_all(reqs.iter().map(|r| self.update(r))).await)
     }
 
     /// How many `update_batch` calls are worth running at once: 1 for a

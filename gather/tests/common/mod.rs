@@ -98,7 +98,7 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
                 dims: &dims,
                 measures: m,
                 stored: &config.measures,
-                mark_attr: "w#s1",
+                mark_attr: "w@1",
                 flush,
             };
             apply(table, &w).await;

@@ -3,7 +3,7 @@
 //! shard, unless `follow` is set: then the reader waits for more lines, like
 //! `tail -f`, and the shard never ends.
 
-use super::{RecordBatch, ShardReader, Source, SourceError};
+use super::{RecordBatch, ShardInfo, ShardReader, Source, SourceError, StartAt};
 use async_trait::async_trait;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -35,11 +35,16 @@ impl JsonlSource {
 
 #[async_trait]
 impl Source for JsonlSource {
-    async fn shards(&self) -> Result<Vec<String>, SourceError> {
-        Ok(self.files.iter().map(|(id, _)| id.clone()).collect())
+    async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError> {
+        Ok(self.files.iter().map(|(id, _)| ShardInfo::root(id.clone())).collect())
     }
 
-    async fn open(&self, shard: &str, after: Option<Position>) -> Result<Box<dyn ShardReader>, SourceError> {
+    fn bounded(&self) -> bool {
+        !self.follow
+    }
+
+    async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
+        let after = start.position();
         let err = |message: String| SourceError::Shard { shard: shard.to_string(), message };
         let (_, path) = self.files.iter().find(|(id, _)| id == shard).ok_or_else(|| err("no such shard".into()))?;
         let file = std::fs::File::open(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
@@ -113,7 +118,7 @@ mod tests {
         std::fs::write(&path, b"one\ntwo\r\n\xff\xfe\nlast-without-newline").unwrap();
         let src = JsonlSource::new(vec![path], false).unwrap();
         assert_eq!(src.shards().await.unwrap(), vec!["shard-a"]);
-        let mut r = src.open("shard-a", None).await.unwrap();
+        let mut r = src.open("shard-a", StartAt::Configured).await.unwrap();
         let b = r.next_batch(2).await.unwrap();
         let got: Vec<_> = b.iter().map(|(p, d)| (p.to_string(), d.to_vec())).collect();
         assert_eq!(got, vec![("1".into(), b"one".to_vec()), ("2".into(), b"two".to_vec())]);
@@ -121,9 +126,9 @@ mod tests {
         let b = r.next_batch(10).await.unwrap();
         assert_eq!(b.records.len(), 2);
         assert!(b.end_of_shard);
-        let mut r = src.open("shard-a", Some(Position::at(3))).await.unwrap();
+        let mut r = src.open("shard-a", StartAt::After(Position::at(3))).await.unwrap();
         let b = r.next_batch(10).await.unwrap();
         assert_eq!(b.iter().next().unwrap(), (Position::at(4), &b"last-without-newline"[..]));
-        assert!(src.open("shard-a", Some(Position::at(9))).await.is_err(), "checkpoint past the end");
+        assert!(src.open("shard-a", StartAt::After(Position::at(9))).await.is_err(), "checkpoint past the end");
     }
 }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use zigzag_aws::{classify, describe, ErrorClass};
 use zigzag_core::retry::RetryPolicy;
-use zigzag_model::source::{RecordBatch, ShardReader, Source, SourceError};
+use zigzag_model::source::{RecordBatch, ShardInfo, ShardReader, Source, SourceError, StartAt};
 use zigzag_model::{Position, SeqNo};
 
 /// Where a shard without a checkpoint starts.
@@ -56,20 +56,6 @@ pub struct KinesisSource {
     retry: RetryPolicy,
     page_size: i32,
     retries: Arc<AtomicU64>,
-    activity: Arc<Activity>,
-}
-
-/// When a reader last saw records or lag, for "stop once caught up".
-#[derive(Debug)]
-struct Activity {
-    origin: Instant,
-    last_ms: AtomicU64,
-}
-
-impl Activity {
-    fn touch(&self) {
-        self.last_ms.fetch_max(self.origin.elapsed().as_millis() as u64, Ordering::Relaxed);
-    }
 }
 
 impl KinesisSource {
@@ -82,24 +68,7 @@ impl KinesisSource {
             retry: RetryPolicy::default(),
             page_size: LIST_SHARDS_PAGE,
             retries: Arc::new(AtomicU64::new(0)),
-            activity: Arc::new(Activity { origin: Instant::now(), last_ms: AtomicU64::new(0) }),
         }
-    }
-
-    /// Returns once no reader has had a record or seen its shard behind the
-    /// tip for `idle` (checked every 100 ms): the stream is drained, for
-    /// batch-style runs (tests, backfills) that then stop the pipeline.
-    pub async fn drained(&self, idle: std::time::Duration) {
-        while self.idle_for() < idle {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-    }
-
-    /// How long no reader has received a record or seen the shard behind
-    /// its tip: a caller can stop once the stream is drained.
-    pub fn idle_for(&self) -> std::time::Duration {
-        let last = self.activity.last_ms.load(Ordering::Relaxed);
-        self.activity.origin.elapsed().saturating_sub(std::time::Duration::from_millis(last))
     }
 
     pub fn with_limits(mut self, limits: ReadLimits) -> Self {
@@ -126,27 +95,31 @@ impl KinesisSource {
 
 #[async_trait]
 impl Source for KinesisSource {
-    async fn shards(&self) -> Result<Vec<String>, SourceError> {
-        let shards = list_shards(&self.client, &self.stream, self.page_size)
-            .await
-            .map_err(|e| SourceError::Shard { shard: "*".into(), message: e.to_string() })?;
-        Ok(shards.iter().map(|s| s.shard_id().to_string()).collect())
+    async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError> {
+        let shards =
+            self.retry.run(&self.retries, || list_shards(&self.client, &self.stream, self.page_size)).await?;
+        Ok(shards
+            .iter()
+            .map(|s| ShardInfo {
+                id: s.shard_id().to_string(),
+                parents: s.parent_shard_id().into_iter().chain(s.adjacent_parent_shard_id()).map(String::from).collect(),
+            })
+            .collect())
     }
 
-    async fn open(&self, shard: &str, after: Option<Position>) -> Result<Box<dyn ShardReader>, SourceError> {
+    async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
         let mut reader = KinesisShardReader {
             client: self.client.clone(),
             stream: self.stream.clone(),
             shard: shard.to_string(),
-            start: self.start,
-            after,
+            start: if start == StartAt::TrimHorizon { StartingPosition::TrimHorizon } else { self.start },
+            after: start.position(),
             last_whole: None,
             iterator: None,
             ended: false,
             pacer: Pacer::new(self.limits),
             retry: self.retry,
             retries: self.retries.clone(),
-            activity: self.activity.clone(),
         };
         reader.iterator = Some(reader.fresh_iterator().await?);
         Ok(Box::new(reader))
@@ -168,7 +141,6 @@ struct KinesisShardReader {
     pacer: Pacer,
     retry: RetryPolicy,
     retries: Arc<AtomicU64>,
-    activity: Arc<Activity>,
 }
 
 impl KinesisShardReader {
@@ -319,9 +291,6 @@ impl ShardReader for KinesisShardReader {
         }
         if let Some(r) = out.records().last() {
             self.last_whole = r.sequence_number().parse().ok();
-        }
-        if !out.records().is_empty() || out.millis_behind_latest().is_some_and(|b| b > 0) {
-            self.activity.touch();
         }
         if let Some(behind) = out.millis_behind_latest() {
             batch.millis_behind = Some(behind);

@@ -5,6 +5,7 @@ use aws_sdk_kinesis::types::{Shard, StreamStatus};
 use aws_sdk_kinesis::Client;
 use std::time::{Duration, Instant};
 use thiserror::Error;
+use zigzag_model::source::SourceError;
 
 #[derive(Debug, Error)]
 pub enum StreamError {
@@ -19,8 +20,9 @@ pub enum StreamError {
 pub const LIST_SHARDS_PAGE: i32 = 1000;
 
 /// Every shard of the stream (open and closed), in the order Kinesis lists
-/// them, following NextToken to the end.
-pub async fn list_shards(client: &Client, stream: &str, page_size: i32) -> Result<Vec<Shard>, StreamError> {
+/// them, following NextToken to the end. Errors are classified (throttled,
+/// unavailable, or fatal) so callers retry what may pass.
+pub async fn list_shards(client: &Client, stream: &str, page_size: i32) -> Result<Vec<Shard>, SourceError> {
     let mut shards = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -29,11 +31,14 @@ pub async fn list_shards(client: &Client, stream: &str, page_size: i32) -> Resul
             Some(t) => client.list_shards().next_token(t),
             None => client.list_shards().stream_name(stream),
         };
-        let out = req
-            .max_results(page_size)
-            .send()
-            .await
-            .map_err(|e| StreamError::Sdk { stream: stream.to_string(), message: zigzag_aws::describe(&e) })?;
+        let out = req.max_results(page_size).send().await.map_err(|e| {
+            let message = format!("ListShards on {stream}: {}", zigzag_aws::describe(&e));
+            match zigzag_aws::classify(&e) {
+                zigzag_aws::ErrorClass::Throttled => SourceError::Throttled(message),
+                zigzag_aws::ErrorClass::Unavailable => SourceError::Unavailable(message),
+                zigzag_aws::ErrorClass::Fatal => SourceError::Shard { shard: "*".into(), message },
+            }
+        })?;
         shards.extend(out.shards().iter().cloned());
         match out.next_token {
             Some(t) if !t.is_empty() => token = Some(t),

@@ -13,7 +13,8 @@ pub struct CapacityMeter {
     write_micro: AtomicU64,
     requests: AtomicU64,
     retryable_errors: AtomicU64,
-    /// Writes of a batch the store retried itself (see the crate docs).
+    /// BatchWriteItem calls re-sent for unprocessed items (the store's one
+    /// retry loop; see the crate docs).
     pub(crate) retried: AtomicU64,
 }
 
@@ -25,8 +26,8 @@ pub struct Capacity {
     pub requests: u64,
     /// Calls that failed with throttling, a timeout or a 5xx.
     pub retryable_errors: u64,
-    /// Of those, the updates of a batch that the store retried itself.
-    pub retried_in_batches: u64,
+    /// BatchWriteItem calls the store re-sent for unprocessed items.
+    pub retried_unprocessed: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -62,7 +63,7 @@ impl CapacityMeter {
             write_units: self.write_micro.load(Ordering::Relaxed) as f64 / MICRO,
             requests: self.requests.load(Ordering::Relaxed),
             retryable_errors: self.retryable_errors.load(Ordering::Relaxed),
-            retried_in_batches: self.retried.load(Ordering::Relaxed),
+            retried_unprocessed: self.retried.load(Ordering::Relaxed),
         }
     }
 }

@@ -12,12 +12,10 @@
 //! Errors are classified ([`zigzag_aws::classify`]) into
 //! `TableError::Throttled` / `Unavailable` (retryable) or a fatal error; the
 //! store itself does not retry single calls — the callers' one retry
-//! policy does, so retries are bounded and counted in one place. The
-//! exceptions are the batch calls, partial successes only the store can
-//! finish: BatchWriteItem's UnprocessedItems, and the updates of an
-//! `update_batch` that failed retryably (thousands of independent
-//! UpdateItems; retrying the whole batch for one throttled item would
-//! re-send all of them and, at any steady throttling rate, never finish).
+//! policy does, so retries are bounded and counted in one place.
+//! `update_batch` returns each item's result, so its caller re-sends only
+//! the failed items. The one exception is BatchWriteItem's UnprocessedItems
+//! (`put_batch`), a partial success only the store can finish.
 
 pub mod admin;
 pub mod capacity;
@@ -45,7 +43,8 @@ use tokio::sync::Semaphore;
 use zigzag_aws::{classify, describe, AwsOptions, ErrorClass};
 use zigzag_core::retry::RetryPolicy;
 use zigzag_core::table::{
-    Item, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest, PK_ATTR, SK_ATTR,
+    Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest, PK_ATTR,
+    SK_ATTR,
 };
 
 /// Updates in flight at once in [`SortedTable::update_batch`].
@@ -89,7 +88,7 @@ impl DynamoTable {
         self
     }
 
-    /// How the updates of a batch are retried (see the module docs).
+    /// How BatchWriteItem's unprocessed items are retried (see the module docs).
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
@@ -276,9 +275,11 @@ impl SortedTable for DynamoTable {
         }
     }
 
-    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<UpdateOutcome>, TableError> {
-        let futs: Vec<_> = reqs.iter().map(|r| self.retry.run(&self.meter.retried, move || self.update(r))).collect();
-        futures::stream::iter(futs).buffered(self.concurrency).try_collect().await
+    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
+        // One UpdateItem per item, `concurrency` in flight (the semaphore in
+        // `update`); failures come back per item for the caller to retry.
+        let calls: Vec<_> = reqs.iter().map(|r| self.update(r)).collect();
+        Ok(futures::stream::iter(calls).buffered(self.concurrency).collect().await)
     }
 
     fn write_parallelism(&self) -> usize {

@@ -19,7 +19,7 @@ use rusqlite::{params_from_iter, Connection, OpenFlags};
 use std::path::Path;
 use std::sync::Mutex;
 use zigzag_core::table::{
-    apply_update, evaluate_page, Item, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError,
+    apply_update, evaluate_page, Item, ItemResult, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError,
     UpdateOutcome, UpdateRequest,
 };
 
@@ -290,8 +290,9 @@ impl SortedTable for SqliteTable {
         self.update_sync(req)
     }
 
-    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<UpdateOutcome>, TableError> {
-        self.update_batch_sync(reqs)
+    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
+        // One transaction: every item applies or the call fails as a whole.
+        Ok(self.update_batch_sync(reqs)?.into_iter().map(Ok).collect())
     }
 }
 

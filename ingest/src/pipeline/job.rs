@@ -1,0 +1,155 @@
+//! A flush in progress, as steps that can each be run again: a flush that
+//! meets an outage keeps its state and is driven again later from where it
+//! stopped (nothing new is swapped in meanwhile).
+//!
+//! 1. `begin`: the intent on this worker's lane, proven against the leases
+//!    (`Coordinator::begin`); shards whose lease was lost are dropped;
+//! 2. dead letters of the kept shards, synced;
+//! 3. the kept shards' partials merged and written under (lane, k);
+//! 4. `commit`, then `complete` (the shards' checkpoints).
+//!
+//! A recovery is the same with a dead worker's intent: its ranges are read
+//! again from the source and written under that worker's (lane, k).
+
+use super::{lock, Batch, Pipeline, PipelineError};
+use crate::aggregate::Generation;
+use crate::flush::{Merged, Writer};
+use crate::source::StartAt;
+use std::collections::HashSet;
+use zigzag_lease::{Began, ShardRange};
+use zigzag_model::Position;
+
+pub(super) struct FlushJob {
+    /// (shard index, its range) for every shard with progress.
+    pub ranges: Vec<(u32, ShardRange)>,
+    batch: Option<Batch>,
+    pub began: Option<Began>,
+    merged: Option<Merged>,
+    dead_letters_written: bool,
+    written: bool,
+    committed: bool,
+    pub keys: usize,
+    pub started: std::time::Instant,
+}
+
+impl FlushJob {
+    pub fn new(batch: Batch, ranges: Vec<(u32, ShardRange)>) -> Self {
+        FlushJob {
+            ranges,
+            keys: batch.gen.len(),
+            batch: Some(batch),
+            began: None,
+            merged: None,
+            dead_letters_written: false,
+            written: false,
+            committed: false,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Runs the remaining steps. On error the job keeps its state; calling
+    /// again resumes.
+    pub async fn drive(&mut self, p: &Pipeline) -> Result<(), PipelineError> {
+        if self.began.is_none() {
+            let ranges = self.ranges.iter().map(|(_, r)| r.clone()).collect();
+            self.began = Some(p.coord.begin(ranges, &p.layout).await?);
+        }
+        let began = self.began.clone().expect("begun above");
+        let kept: HashSet<&str> = began.ranges.iter().map(|r| r.shard.as_str()).collect();
+        let keep: HashSet<u32> =
+            self.ranges.iter().filter(|(_, r)| kept.contains(r.shard.as_str())).map(|(i, _)| *i).collect();
+        if let Some(batch) = self.batch.take() {
+            if !self.dead_letters_written {
+                p.write_dead_letters(&batch, |i| keep.contains(&i).then(|| self.shard_id(i)).flatten())?;
+                self.dead_letters_written = true;
+            }
+            self.merged = Some(p.flusher.merge(batch.gen, |i| keep.contains(&i)));
+        }
+        if !self.written {
+            let merged = self.merged.as_ref().expect("merged above");
+            p.flusher.write(merged, Writer { lane: began.lane, k: began.k }).await?;
+            self.written = true;
+            self.merged = None;
+        }
+        if !self.committed {
+            p.coord.commit(&began).await?;
+            self.committed = true;
+        }
+        p.coord.complete(&began.ranges).await?;
+        Ok(())
+    }
+
+    fn shard_id(&self, index: u32) -> Option<&str> {
+        self.ranges.iter().find(|(i, _)| *i == index).map(|(_, r)| r.shard.as_str())
+    }
+}
+
+impl Pipeline {
+    /// Finishes a dead worker's flush: reads its ranges again, writes them
+    /// under its lane and number, commits, completes, frees the lane.
+    pub(super) async fn recover(&self, lane: u32) -> Result<bool, PipelineError> {
+        let Some(r) = self.coord.take_for_recovery(lane).await? else { return Ok(false) };
+        if r.layout != self.layout {
+            return Err(PipelineError::LayoutChanged { lane, flush: r.k });
+        }
+        let batch = Batch::default();
+        for (index, range) in r.ranges.iter().enumerate() {
+            self.reread(&batch.gen, &batch, index as u32, range).await?;
+        }
+        self.write_dead_letters(&batch, |i| r.ranges.get(i as usize).map(|r| r.shard.as_str()))?;
+        let merged = self.flusher.merge(batch.gen, |_| true);
+        self.flusher.write(&merged, Writer { lane: r.lane, k: r.k }).await?;
+        self.coord.finish_recovery(&r).await?;
+        tracing::info!(lane, k = r.k, shards = r.ranges.len(), items = merged.len(), "recovered a dead worker's flush");
+        Ok(true)
+    }
+
+    /// Aggregates exactly the records `(from, to]` of one shard.
+    async fn reread(&self, gen: &Generation, batch: &Batch, index: u32, r: &ShardRange) -> Result<(), PipelineError> {
+        if r.from == Some(r.to) || r.to == Position::default() {
+            return Ok(());
+        }
+        // A first range re-reads from the oldest record and skips to the
+        // first one it held (its start may have been LATEST or a time).
+        let start = match (r.from, r.first) {
+            (Some(from), _) => StartAt::After(from),
+            (None, Some(_)) => StartAt::TrimHorizon,
+            (None, None) => StartAt::Configured,
+        };
+        let mut reader = self.source.open(&r.shard, start).await?;
+        let mut reached: Option<Position> = None;
+        let mut idle = 0;
+        while reached < Some(r.to) {
+            let mut b = reader.next_batch(self.opts.batch_size).await?;
+            if b.records.is_empty() {
+                idle += 1;
+                if b.end_of_shard || idle > 50 {
+                    break;
+                }
+                continue;
+            }
+            b.truncate_after(r.to);
+            if let Some(first) = r.first {
+                b.drop_before(first);
+            }
+            let mut rejected = Vec::new();
+            self.aggregator.add_batch(gen, index, &b, &mut rejected)?;
+            lock(&batch.rejected).extend(rejected.into_iter().map(|x| (index, x)));
+            reached = b.last_position().or(reached);
+            if b.end_of_shard {
+                break;
+            }
+        }
+        if reached != Some(r.to) {
+            return Err(PipelineError::MissingRecords {
+                shard: r.shard.clone(),
+                end: Box::new(r.to),
+                reached: reached.map(Box::new),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {}

@@ -1,0 +1,96 @@
+//! The two background loops of the lease protocol, apart from the main
+//! loop so a long flush never delays them:
+//!
+//! - the heartbeat, every failover / 3: keeps this worker's lane (and so
+//!   every lease it holds) alive; a fence (the lane taken) is reported as
+//!   [`Event::LaneLost`];
+//! - the lease pass, every failover / 3 and at once when the main loop asks
+//!   (a shard ended, a flush gave leases away): lists the shards every
+//!   `relist` (and when asked), then takes, steals, frees and completes
+//!   (`Coordinator::pass`) and sends the plan as [`Event::Leases`].
+//!
+//! Failures of either (an outage) are logged and tried again next period:
+//! neither ends the process.
+
+use super::Event;
+use crate::source::Source;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+use zigzag_lease::{Coordinator, LeaseError};
+
+pub(super) async fn heartbeat(coord: Arc<Coordinator>, events: mpsc::UnboundedSender<Event>, stop: CancellationToken) {
+    let every = coord.options().renew_every();
+    let mut failing_since: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        match coord.heartbeat().await {
+            Ok(()) => {
+                if failing_since.take().is_some() {
+                    tracing::info!("heartbeat restored");
+                }
+            }
+            Err(LeaseError::NotJoined) => {} // rejoining
+            Err(LeaseError::LaneLost { lane }) => {
+                let _ = events.send(Event::LaneLost { lane });
+            }
+            Err(e) => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                metrics::counter!("zigzag_lease_heartbeat_failures_total").increment(1);
+                tracing::warn!(error = %e, failing_for_s = since.elapsed().as_secs_f64(), "heartbeat failed");
+            }
+        }
+    }
+}
+
+pub(super) async fn passes(
+    coord: Arc<Coordinator>,
+    source: Arc<dyn Source>,
+    relist: Duration,
+    events: mpsc::UnboundedSender<Event>,
+    poke: Arc<Notify>,
+    stop: CancellationToken,
+) {
+    let every = coord.options().renew_every();
+    let mut listed_at: Option<Instant> = None;
+    let mut listing = None;
+    let mut relist_now = true;
+    loop {
+        if relist_now || listed_at.is_none_or(|t| t.elapsed() >= relist) {
+            match source.shards().await {
+                Ok(shards) => {
+                    listing = Some(shards);
+                    listed_at = Some(Instant::now());
+                }
+                Err(e) => {
+                    metrics::counter!("zigzag_ingest_list_shards_failures_total").increment(1);
+                    tracing::warn!(error = %e, "listing shards failed; the pass uses the lease table alone");
+                }
+            }
+        }
+        match coord.pass(listing.as_deref()).await {
+            Ok(plan) => {
+                // Created leases are in the table now: later passes need no listing
+                // until the next re-list.
+                if events.send(Event::Leases(plan)).is_err() {
+                    return;
+                }
+            }
+            Err(LeaseError::NotJoined) => {}
+            Err(e) => {
+                metrics::counter!("zigzag_lease_pass_failures_total").increment(1);
+                tracing::warn!(error = %e, "lease pass failed; trying again next period");
+            }
+        }
+        listing = None;
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => relist_now = false,
+            _ = poke.notified() => relist_now = true,
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! One shard's read → decode → aggregate task. It aggregates into the
+//! current generation under the read side of the gate (the swap takes the
+//! write side, so a generation holds exactly the records read between two
+//! swaps) and waits instead of growing the generation past `max_keys`.
+//!
+//! An outage does not end it: when the source's own retries are spent, the
+//! task pauses (capped backoff), reopens the shard after the last record it
+//! aggregated, and goes on. Only a fatal source error ends it, reported to
+//! the main loop.
+
+use super::{lock, Batch, Event, Pipeline};
+use crate::source::{SourceError, StartAt};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch, Notify, RwLock};
+use tokio_util::sync::CancellationToken;
+use zigzag_core::retry::Retryable;
+
+/// What the main loop keeps of a running reader.
+pub(super) struct ReaderHandle {
+    pub cancel: CancellationToken,
+    pub task: tokio::task::JoinHandle<()>,
+    /// The last read found nothing new and the shard at its tip.
+    pub caught_up: Arc<AtomicBool>,
+}
+
+impl ReaderHandle {
+    /// Stops the task after its current batch and waits for it: nothing it
+    /// read is aggregated after this returns.
+    pub async fn stop(self) {
+        self.cancel.cancel();
+        let _ = self.task.await;
+    }
+}
+
+pub(super) struct ShardTask {
+    pub pipeline: Arc<Pipeline>,
+    pub index: u32,
+    pub id: String,
+    pub start: StartAt,
+    pub gate: Arc<RwLock<Batch>>,
+    pub swapped: watch::Receiver<u64>,
+    pub full: Arc<Notify>,
+    pub cancel: CancellationToken,
+    pub caught_up: Arc<AtomicBool>,
+    pub events: mpsc::UnboundedSender<Event>,
+}
+
+impl ShardTask {
+    pub fn spawn(self) -> ReaderHandle {
+        let (cancel, caught_up) = (self.cancel.clone(), self.caught_up.clone());
+        ReaderHandle { cancel, caught_up, task: tokio::spawn(self.run()) }
+    }
+
+    async fn run(mut self) {
+        if let Err(error) = self.read().await {
+            let _ = self.events.send(Event::SourceFailed { shard: self.id.clone(), error });
+        }
+    }
+
+    /// Sleeps `d` unless cancelled first (then false).
+    async fn pause(&self, d: Duration) -> bool {
+        tokio::select! {
+            _ = self.cancel.cancelled() => false,
+            _ = tokio::time::sleep(d) => true,
+        }
+    }
+
+    fn outage(&self, failures: &mut u32, e: &SourceError) -> Duration {
+        *failures += 1;
+        let p = &self.pipeline;
+        let wait = p.pause_after(*failures);
+        tracing::warn!(shard = %self.id, error = %e, retry_in_s = wait.as_secs_f64(), "source unavailable: shard paused");
+        metrics::counter!("zigzag_ingest_shard_pauses_total").increment(1);
+        wait
+    }
+
+    async fn read(&mut self) -> Result<(), SourceError> {
+        let p = self.pipeline.clone();
+        let max_keys = p.opts.config.flush.max_keys;
+        let mut failures = 0;
+        let mut paused = PausedGauge::default();
+        'open: loop {
+            let mut reader = match p.source.open(&self.id, self.start).await {
+                Ok(r) => r,
+                Err(e) if e.is_retryable() => {
+                    paused.set(true);
+                    let wait = self.outage(&mut failures, &e);
+                    if !self.pause(wait).await {
+                        return Ok(());
+                    }
+                    continue 'open;
+                }
+                Err(e) => return Err(e),
+            };
+            loop {
+                let batch = tokio::select! {
+                    _ = self.cancel.cancelled() => return Ok(()),
+                    b = reader.next_batch(p.opts.batch_size) => b,
+                };
+                let batch = match batch {
+                    Ok(b) => b,
+                    Err(e) if e.is_retryable() => {
+                        paused.set(true);
+                        let wait = self.outage(&mut failures, &e);
+                        if !self.pause(wait).await {
+                            return Ok(());
+                        }
+                        continue 'open;
+                    }
+                    Err(e) => return Err(e),
+                };
+                failures = 0;
+                paused.set(false);
+                if let Some(ms) = batch.millis_behind {
+                    metrics::gauge!("zigzag_ingest_millis_behind", "shard" => self.id.clone()).set(ms as f64);
+                }
+                let caught_up = batch.records.is_empty() && batch.millis_behind.is_none_or(|ms| ms == 0);
+                self.caught_up.store(caught_up || batch.end_of_shard, Ordering::Relaxed);
+                if batch.records.is_empty() && !batch.end_of_shard {
+                    continue;
+                }
+                // Backpressure: wait for the flush loop to swap in an empty
+                // generation rather than grow past the key limit.
+                loop {
+                    let guard = self.gate.read().await;
+                    if guard.gen.len() < max_keys {
+                        // Cancelled while waiting: this batch is not ours to add.
+                        if self.cancel.is_cancelled() {
+                            return Ok(());
+                        }
+                        let mut rejected = Vec::new();
+                        let counts = p
+                            .aggregator
+                            .add_batch(&guard.gen, self.index, &batch, &mut rejected)
+                            .map_err(|e| SourceError::Shard { shard: self.id.clone(), message: e.to_string() })?;
+                        if !rejected.is_empty() {
+                            lock(&guard.rejected).extend(rejected.into_iter().map(|r| (self.index, r)));
+                        }
+                        {
+                            let mut progress = lock(&guard.progress);
+                            let prog = progress.entry(self.index).or_default();
+                            prog.first = prog.first.or(batch.records.first().map(|r| r.pos));
+                            prog.last = batch.last_position().or(prog.last);
+                            prog.ended |= batch.end_of_shard;
+                        }
+                        p.counters.add(&batch, counts);
+                        if guard.gen.len() >= max_keys {
+                            self.full.notify_one();
+                        }
+                        break;
+                    }
+                    drop(guard);
+                    self.full.notify_one();
+                    self.swapped.borrow_and_update();
+                    tokio::select! {
+                        _ = self.cancel.cancelled() => return Ok(()),
+                        r = self.swapped.changed() => if r.is_err() { return Ok(()) },
+                    }
+                }
+                if let Some(last) = batch.last_position() {
+                    self.start = StartAt::After(last);
+                }
+                if batch.end_of_shard {
+                    let _ = self.events.send(Event::ShardEnded(self.index));
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// This task's share of the "shards paused by an outage" gauge.
+#[derive(Default)]
+struct PausedGauge(bool);
+
+impl PausedGauge {
+    fn set(&mut self, paused: bool) {
+        if paused != self.0 {
+            self.0 = paused;
+            metrics::gauge!("zigzag_ingest_shards_paused").increment(if paused { 1.0 } else { -1.0 });
+        }
+    }
+}
+
+impl Drop for PausedGauge {
+    fn drop(&mut self) {
+        self.set(false);
+    }
+}

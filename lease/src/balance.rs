@@ -1,0 +1,205 @@
+//! One worker's lease pass, decided from a snapshot of the lease table:
+//! what to take, whether to steal, which lanes to recover or free, which
+//! checkpoints to complete, and which held shards may be read. Pure, so the
+//! rules are tested against every interleaving a test can generate.
+//!
+//! Rules:
+//! - a shard is *readable* when every parent is finished, or is neither
+//!   listed by the stream nor leased (aged out of retention);
+//! - a shard is *blocked* while a lane has an intent in flight that covers
+//!   it, or a committed intent whose range starts at the shard's checkpoint
+//!   (its completion is pending; anyone may complete it);
+//! - a lease is *available* when it is unowned, or its owner has no live
+//!   lane (none, or one whose beat has not moved for the failover time as
+//!   this observer measured it);
+//! - target = ceil(readable unfinished shards / live workers of the
+//!   stream); take available leases up to the target; only when none is
+//!   available, steal one per pass from the most loaded worker, and only if
+//!   that worker holds at least two more than we do (so neither ends above
+//!   the target, and two workers never trade a lease back and forth).
+
+use crate::items::{IntentState, Lane, ShardLease, ShardRange};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use zigzag_model::Position;
+
+/// What a pass sees.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    pub stream: String,
+    /// This stream's shard leases.
+    pub leases: Vec<ShardLease>,
+    /// Shard ids the stream lists now (None: not listed this pass).
+    pub listed: Option<HashSet<String>>,
+    /// Every lane of the table (all streams).
+    pub lanes: Vec<Lane>,
+    /// Lanes whose beat has not moved for the failover time.
+    pub expired: HashSet<u32>,
+    /// This worker's lane.
+    pub my_lane: Option<u32>,
+}
+
+/// A held shard that may be read now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ready {
+    pub shard: String,
+    pub lease: u64,
+    pub checkpoint: Option<Position>,
+    /// Start at the oldest record (a child of consumed parents) instead of
+    /// the configured start position.
+    pub from_trim_horizon: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Available leases to take: (shard, counter seen).
+    pub take: Vec<(String, u64)>,
+    /// One lease to ask for: (shard, counter seen, its owner).
+    pub steal: Option<(String, u64, String)>,
+    /// Expired lanes of this stream with an intent in flight.
+    pub recover: Vec<u32>,
+    /// Expired lanes with nothing in flight: (lane, owner, beat seen).
+    pub free: Vec<(u32, String, u64)>,
+    /// Committed ranges whose checkpoint is still to be moved.
+    pub complete: Vec<ShardRange>,
+    /// Held shards that may be read.
+    pub ready: Vec<Ready>,
+    /// Held shards (shard → lease counter), readable or not.
+    pub held: BTreeMap<String, u64>,
+    /// Held shards another live worker asked for: (shard, counter, to).
+    pub handoffs: Vec<(String, u64, String)>,
+    pub target: usize,
+    pub live_workers: usize,
+    /// Unfinished shards waiting for a parent.
+    pub waiting_for_parents: usize,
+    /// Leases not finished (0: every shard of the stream was read to its end).
+    pub unfinished: usize,
+}
+
+impl View {
+    fn live_owners(&self) -> HashSet<&str> {
+        self.lanes
+            .iter()
+            .filter(|l| !self.expired.contains(&l.lane))
+            .filter_map(|l| l.owner.as_deref())
+            .collect()
+    }
+}
+
+pub fn plan(view: &View, me: &str) -> Plan {
+    let mut plan = Plan::default();
+    let live = view.live_owners();
+    let alive = |owner: &str| owner == me || live.contains(owner);
+    let by_id: HashMap<&str, &ShardLease> = view.leases.iter().map(|l| (l.shard.as_str(), l)).collect();
+
+    for lane in view.lanes.iter().filter(|l| view.expired.contains(&l.lane)) {
+        let Some(owner) = &lane.owner else { continue };
+        if Some(lane.lane) == view.my_lane {
+            continue;
+        }
+        if lane.in_flight().is_some() {
+            if lane.stream == view.stream {
+                plan.recover.push(lane.lane);
+            }
+        } else {
+            plan.free.push((lane.lane, owner.clone(), lane.beat));
+        }
+    }
+
+    // Blocked shards, and committed ranges to complete.
+    let mut blocked: HashSet<&str> = HashSet::new();
+    for lane in view.lanes.iter().filter(|l| l.stream == view.stream) {
+        let Some(intent) = &lane.intent else { continue };
+        for r in &intent.ranges {
+            let Some(lease) = by_id.get(r.shard.as_str()) else { continue };
+            match intent.state {
+                IntentState::Open | IntentState::Valid => {
+                    blocked.insert(&lease.shard);
+                }
+                IntentState::Done if lease.checkpoint == r.from && (r.from != Some(r.to) || r.ends != lease.finished) => {
+                    blocked.insert(&lease.shard);
+                    plan.complete.push(r.clone());
+                }
+                IntentState::Done => {}
+            }
+        }
+    }
+
+    let parent_done = |p: &String| match by_id.get(p.as_str()) {
+        Some(l) => l.finished,
+        None => view.listed.as_ref().is_some_and(|listed| !listed.contains(p)),
+    };
+    let readable: Vec<&ShardLease> = view
+        .leases
+        .iter()
+        .filter(|l| !l.finished)
+        .filter(|l| {
+            let ok = l.parents.iter().all(parent_done);
+            if !ok {
+                plan.waiting_for_parents += 1;
+            }
+            ok
+        })
+        .collect();
+
+    let workers: HashSet<&str> = view
+        .lanes
+        .iter()
+        .filter(|l| l.stream == view.stream && !view.expired.contains(&l.lane))
+        .filter_map(|l| l.owner.as_deref())
+        .chain(std::iter::once(me))
+        .collect();
+    plan.live_workers = workers.len();
+    plan.target = readable.len().div_ceil(plan.live_workers.max(1));
+
+    let mut load: BTreeMap<&str, Vec<&ShardLease>> = BTreeMap::new();
+    let mut available = Vec::new();
+    for l in &readable {
+        match l.owner.as_deref() {
+            Some(o) if alive(o) => load.entry(o).or_default().push(l),
+            _ => available.push(*l),
+        }
+    }
+    plan.unfinished = view.leases.iter().filter(|l| !l.finished).count();
+    // Every owned unfinished lease counts as held, readable or not (a lost
+    // lease is noticed even while the shard waits).
+    for l in view.leases.iter().filter(|l| l.owner.as_deref() == Some(me) && !l.finished) {
+        plan.held.insert(l.shard.clone(), l.lease);
+        if let Some(to) = l.handoff.as_deref().filter(|to| *to != me && live.contains(to)) {
+            plan.handoffs.push((l.shard.clone(), l.lease, to.to_string()));
+        }
+    }
+    let mine = load.get(me).map_or(0, Vec::len);
+    // Unowned first, then expired; each group in an order that differs per
+    // worker, so workers starting together mostly take different leases.
+    available.sort_by_key(|l| (l.owner.is_some(), spread(me, &l.shard)));
+    for l in available.iter().take(plan.target.saturating_sub(mine)) {
+        plan.take.push((l.shard.clone(), l.lease));
+    }
+    if available.is_empty() && mine < plan.target {
+        let victim = load
+            .iter()
+            .filter(|(o, _)| **o != me)
+            .max_by_key(|(o, shards)| (shards.len(), std::cmp::Reverse(**o)))
+            .filter(|(_, shards)| shards.len() >= mine + 2);
+        if let Some((owner, shards)) = victim {
+            let asked = view.leases.iter().any(|l| l.handoff.as_deref() == Some(me));
+            let pick = shards.iter().filter(|l| l.handoff.is_none()).min_by_key(|l| spread(me, &l.shard));
+            if let (false, Some(l)) = (asked, pick) {
+                plan.steal = Some((l.shard.clone(), l.lease, owner.to_string()));
+            }
+        }
+    }
+
+    for l in readable.iter().filter(|l| l.owner.as_deref() == Some(me) && !blocked.contains(l.shard.as_str())) {
+        let from_trim_horizon = l.checkpoint.is_none() && l.parents.iter().any(|p| by_id.contains_key(p.as_str()));
+        plan.ready.push(Ready { shard: l.shard.clone(), lease: l.lease, checkpoint: l.checkpoint, from_trim_horizon });
+    }
+    plan
+}
+
+fn spread(me: &str, shard: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(format!("{me}/{shard}").as_bytes())
+}
+
+#[cfg(test)]
+mod tests;

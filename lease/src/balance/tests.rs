@@ -1,0 +1,196 @@
+use super::*;
+use crate::items::Intent;
+use proptest::prelude::*;
+
+fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
+    ShardLease {
+        shard: shard.into(),
+        owner: owner.map(String::from),
+        lease: 1,
+        parents: vec![],
+        checkpoint: None,
+        finished: false,
+        handoff: None,
+    }
+}
+
+fn lane(n: u32, owner: &str) -> Lane {
+    Lane { lane: n, owner: Some(owner.into()), stream: "st".into(), beat: 1, flush: 0, intent: None }
+}
+
+fn view(leases: Vec<ShardLease>, lanes: Vec<Lane>) -> View {
+    View { stream: "st".into(), leases, listed: None, lanes, expired: HashSet::new(), my_lane: None }
+}
+
+fn shards(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("s{i:02}")).collect()
+}
+
+#[test]
+fn takes_up_to_the_target_unowned_before_expired() {
+    let ids = shards(6);
+    let mut leases: Vec<_> = ids.iter().map(|s| lease(s, None)).collect();
+    leases[0].owner = Some("dead".into());
+    let mut v = view(leases, vec![lane(0, "me"), lane(1, "other"), lane(2, "dead")]);
+    v.expired.insert(2);
+    let p = plan(&v, "me");
+    assert_eq!(p.live_workers, 2, "the dead worker does not count");
+    assert_eq!(p.target, 3);
+    assert_eq!(p.take.len(), 3);
+    assert!(p.take.iter().all(|(s, _)| s != "s00"), "unowned leases come before the expired one: {:?}", p.take);
+    assert_eq!(p.steal, None, "nothing is stolen while leases are available");
+    assert_eq!(p.free, vec![(2, "dead".to_string(), 1)], "the dead lane is freed");
+}
+
+#[test]
+fn steals_one_lease_from_the_most_loaded_and_never_to_rise_above_target() {
+    let ids = shards(8);
+    let leases: Vec<_> = ids.iter().enumerate().map(|(i, s)| lease(s, Some(if i < 6 { "a" } else { "b" }))).collect();
+    let v = view(leases, vec![lane(0, "a"), lane(1, "b"), lane(2, "me")]);
+    let p = plan(&v, "me");
+    assert_eq!(p.target, 3);
+    let (_, _, victim) = p.steal.clone().expect("a steal");
+    assert_eq!(victim, "a");
+    assert!(p.take.is_empty());
+    // b holds 2 and me 0: b may not steal from a worker with 3 if it has 2.
+    let mut leases = v.leases.clone();
+    for l in leases.iter_mut().take(3) {
+        l.owner = Some("me".into());
+    }
+    let v = view(leases, v.lanes.clone());
+    // Now a: 3, b: 2, me: 3.
+    assert_eq!(plan(&v, "b").steal, None, "3 vs 2 is balanced: no thrash");
+    assert_eq!(plan(&v, "me").steal, None, "at target: no steal");
+}
+
+#[test]
+fn children_wait_for_finished_parents_and_then_start_at_trim_horizon() {
+    let mut parent = lease("p", Some("me"));
+    let mut child = lease("c", Some("me"));
+    child.parents = vec!["p".into(), "gone".into()];
+    let mut v = view(vec![parent.clone(), child.clone()], vec![lane(0, "me")]);
+    v.listed = Some(["p".to_string(), "c".to_string()].into());
+    let p = plan(&v, "me");
+    assert_eq!(p.ready.iter().map(|r| r.shard.as_str()).collect::<Vec<_>>(), vec!["p"]);
+    assert_eq!(p.waiting_for_parents, 1);
+    parent.finished = true;
+    v.leases = vec![parent, child.clone()];
+    let p = plan(&v, "me");
+    assert_eq!(p.ready.len(), 1);
+    assert_eq!((p.ready[0].shard.as_str(), p.ready[0].from_trim_horizon), ("c", true));
+    // A parent neither leased nor listed has aged out: the child is readable.
+    child.parents = vec!["aged-out".into()];
+    v.leases = vec![child];
+    let p = plan(&v, "me");
+    assert_eq!(p.ready.len(), 1);
+    assert!(!p.ready[0].from_trim_horizon, "no leased parent: the configured start applies");
+}
+
+#[test]
+fn intents_in_flight_block_their_shards_and_committed_ranges_get_completed() {
+    let mut held = lease("s", Some("me"));
+    held.checkpoint = Some(Position::at(3));
+    let range =
+        ShardRange { shard: "s".into(), lease: 1, from: Some(Position::at(3)), first: None, to: Position::at(9), ends: false };
+    let mut other = lane(1, "old");
+    other.intent = Some(Intent { k: 4, state: IntentState::Valid, ranges: vec![range.clone()], layout: "L".into() });
+    let mut v = view(vec![held.clone()], vec![lane(0, "me"), other.clone()]);
+    let p = plan(&v, "me");
+    assert!(p.ready.is_empty(), "blocked by a valid intent");
+    assert!(p.recover.is_empty(), "its lane is alive");
+    v.expired.insert(1);
+    assert_eq!(plan(&v, "me").recover, vec![1]);
+    other.intent.as_mut().unwrap().state = IntentState::Done;
+    v.lanes[1] = other;
+    let p = plan(&v, "me");
+    assert_eq!(p.complete, vec![range]);
+    assert!(p.ready.is_empty(), "blocked until completed");
+    held.checkpoint = Some(Position::at(9));
+    v.leases = vec![held];
+    let p = plan(&v, "me");
+    assert!(p.complete.is_empty());
+    assert_eq!(p.ready.len(), 1);
+}
+
+#[test]
+fn handoffs_are_honoured_only_for_live_requesters() {
+    let mut l = lease("s", Some("me"));
+    l.handoff = Some("b".into());
+    let v = view(vec![l.clone()], vec![lane(0, "me"), lane(1, "b")]);
+    assert_eq!(plan(&v, "me").handoffs, vec![("s".to_string(), 1, "b".to_string())]);
+    let v = view(vec![l], vec![lane(0, "me")]);
+    assert!(plan(&v, "me").handoffs.is_empty(), "b has no lane: not alive");
+}
+
+/// Applies one worker's plan to the leases the way the coordinator and
+/// the owner would: takes at once; a steal is handed over at once.
+fn apply(leases: &mut [ShardLease], me: &str, p: &Plan) -> usize {
+    let mut moves = 0;
+    for (s, seen) in &p.take {
+        let l = leases.iter_mut().find(|l| &l.shard == s).unwrap();
+        assert_eq!(l.lease, *seen);
+        l.owner = Some(me.into());
+        l.lease += 1;
+        moves += 1;
+    }
+    if let Some((s, seen, _)) = &p.steal {
+        let l = leases.iter_mut().find(|l| &l.shard == s).unwrap();
+        assert_eq!(l.lease, *seen);
+        l.owner = Some(me.into());
+        l.lease += 1;
+        moves += 1;
+    }
+    moves
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// From any assignment, workers running passes in any order end within
+    /// one lease of each other, never above the target, and then stop moving
+    /// leases (no thrash).
+    #[test]
+    fn passes_converge_to_balance_and_stop(
+        n_shards in 1usize..40,
+        n_workers in 1usize..6,
+        initial in proptest::collection::vec(0usize..8, 40),
+        order in proptest::collection::vec(0usize..6, 200),
+    ) {
+        let workers: Vec<String> = (0..n_workers).map(|i| format!("w{i}")).collect();
+        let lanes: Vec<Lane> = workers.iter().enumerate().map(|(i, w)| lane(i as u32, w)).collect();
+        // Owners: a worker, nobody, or a dead worker (no lane).
+        let mut leases: Vec<ShardLease> = shards(n_shards).iter().enumerate().map(|(i, s)| {
+            let o = initial[i];
+            lease(s, if o < n_workers { Some(workers[o].as_str()) } else if o == 7 { Some("dead") } else { None })
+        }).collect();
+        let target = n_shards.div_ceil(n_workers);
+        for &w in &order {
+            let me = &workers[w % n_workers];
+            let v = view(leases.clone(), lanes.clone());
+            let p = plan(&v, me);
+            prop_assert_eq!(p.target, target);
+            let before = leases.iter().filter(|l| l.owner.as_deref() == Some(me)).count();
+            prop_assert!(p.steal.is_none() || p.take.is_empty(), "a steal only when nothing is available");
+            apply(&mut leases, me, &p);
+            let after = leases.iter().filter(|l| l.owner.as_deref() == Some(me)).count();
+            prop_assert!(after <= target.max(before), "{me} went from {before} to {after} (target {target})");
+        }
+        // Settle: a few more rounds of every worker.
+        for _ in 0..(n_shards + 3) {
+            for me in &workers {
+                let p = plan(&view(leases.clone(), lanes.clone()), me);
+                apply(&mut leases, me, &p);
+            }
+        }
+        let counts: Vec<usize> =
+            workers.iter().map(|w| leases.iter().filter(|l| l.owner.as_deref() == Some(w.as_str())).count()).collect();
+        prop_assert!(leases.iter().all(|l| l.owner.as_deref().is_some_and(|o| workers.iter().any(|w| w == o))),
+            "every lease is held by a live worker");
+        prop_assert!(counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1, "unbalanced: {counts:?}");
+        prop_assert!(counts.iter().all(|c| *c <= target));
+        for me in &workers {
+            let p = plan(&view(leases.clone(), lanes.clone()), me);
+            prop_assert!(p.take.is_empty() && p.steal.is_none(), "{me} still moves leases at balance: {p:?}");
+        }
+    }
+}

@@ -1,0 +1,518 @@
+//! [`Coordinator`]: one worker's side of the lease protocol over a
+//! [`SortedTable`]. Every write on the lease table goes through here:
+//! joining (taking a lane), the heartbeat, lease passes (create, take,
+//! steal, free dead lanes, complete checkpoints), the flush intent (open →
+//! validate → commit → complete), handoff and release, and lane recovery.
+//!
+//! Each call is retried (bounded) by [`RetryPolicy`]; when the attempts are
+//! spent the error reaches the caller, which pauses and calls again later —
+//! every operation here can be repeated. A conditional write whose guard
+//! fails is checked against the item it returns, so a retry of a write that
+//! applied but timed out is recognised as done rather than as a fence.
+
+use crate::balance::{plan, Plan, View};
+use crate::items::{self, IntentState, Lane, ShardLease, ShardRange, LANES_PK};
+use crate::observer::Observer;
+use crate::{LeaseError, ShardInfo};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use zigzag_core::retry::RetryPolicy;
+use zigzag_core::table::{Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome, UpdateRequest};
+
+#[derive(Debug, Clone)]
+pub struct LeaseOptions {
+    /// The stream this worker consumes.
+    pub stream: String,
+    /// This worker's id, unique among live workers.
+    pub worker: String,
+    /// A lane whose beat has not moved for this long is expired.
+    pub failover: Duration,
+    pub retry: RetryPolicy,
+}
+
+impl LeaseOptions {
+    pub fn new(stream: impl Into<String>, worker: impl Into<String>) -> Self {
+        LeaseOptions {
+            stream: stream.into(),
+            worker: worker.into(),
+            failover: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// Heartbeats and passes run every failover / 3.
+    pub fn renew_every(&self) -> Duration {
+        self.failover / 3
+    }
+}
+
+/// Counters of everything this worker did on the lease table.
+#[derive(Debug, Default)]
+pub struct LeaseStats {
+    /// Requests sent to the lease table (reads and writes, retries included).
+    pub requests: AtomicU64,
+    pub retries: AtomicU64,
+    pub taken: AtomicU64,
+    pub taken_expired: AtomicU64,
+    pub steals_requested: AtomicU64,
+    pub handed_off: AtomicU64,
+    pub lost: AtomicU64,
+    pub lanes_recovered: AtomicU64,
+    pub lanes_freed: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct MyLane {
+    lane: u32,
+    beat: u64,
+    flush: u64,
+}
+
+struct State {
+    lane: Option<MyLane>,
+    observer: Observer,
+    /// The lanes as the last pass read them (recovery takes from this view).
+    lanes: Vec<Lane>,
+}
+
+/// A flush recorded and proven: write its items under `mark(lane)` = `k`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Began {
+    pub lane: u32,
+    pub k: u64,
+    /// The ranges whose leases are held (the others were dropped).
+    pub ranges: Vec<ShardRange>,
+}
+
+/// A dead worker's valid intent, taken over: re-apply its ranges under
+/// `(lane, k)`, then [`Coordinator::finish_recovery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    pub lane: u32,
+    pub k: u64,
+    pub ranges: Vec<ShardRange>,
+    pub layout: String,
+}
+
+pub struct Coordinator {
+    table: Arc<dyn SortedTable>,
+    opts: LeaseOptions,
+    state: Mutex<State>,
+    pub stats: LeaseStats,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Coordinator {
+    pub fn new(table: Arc<dyn SortedTable>, opts: LeaseOptions) -> Self {
+        let observer = Observer::new(opts.failover);
+        Coordinator {
+            table,
+            opts,
+            state: Mutex::new(State { lane: None, observer, lanes: Vec::new() }),
+            stats: LeaseStats::default(),
+        }
+    }
+
+    pub fn options(&self) -> &LeaseOptions {
+        &self.opts
+    }
+
+    pub fn worker(&self) -> &str {
+        &self.opts.worker
+    }
+
+    fn stream(&self) -> &str {
+        &self.opts.stream
+    }
+
+    /// This worker's lane, once joined.
+    pub fn lane(&self) -> Option<u32> {
+        lock(&self.state).lane.map(|l| l.lane)
+    }
+
+    fn my_lane(&self) -> Result<MyLane, LeaseError> {
+        lock(&self.state).lane.ok_or(LeaseError::NotJoined)
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, LeaseError> {
+        let out = self
+            .opts
+            .retry
+            .run(&self.stats.retries, || {
+                self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                self.table.update(req)
+            })
+            .await?;
+        Ok(out)
+    }
+
+    /// Every item of a partition, strongly consistent, every page.
+    async fn read_all(&self, pk: &str) -> Result<Vec<Item>, LeaseError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
+            req.consistent = true;
+            req.exclusive_start = start;
+            let page = self
+                .opts
+                .retry
+                .run(&self.stats.retries, || {
+                    self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                    self.table.query(&req)
+                })
+                .await?;
+            items.extend(page.items);
+            match page.last_evaluated {
+                Some(k) => start = Some(k),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    pub async fn read_leases(&self) -> Result<Vec<ShardLease>, LeaseError> {
+        let items = self.read_all(&items::shards_pk(self.stream())).await?;
+        Ok(items.iter().map(ShardLease::from_item).collect::<Result<_, _>>()?)
+    }
+
+    pub async fn read_lanes(&self) -> Result<Vec<Lane>, LeaseError> {
+        let items = self.read_all(LANES_PK).await?;
+        Ok(items.iter().map(Lane::from_item).collect::<Result<_, _>>()?)
+    }
+
+    /// Takes a lane: the lowest free one, else a new one.
+    pub async fn join(&self) -> Result<u32, LeaseError> {
+        let me = self.worker().to_string();
+        for _ in 0..16 {
+            let lanes = self.read_lanes().await?;
+            let free = lanes.iter().filter(|l| l.owner.is_none()).map(|l| l.lane);
+            let next = lanes.iter().map(|l| l.lane + 1).max().unwrap_or(0);
+            for n in free.chain(std::iter::once(next)) {
+                if let UpdateOutcome::Applied(item) = self.update(&items::take_lane(n, None, &me, self.stream())).await? {
+                    let lane = Lane::from_item(&item)?;
+                    if lane.in_flight().is_some() {
+                        // Free lanes never hold an intent in flight; refuse to
+                        // build on a corrupt one.
+                        return Err(LeaseError::Corrupt(items::CorruptItem {
+                            pk: LANES_PK.into(),
+                            sk: n.to_string(),
+                            why: "a free lane with an intent in flight".into(),
+                        }));
+                    }
+                    lock(&self.state).lane = Some(MyLane { lane: n, beat: lane.beat, flush: lane.flush });
+                    tracing::info!(lane = n, worker = %me, "joined");
+                    return Ok(n);
+                }
+            }
+        }
+        Err(LeaseError::Contended("no lane could be taken in 16 rounds".into()))
+    }
+
+    /// One beat of this worker's lane; `LaneLost` if another worker took it.
+    pub async fn heartbeat(&self) -> Result<(), LeaseError> {
+        let my = self.my_lane()?;
+        let out = self.update(&items::heartbeat(my.lane, my.beat, self.worker())).await?;
+        let beat = match out {
+            UpdateOutcome::Applied(item) => Lane::from_item(&item)?.beat,
+            UpdateOutcome::ConditionFailed(Some(item)) => {
+                let lane = Lane::from_item(&item)?;
+                if lane.owner.as_deref() != Some(self.worker()) || lane.beat != my.beat + 1 {
+                    return Err(self.lost_lane(my.lane));
+                }
+                lane.beat
+            }
+            UpdateOutcome::ConditionFailed(None) => return Err(self.lost_lane(my.lane)),
+        };
+        if let Some(l) = lock(&self.state).lane.as_mut().filter(|l| l.lane == my.lane) {
+            l.beat = beat;
+        }
+        Ok(())
+    }
+
+    fn lost_lane(&self, lane: u32) -> LeaseError {
+        let mut st = lock(&self.state);
+        if st.lane.is_some_and(|l| l.lane == lane) {
+            st.lane = None;
+        }
+        drop(st);
+        self.stats.lost.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("zigzag_lease_lanes_lost_total").increment(1);
+        LeaseError::LaneLost { lane }
+    }
+
+    /// Reads the table into a [`View`], creating leases for listed shards
+    /// that have none. Leases are read before lanes: an owner seen on a
+    /// lease took its lane before it, so the lane read after shows it.
+    pub async fn view(&self, listed: Option<&[ShardInfo]>) -> Result<View, LeaseError> {
+        let mut leases = self.read_leases().await?;
+        if let Some(listed) = listed {
+            let known: HashSet<&str> = leases.iter().map(|l| l.shard.as_str()).collect();
+            let missing: Vec<&ShardInfo> = listed.iter().filter(|s| !known.contains(s.id.as_str())).collect();
+            for s in &missing {
+                self.update(&items::create_lease(self.stream(), &s.id, &s.parents)).await?;
+            }
+            if !missing.is_empty() {
+                leases = self.read_leases().await?;
+            }
+        }
+        let lanes = self.read_lanes().await?;
+        let mut st = lock(&self.state);
+        let mine = st.lane.map(|l| l.lane);
+        let expired = st.observer.observe(&lanes, Instant::now(), self.worker(), mine);
+        st.lanes = lanes.clone();
+        Ok(View {
+            stream: self.stream().to_string(),
+            leases,
+            listed: listed.map(|l| l.iter().map(|s| s.id.clone()).collect()),
+            lanes,
+            expired,
+            my_lane: mine,
+        })
+    }
+
+    /// One lease pass: read, decide, take / steal / free / complete, and
+    /// return the plan as it stands after those writes.
+    pub async fn pass(&self, listed: Option<&[ShardInfo]>) -> Result<Plan, LeaseError> {
+        let mut view = self.view(listed).await?;
+        let me = self.worker().to_string();
+        let first = plan(&view, &me);
+        for (lane, owner, beat) in &first.free {
+            self.free_dead_lane(*lane, owner, *beat).await?;
+        }
+        for r in &first.complete {
+            if let Some(lease) = self.complete_one(r).await? {
+                replace(&mut view.leases, lease);
+            }
+        }
+        for (shard, seen) in &first.take {
+            let expired = view.leases.iter().any(|l| &l.shard == shard && l.owner.is_some());
+            match self.update(&items::take_lease(self.stream(), shard, *seen, &me)).await? {
+                UpdateOutcome::Applied(item) => {
+                    self.stats.taken.fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!("zigzag_lease_taken_total", "from" => if expired { "expired" } else { "unowned" })
+                        .increment(1);
+                    if expired {
+                        self.stats.taken_expired.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tracing::info!(shard = %shard, expired, "lease taken");
+                    replace(&mut view.leases, ShardLease::from_item(&item)?);
+                }
+                UpdateOutcome::ConditionFailed(_) => {} // someone else was faster
+            }
+        }
+        if let Some((shard, seen, owner)) = &first.steal {
+            if self.update(&items::request_handoff(self.stream(), shard, *seen, &me)).await?.applied() {
+                self.stats.steals_requested.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("zigzag_lease_steals_requested_total").increment(1);
+                tracing::info!(shard = %shard, from = %owner, "asked for a lease (balancing)");
+            }
+        }
+        let after = plan(&view, &me);
+        metrics::gauge!("zigzag_leases_held").set(after.held.len() as f64);
+        metrics::gauge!("zigzag_lease_target").set(after.target as f64);
+        metrics::gauge!("zigzag_lease_live_workers").set(after.live_workers as f64);
+        Ok(Plan { take: first.take, steal: first.steal, free: first.free, complete: first.complete, ..after })
+    }
+
+    /// Moves one committed range's checkpoint; the lease as it now is, if
+    /// this call moved it.
+    async fn complete_one(&self, r: &ShardRange) -> Result<Option<ShardLease>, LeaseError> {
+        let req = items::advance_checkpoint(self.stream(), &r.shard, r.from, r.to, r.ends);
+        match self.update(&req).await? {
+            UpdateOutcome::Applied(item) => Ok(Some(ShardLease::from_item(&item)?)),
+            UpdateOutcome::ConditionFailed(_) => Ok(None), // completed already
+        }
+    }
+
+    /// Completes the checkpoints of a committed flush (after [`Self::commit`]).
+    pub async fn complete(&self, ranges: &[ShardRange]) -> Result<(), LeaseError> {
+        for r in ranges {
+            self.complete_one(r).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes a dead worker's lane that has nothing in flight, completes its
+    /// last committed ranges, and frees it for reuse.
+    async fn free_dead_lane(&self, lane: u32, owner: &str, beat: u64) -> Result<(), LeaseError> {
+        let me = self.worker().to_string();
+        let UpdateOutcome::Applied(item) = self.update(&items::take_lane(lane, Some((owner, beat)), &me, "")).await?
+        else {
+            return Ok(()); // it beat again, or someone else freed it
+        };
+        let taken = Lane::from_item(&item)?;
+        if let Some(intent) = taken.intent.as_ref().filter(|i| i.state == IntentState::Done) {
+            if taken.stream == self.stream() {
+                self.complete(&intent.ranges).await?;
+            } else {
+                // Another stream's committed ranges: its own workers complete
+                // them (a lease pass completes any committed range it sees).
+                // Keep the lane owned by nobody but leave the ranges.
+            }
+        }
+        self.update(&items::release_lane(lane, &me)).await?;
+        self.stats.lanes_freed.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(lane, dead = %owner, "freed a dead worker's lane");
+        Ok(())
+    }
+
+    /// Records the next flush of this worker's lane over `ranges`, then
+    /// proves each range's lease is still held (a strongly consistent read
+    /// after the write) and keeps only those. Items may be written after
+    /// this returns.
+    pub async fn begin(&self, ranges: Vec<ShardRange>, layout: &str) -> Result<Began, LeaseError> {
+        let my = self.my_lane()?;
+        let k = my.flush + 1;
+        let me = self.worker().to_string();
+        let open = items::open_intent(my.lane, &me, k, &ranges, layout);
+        if let UpdateOutcome::ConditionFailed(old) = self.update(&open).await? {
+            // A retry (this call again after an outage, or a write that
+            // applied but timed out) finds its own intent: go on from there.
+            let lane = old.as_ref().map(Lane::from_item).transpose()?;
+            let intent = lane.as_ref().filter(|l| l.owner.as_deref() == Some(&me)).and_then(|l| l.in_flight());
+            match intent {
+                Some(i) if i.k == k && i.state == IntentState::Open && i.ranges == ranges => {}
+                Some(i) if i.k == k && i.state == IntentState::Valid => {
+                    return Ok(Began { lane: my.lane, k, ranges: i.ranges.clone() })
+                }
+                _ => return Err(self.lost_lane(my.lane)),
+            }
+        }
+        // Proof of the leases, read strictly after the intent was recorded: a
+        // worker that takes one of these shards later finds the intent and
+        // waits for it; one that took it before is seen here.
+        let leases = self.read_leases().await?;
+        let held = |r: &ShardRange| {
+            leases.iter().any(|l| {
+                l.shard == r.shard && l.lease == r.lease && l.owner.as_deref() == Some(&me) && l.checkpoint == r.from
+            })
+        };
+        let (kept, dropped): (Vec<ShardRange>, Vec<ShardRange>) = ranges.into_iter().partition(held);
+        for r in &dropped {
+            tracing::warn!(shard = %r.shard, "lease lost before the flush: its records are left to the new owner");
+            self.stats.lost.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("zigzag_lease_lost_total").increment(1);
+        }
+        let validate = items::validate_intent(my.lane, &me, k, &kept);
+        if let UpdateOutcome::ConditionFailed(old) = self.update(&validate).await? {
+            let applied = old.as_ref().map(Lane::from_item).transpose()?.is_some_and(|l| {
+                l.owner.as_deref() == Some(&me)
+                    && l.intent.as_ref().is_some_and(|i| i.k == k && i.state == IntentState::Valid && i.ranges == kept)
+            });
+            if !applied {
+                return Err(self.lost_lane(my.lane));
+            }
+        }
+        Ok(Began { lane: my.lane, k, ranges: kept })
+    }
+
+    /// Commits a flush of this worker's lane (its items are all written).
+    pub async fn commit(&self, began: &Began) -> Result<(), LeaseError> {
+        let me = self.worker().to_string();
+        self.commit_lane(began.lane, began.k, &me).await?;
+        if let Some(l) = lock(&self.state).lane.as_mut().filter(|l| l.lane == began.lane) {
+            l.flush = began.k;
+        }
+        Ok(())
+    }
+
+    async fn commit_lane(&self, lane: u32, k: u64, me: &str) -> Result<(), LeaseError> {
+        if let UpdateOutcome::ConditionFailed(old) = self.update(&items::commit_intent(lane, me, k)).await? {
+            let applied = old.as_ref().map(Lane::from_item).transpose()?.is_some_and(|l| {
+                l.owner.as_deref() == Some(me)
+                    && l.flush == k
+                    && l.intent.as_ref().is_some_and(|i| i.k == k && i.state == IntentState::Done)
+            });
+            if !applied {
+                return Err(self.lost_lane(lane));
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives a held lease to `to` ("" releases it). False if it was not
+    /// ours any more.
+    pub async fn give(&self, shard: &str, lease: u64, to: &str) -> Result<bool, LeaseError> {
+        let req = items::give_lease(self.stream(), shard, lease, self.worker(), to);
+        let done = match self.update(&req).await? {
+            UpdateOutcome::Applied(_) => true,
+            UpdateOutcome::ConditionFailed(Some(item)) => {
+                let l = ShardLease::from_item(&item)?;
+                l.lease == lease + 1 && l.owner.as_deref().unwrap_or("") == to
+            }
+            UpdateOutcome::ConditionFailed(None) => false,
+        };
+        if done && !to.is_empty() {
+            self.stats.handed_off.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("zigzag_lease_handed_off_total").increment(1);
+            tracing::info!(shard, to, "lease handed over");
+        }
+        Ok(done)
+    }
+
+    /// Frees this worker's lane (graceful shutdown; nothing in flight).
+    pub async fn leave(&self) -> Result<(), LeaseError> {
+        let Some(my) = lock(&self.state).lane.take() else { return Ok(()) };
+        self.update(&items::release_lane(my.lane, self.worker())).await?;
+        tracing::info!(lane = my.lane, "left");
+        Ok(())
+    }
+
+    /// Takes over an expired lane with an intent in flight (from the last
+    /// pass's view). An open intent wrote nothing: it is aborted and the
+    /// lane freed (None). A valid one is returned for re-application.
+    pub async fn take_for_recovery(&self, lane: u32) -> Result<Option<Recovery>, LeaseError> {
+        let seen = lock(&self.state).lanes.iter().find(|l| l.lane == lane).cloned();
+        let Some(Lane { owner: Some(owner), beat, .. }) = seen else { return Ok(None) };
+        let me = self.worker().to_string();
+        let UpdateOutcome::Applied(item) = self.update(&items::take_lane(lane, Some((&owner, beat)), &me, "")).await?
+        else {
+            return Ok(None);
+        };
+        let taken = Lane::from_item(&item)?;
+        self.stats.lanes_recovered.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("zigzag_lease_lanes_recovered_total").increment(1);
+        match taken.intent {
+            Some(i) if i.state == IntentState::Valid => {
+                tracing::info!(lane, k = i.k, shards = i.ranges.len(), dead = %owner, "recovering a dead worker's flush");
+                Ok(Some(Recovery { lane, k: i.k, ranges: i.ranges, layout: i.layout }))
+            }
+            Some(i) if i.state == IntentState::Open => {
+                self.update(&items::abort_intent(lane, &me, i.k)).await?;
+                self.update(&items::release_lane(lane, &me)).await?;
+                tracing::info!(lane, k = i.k, dead = %owner, "aborted a dead worker's unproven flush");
+                Ok(None)
+            }
+            Some(i) => {
+                self.complete(&i.ranges).await?;
+                self.update(&items::release_lane(lane, &me)).await?;
+                Ok(None)
+            }
+            None => {
+                self.update(&items::release_lane(lane, &me)).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Commits a recovered flush (its items re-applied), completes its
+    /// checkpoints and frees the lane.
+    pub async fn finish_recovery(&self, r: &Recovery) -> Result<(), LeaseError> {
+        let me = self.worker().to_string();
+        self.commit_lane(r.lane, r.k, &me).await?;
+        self.complete(&r.ranges).await?;
+        self.update(&items::release_lane(r.lane, &me)).await?;
+        Ok(())
+    }
+}
+
+fn replace(leases: &mut [ShardLease], new: ShardLease) {
+    if let Some(l) = leases.iter_mut().find(|l| l.shard == new.shard) {
+        *l = new;
+    }
+}

@@ -1,0 +1,499 @@
+//! The lease table's two kinds of items and every conditional write on
+//! them. Pure: requests are built here and evaluated by any store
+//! (`zigzag_core::table::apply_update` in tests).
+//!
+//! **Shard lease** — pk `#shards#<stream>`, sk = shard id:
+//! `owner` (worker id, "" = unowned), `lease` (the fencing token: +1 on
+//! every change of owner), `parents` (comma-separated), `cp` (the committed
+//! checkpoint, `seq` or `seq.sub`; absent = nothing read yet), `fin` (read
+//! to SHARD_END and committed), `handoff` (a worker that asked for the
+//! shard; "" = none).
+//!
+//! **Lane** — pk `#lanes`, sk = the lane number (4 bytes, big-endian): a
+//! writer slot of the aggregate table. Its owner heartbeats `beat`; its
+//! flushes are numbered (`flush` = last committed) and each is an
+//! [`Intent`]: `k` (its number), `state` (open → valid → done), `ranges`
+//! (JSON: per shard the lease it was held under and the records `(from,
+//! to]`), `layout` (the configuration digest that writes it). Aggregate
+//! items carry one mark per lane (`w@<lane>` = the last flush of that lane
+//! applied), so the marks on an item are bounded by the lanes ever in use at
+//! once, not by shards.
+//!
+//! Every partition key starts with `#`, which no Kinesis stream name has,
+//! so these never collide with the previous format (pk = the stream name).
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
+use zigzag_model::Position;
+
+pub const LANES_PK: &str = "#lanes";
+
+const OWNER: &str = "owner";
+const LEASE: &str = "lease";
+const PARENTS: &str = "parents";
+const CHECKPOINT: &str = "cp";
+const FINISHED: &str = "fin";
+const HANDOFF: &str = "handoff";
+
+const STREAM: &str = "stream";
+const BEAT: &str = "beat";
+const FLUSH: &str = "flush";
+const K: &str = "k";
+const STATE: &str = "state";
+const RANGES: &str = "ranges";
+const LAYOUT: &str = "layout";
+
+/// Partition key of a stream's shard leases.
+pub fn shards_pk(stream: &str) -> String {
+    format!("#shards#{stream}")
+}
+
+/// The mark attribute of a lane on aggregate items.
+pub fn mark_attr(lane: u32) -> String {
+    format!("w@{lane}")
+}
+
+pub fn lane_sk(lane: u32) -> Vec<u8> {
+    lane.to_be_bytes().to_vec()
+}
+
+fn n(v: u64) -> AttrValue {
+    AttrValue::N(Decimal::from(v))
+}
+
+/// Why an item could not be read as a lease or lane.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("lease table item {pk}/{sk}: {why}")]
+pub struct CorruptItem {
+    pub pk: String,
+    pub sk: String,
+    pub why: String,
+}
+
+struct Reader<'a>(&'a Item);
+
+impl Reader<'_> {
+    fn corrupt(&self, why: String) -> CorruptItem {
+        CorruptItem { pk: self.0.pk.clone(), sk: String::from_utf8_lossy(&self.0.sk).into_owned(), why }
+    }
+
+    fn str(&self, k: &str) -> Result<Option<&str>, CorruptItem> {
+        match self.0.attrs.get(k) {
+            None => Ok(None),
+            Some(AttrValue::S(s)) => Ok(Some(s)),
+            Some(v) => Err(self.corrupt(format!("{k} is {v:?}, not a string"))),
+        }
+    }
+
+    fn num(&self, k: &str) -> Result<u64, CorruptItem> {
+        match self.0.attrs.get(k) {
+            None => Ok(0),
+            Some(AttrValue::N(d)) => u64::try_from(*d).map_err(|_| self.corrupt(format!("{k} = {d} is not a count"))),
+            Some(v) => Err(self.corrupt(format!("{k} is {v:?}, not a number"))),
+        }
+    }
+
+    fn owner(&self) -> Result<Option<String>, CorruptItem> {
+        Ok(self.str(OWNER)?.filter(|s| !s.is_empty()).map(str::to_string))
+    }
+}
+
+/// One shard's lease, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardLease {
+    pub shard: String,
+    pub owner: Option<String>,
+    pub lease: u64,
+    pub parents: Vec<String>,
+    pub checkpoint: Option<Position>,
+    pub finished: bool,
+    pub handoff: Option<String>,
+}
+
+impl ShardLease {
+    pub fn from_item(item: &Item) -> Result<ShardLease, CorruptItem> {
+        let r = Reader(item);
+        let shard = String::from_utf8(item.sk.clone()).map_err(|_| r.corrupt("shard id is not UTF-8".into()))?;
+        let checkpoint = match r.str(CHECKPOINT)? {
+            None => None,
+            Some(text) => Some(text.parse().map_err(|e| r.corrupt(format!("checkpoint: {e}")))?),
+        };
+        Ok(ShardLease {
+            shard,
+            owner: r.owner()?,
+            lease: r.num(LEASE)?,
+            parents: r.str(PARENTS)?.unwrap_or("").split(',').filter(|p| !p.is_empty()).map(String::from).collect(),
+            checkpoint,
+            finished: matches!(item.attrs.get(FINISHED), Some(AttrValue::Bool(true))),
+            handoff: r.str(HANDOFF)?.filter(|s| !s.is_empty()).map(String::from),
+        })
+    }
+}
+
+/// Creates a shard's lease if it has none (no effect otherwise).
+pub fn create_lease(stream: &str, shard: &str, parents: &[String]) -> UpdateRequest {
+    let mut req = UpdateRequest::new(shards_pk(stream), shard.as_bytes()).set_if_absent(LEASE, n(0));
+    if !parents.is_empty() {
+        req = req.set_if_absent(PARENTS, parents.join(",").as_str());
+    }
+    req
+}
+
+/// Takes a lease last seen at counter `seen` (unowned, expired, or handed
+/// over): fails if anyone changed its owner since.
+pub fn take_lease(stream: &str, shard: &str, seen: u64, me: &str) -> UpdateRequest {
+    UpdateRequest::new(shards_pk(stream), shard.as_bytes())
+        .set(OWNER, me)
+        .set(LEASE, n(seen + 1))
+        .set(HANDOFF, "")
+        .guard(LEASE, CmpOp::Eq, n(seen), seen == 0)
+}
+
+/// Asks the owner of a lease (at counter `seen`) to hand it over to `me`
+/// (the latest request wins; the owner gives it to whoever asked last).
+pub fn request_handoff(stream: &str, shard: &str, seen: u64, me: &str) -> UpdateRequest {
+    UpdateRequest::new(shards_pk(stream), shard.as_bytes()).set(HANDOFF, me).guard(LEASE, CmpOp::Eq, n(seen), false)
+}
+
+/// Gives a held lease (counter `held`) to `to` ("" = release it).
+pub fn give_lease(stream: &str, shard: &str, held: u64, me: &str, to: &str) -> UpdateRequest {
+    UpdateRequest::new(shards_pk(stream), shard.as_bytes())
+        .set(OWNER, to)
+        .set(LEASE, n(held + 1))
+        .set(HANDOFF, "")
+        .guard(LEASE, CmpOp::Eq, n(held), false)
+        .guard(OWNER, CmpOp::Eq, me, false)
+}
+
+/// Moves a shard's checkpoint from `from` to `to` (compare-and-set, by
+/// whoever completes a committed intent: owner or not).
+pub fn advance_checkpoint(
+    stream: &str,
+    shard: &str,
+    from: Option<Position>,
+    to: Position,
+    finished: bool,
+) -> UpdateRequest {
+    let mut req = UpdateRequest::new(shards_pk(stream), shard.as_bytes())
+        .set(CHECKPOINT, to.to_string().as_str())
+        .set(FINISHED, AttrValue::Bool(finished));
+    req = match from {
+        Some(f) => req.guard(CHECKPOINT, CmpOp::Eq, f.to_string().as_str(), false),
+        // "absent": no checkpoint can be below the empty string.
+        None => req.guard(CHECKPOINT, CmpOp::Lt, "", true),
+    };
+    req
+}
+
+/// The state of a lane's current (or last) flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntentState {
+    /// Recorded; its shard leases are not yet proven held. No item has
+    /// been written: a recovery aborts it.
+    Open,
+    /// Every listed shard was proven held after the intent was recorded;
+    /// items may be written. A recovery re-applies it.
+    Valid,
+    /// Committed (or aborted: then `k == flush` and no ranges).
+    Done,
+}
+
+/// The records of one shard in an intent: `(from, to]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardRange {
+    #[serde(rename = "s")]
+    pub shard: String,
+    /// The lease counter it was held under.
+    #[serde(rename = "l")]
+    pub lease: u64,
+    #[serde(rename = "f", with = "opt_position")]
+    pub from: Option<Position>,
+    /// Without `from` (the shard's first range), the first record read: a
+    /// shard started at LATEST or a timestamp is re-read from there.
+    #[serde(rename = "b", with = "opt_position", default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<Position>,
+    #[serde(rename = "t", with = "position")]
+    pub to: Position,
+    /// The range ends at SHARD_END.
+    #[serde(rename = "e", default, skip_serializing_if = "std::ops::Not::not")]
+    pub ends: bool,
+}
+
+mod position {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use zigzag_model::Position;
+
+    pub fn serialize<S: Serializer>(p: &Position, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(p)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Position, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+mod opt_position {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use zigzag_model::Position;
+
+    pub fn serialize<S: Serializer>(p: &Option<Position>, s: S) -> Result<S::Ok, S::Error> {
+        match p {
+            Some(p) => s.collect_str(p),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Position>, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        text.map(|t| t.parse().map_err(serde::de::Error::custom)).transpose()
+    }
+}
+
+/// A lane's flush: its number, state, the shard ranges it covers and the
+/// layout that writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intent {
+    pub k: u64,
+    pub state: IntentState,
+    pub ranges: Vec<ShardRange>,
+    pub layout: String,
+}
+
+/// One lane, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lane {
+    pub lane: u32,
+    pub owner: Option<String>,
+    /// The stream its owner consumes (and its intents' ranges are of).
+    pub stream: String,
+    pub beat: u64,
+    /// The last committed flush.
+    pub flush: u64,
+    /// The current or last intent (None before the first).
+    pub intent: Option<Intent>,
+}
+
+impl Lane {
+    pub fn from_item(item: &Item) -> Result<Lane, CorruptItem> {
+        let r = Reader(item);
+        let lane = <[u8; 4]>::try_from(item.sk.as_slice())
+            .map(u32::from_be_bytes)
+            .map_err(|_| r.corrupt("lane number is not 4 bytes".into()))?;
+        let k = r.num(K)?;
+        let intent = match r.str(STATE)? {
+            None => None,
+            Some(state) => {
+                let state: IntentState = serde_json::from_value(serde_json::Value::String(state.into()))
+                    .map_err(|_| r.corrupt(format!("intent state {state:?}")))?;
+                let ranges = serde_json::from_str(r.str(RANGES)?.unwrap_or("[]"))
+                    .map_err(|e| r.corrupt(format!("intent ranges: {e}")))?;
+                Some(Intent { k, state, ranges, layout: r.str(LAYOUT)?.unwrap_or("").to_string() })
+            }
+        };
+        Ok(Lane {
+            lane,
+            owner: r.owner()?,
+            stream: r.str(STREAM)?.unwrap_or("").to_string(),
+            beat: r.num(BEAT)?,
+            flush: r.num(FLUSH)?,
+            intent,
+        })
+    }
+
+    /// An intent that is recorded and not done.
+    pub fn in_flight(&self) -> Option<&Intent> {
+        self.intent.as_ref().filter(|i| i.state != IntentState::Done)
+    }
+}
+
+fn lane_req(lane: u32) -> UpdateRequest {
+    UpdateRequest::new(LANES_PK, lane_sk(lane))
+}
+
+/// Takes a lane that is free (or creates it), or whose owner's heartbeat
+/// stopped at `seen` (a recovery), for `me` consuming `stream`.
+pub fn take_lane(lane: u32, seen: Option<(&str, u64)>, me: &str, stream: &str) -> UpdateRequest {
+    let req = lane_req(lane).set(OWNER, me).set_if_absent(FLUSH, n(0));
+    let req = match seen {
+        None => req.set(STREAM, stream).add(BEAT, Decimal::ONE).guard(OWNER, CmpOp::Eq, "", true),
+        // A recovery keeps the lane's stream: its intents are of that stream.
+        Some((owner, beat)) => {
+            req.set(BEAT, n(beat + 1)).guard(OWNER, CmpOp::Eq, owner, false).guard(BEAT, CmpOp::Eq, n(beat), false)
+        }
+    };
+    req
+}
+
+/// The owner's heartbeat: `beat` from `seen` to `seen + 1`.
+pub fn heartbeat(lane: u32, seen: u64, me: &str) -> UpdateRequest {
+    lane_req(lane).set(BEAT, n(seen + 1)).guard(OWNER, CmpOp::Eq, me, false).guard(BEAT, CmpOp::Eq, n(seen), false)
+}
+
+/// Frees a lane (no intent in flight).
+pub fn release_lane(lane: u32, me: &str) -> UpdateRequest {
+    lane_req(lane).set(OWNER, "").add(BEAT, Decimal::ONE).guard(OWNER, CmpOp::Eq, me, false)
+}
+
+fn ranges_json(ranges: &[ShardRange]) -> String {
+    serde_json::to_string(ranges).unwrap_or_else(|_| "[]".into())
+}
+
+/// Records flush `k` (after committed flush `k - 1`) as open.
+pub fn open_intent(lane: u32, me: &str, k: u64, ranges: &[ShardRange], layout: &str) -> UpdateRequest {
+    lane_req(lane)
+        .set(K, n(k))
+        .set(STATE, "open")
+        .set(RANGES, ranges_json(ranges).as_str())
+        .set(LAYOUT, layout)
+        .guard(OWNER, CmpOp::Eq, me, false)
+        .guard(FLUSH, CmpOp::Eq, n(k - 1), false)
+        .guard(STATE, CmpOp::Eq, "done", true)
+}
+
+/// Marks open flush `k` valid with the shards proven held (a subset).
+pub fn validate_intent(lane: u32, me: &str, k: u64, ranges: &[ShardRange]) -> UpdateRequest {
+    lane_req(lane)
+        .set(STATE, "valid")
+        .set(RANGES, ranges_json(ranges).as_str())
+        .guard(OWNER, CmpOp::Eq, me, false)
+        .guard(K, CmpOp::Eq, n(k), false)
+        .guard(STATE, CmpOp::Eq, "open", false)
+}
+
+/// Commits valid flush `k` (its ranges stay until the next intent, so
+/// anyone can complete the shards' checkpoints from them).
+pub fn commit_intent(lane: u32, me: &str, k: u64) -> UpdateRequest {
+    lane_req(lane)
+        .set(FLUSH, n(k))
+        .set(STATE, "done")
+        .guard(OWNER, CmpOp::Eq, me, false)
+        .guard(K, CmpOp::Eq, n(k), false)
+        .guard(STATE, CmpOp::Eq, "valid", false)
+}
+
+/// Drops open flush `k`, which wrote nothing (a recovery).
+pub fn abort_intent(lane: u32, me: &str, k: u64) -> UpdateRequest {
+    lane_req(lane)
+        .set(K, n(k - 1))
+        .set(STATE, "done")
+        .set(RANGES, "[]")
+        .guard(OWNER, CmpOp::Eq, me, false)
+        .guard(K, CmpOp::Eq, n(k), false)
+        .guard(STATE, CmpOp::Eq, "open", false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zigzag_core::table::{apply_update, UpdateOutcome};
+
+    fn run(item: Option<Item>, req: &UpdateRequest) -> (bool, Option<Item>) {
+        match apply_update(item.clone(), req).unwrap() {
+            UpdateOutcome::Applied(i) => (true, Some(i)),
+            UpdateOutcome::ConditionFailed(_) => (false, item),
+        }
+    }
+
+    fn range(shard: &str, from: Option<u64>, to: u64) -> ShardRange {
+        ShardRange {
+            shard: shard.into(),
+            lease: 1,
+            from: from.map(Position::at),
+            first: None,
+            to: Position::at(to),
+            ends: false,
+        }
+    }
+
+    #[test]
+    fn a_lease_changes_owner_only_from_the_counter_last_seen() {
+        let (ok, item) = run(None, &create_lease("st", "s1", &["p0".into()]));
+        assert!(ok);
+        let (ok, again) = run(item.clone(), &create_lease("st", "s1", &[]));
+        assert!(ok);
+        assert_eq!(again, item, "creating an existing lease changes nothing");
+        let (ok, item) = run(item, &take_lease("st", "s1", 0, "a"));
+        assert!(ok);
+        let (ok, item) = run(item, &take_lease("st", "s1", 0, "b"));
+        assert!(!ok, "a take from a stale counter fails");
+        let lease = ShardLease::from_item(item.as_ref().unwrap()).unwrap();
+        assert_eq!((lease.owner.as_deref(), lease.lease, lease.parents), (Some("a"), 1, vec!["p0".to_string()]));
+        let (ok, item) = run(item, &request_handoff("st", "s1", 1, "b"));
+        assert!(ok);
+        let (ok, _) = run(item.clone(), &request_handoff("st", "s1", 0, "c"));
+        assert!(!ok, "a request names the counter it saw");
+        assert_eq!(ShardLease::from_item(item.as_ref().unwrap()).unwrap().handoff.as_deref(), Some("b"));
+        let (ok, _) = run(item.clone(), &give_lease("st", "s1", 1, "b", "b"));
+        assert!(!ok, "only the owner gives a lease");
+        let (ok, item) = run(item, &give_lease("st", "s1", 1, "a", "b"));
+        assert!(ok);
+        let lease = ShardLease::from_item(item.as_ref().unwrap()).unwrap();
+        assert_eq!((lease.owner.as_deref(), lease.lease, lease.handoff), (Some("b"), 2, None));
+        let (ok, item) = run(item, &give_lease("st", "s1", 2, "b", ""));
+        assert!(ok);
+        assert_eq!(ShardLease::from_item(item.as_ref().unwrap()).unwrap().owner, None, "released");
+    }
+
+    #[test]
+    fn checkpoints_move_by_compare_and_set() {
+        let (_, item) = run(None, &create_lease("st", "s1", &[]));
+        let (ok, item) = run(item, &advance_checkpoint("st", "s1", None, Position::at(10), false));
+        assert!(ok);
+        let (ok, item) = run(item, &advance_checkpoint("st", "s1", None, Position::at(20), false));
+        assert!(!ok, "a stale completion cannot move it again");
+        let (ok, item) = run(item, &advance_checkpoint("st", "s1", Some(Position::at(10)), Position::at(20), true));
+        assert!(ok);
+        let lease = ShardLease::from_item(item.as_ref().unwrap()).unwrap();
+        assert_eq!((lease.checkpoint, lease.finished), (Some(Position::at(20)), true));
+    }
+
+    #[test]
+    fn a_lane_runs_open_valid_done_and_fences_other_owners() {
+        let (ok, item) = run(None, &take_lane(0, None, "a", "st"));
+        assert!(ok);
+        let (ok, item) = run(item, &take_lane(0, None, "b", "st"));
+        assert!(!ok, "an owned lane is not free");
+        let mut ranges = vec![range("s1", None, 5), range("s2", Some(3), 9)];
+        ranges[0].first = Some(Position::new(zigzag_model::SeqNo::from_u128(2), 1));
+        let (ok, item) = run(item, &open_intent(0, "a", 1, &ranges, "L"));
+        assert!(ok);
+        let (ok, item) = run(item, &open_intent(0, "a", 2, &ranges, "L"));
+        assert!(!ok, "one intent at a time");
+        let (ok, item) = run(item, &commit_intent(0, "a", 1));
+        assert!(!ok, "an open intent is validated before it commits");
+        let lane = Lane::from_item(item.as_ref().unwrap()).unwrap();
+        assert_eq!(lane.in_flight().unwrap().ranges, ranges, "ranges survive the JSON round trip");
+        let (ok, item) = run(item, &validate_intent(0, "a", 1, &ranges[1..]));
+        assert!(ok);
+        let lane = Lane::from_item(item.as_ref().unwrap()).unwrap();
+        let intent = lane.in_flight().unwrap();
+        assert_eq!((intent.k, intent.state, intent.ranges.len()), (1, IntentState::Valid, 1));
+        assert_eq!(intent.ranges[0], ranges[1]);
+        // The owner stops beating; a recoverer takes the lane from the beat it saw.
+        let (ok, item) = run(item, &take_lane(0, Some(("a", 1)), "r", "other"));
+        assert!(ok);
+        let (ok, item) = run(item, &commit_intent(0, "a", 1));
+        assert!(!ok, "the old owner is fenced");
+        let (ok, item) = run(item, &heartbeat(0, 2, "a"));
+        assert!(!ok, "and cannot heartbeat");
+        let (ok, item) = run(item, &commit_intent(0, "r", 1));
+        assert!(ok);
+        let lane = Lane::from_item(item.as_ref().unwrap()).unwrap();
+        assert_eq!((lane.flush, lane.stream.as_str(), lane.in_flight()), (1, "st", None));
+        let (ok, item) = run(item, &release_lane(0, "r"));
+        assert!(ok);
+        let (ok, item) = run(item, &take_lane(0, None, "c", "st"));
+        assert!(ok, "a released lane is free");
+        let (ok, item) = run(item, &open_intent(0, "c", 2, &ranges, "L"));
+        assert!(ok, "flush numbers continue on the lane");
+        let (ok, item) = run(item, &abort_intent(0, "c", 2));
+        assert!(ok);
+        let lane = Lane::from_item(item.as_ref().unwrap()).unwrap();
+        assert_eq!((lane.flush, lane.intent.as_ref().map(|i| i.k)), (1, Some(1)));
+        let (ok, _) = run(item, &open_intent(0, "c", 2, &ranges, "L"));
+        assert!(ok, "an aborted number is used again");
+    }
+}

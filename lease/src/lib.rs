@@ -1,0 +1,52 @@
+//! The lease protocol: how many `ingest` workers share a stream and one
+//! aggregate table, exactly once, through crashes, pauses, handoffs and
+//! resharding. One owner for all of it:
+//!
+//! - [`items`]: the lease table's items (shard leases, lanes) and every
+//!   conditional write on them;
+//! - [`observer`]: expiry on this worker's monotonic clock;
+//! - [`balance`]: one lease pass decided from a snapshot (take, steal,
+//!   recover, free, complete, which shards may be read);
+//! - [`coordinator`]: the worker's side over a `SortedTable`: join,
+//!   heartbeat, passes, flush intents, handoff, release, recovery;
+//! - [`legacy`]: checkpoints of the single-writer format, migrated.
+//!
+//! ARCHITECTURE.md ("The lease protocol") states the invariants.
+
+pub mod balance;
+pub mod coordinator;
+pub mod items;
+pub mod legacy;
+pub mod observer;
+
+pub use balance::{Plan, Ready, View};
+pub use coordinator::{Began, Coordinator, LeaseOptions, LeaseStats, Recovery};
+pub use items::{mark_attr, CorruptItem, Intent, IntentState, Lane, ShardLease, ShardRange};
+pub use zigzag_model::source::ShardInfo;
+
+use thiserror::Error;
+use zigzag_core::table::TableError;
+
+#[derive(Debug, Error)]
+pub enum LeaseError {
+    #[error("lease table: {0}")]
+    Table(#[from] TableError),
+    #[error(transparent)]
+    Corrupt(#[from] CorruptItem),
+    /// Another worker took this worker's lane: it was paused or cut off
+    /// past the failover time. Everything in memory must be dropped.
+    #[error("lane {lane} was taken by another worker (this worker was presumed dead)")]
+    LaneLost { lane: u32 },
+    #[error("this worker has no lane (join first)")]
+    NotJoined,
+    #[error("lease table contended: {0}")]
+    Contended(String),
+    #[error("{0}")]
+    Legacy(String),
+}
+
+impl zigzag_core::retry::Retryable for LeaseError {
+    fn is_retryable(&self) -> bool {
+        matches!(self, LeaseError::Table(e) if e.is_retryable())
+    }
+}

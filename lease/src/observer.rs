@@ -1,0 +1,69 @@
+//! Expiry as this worker observes it: a lane is expired when its (owner,
+//! beat) has not changed for the failover time on *this process's*
+//! monotonic clock. Wall clocks of other hosts are never compared; a worker
+//! that just started must watch a lane for the whole failover time before
+//! it may call it expired.
+
+use crate::items::Lane;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub struct Observer {
+    failover: Duration,
+    seen: HashMap<u32, (Option<String>, u64, Instant)>,
+}
+
+impl Observer {
+    pub fn new(failover: Duration) -> Self {
+        Observer { failover, seen: HashMap::new() }
+    }
+
+    /// Records what a pass read and returns the expired lanes. `mine` is
+    /// this worker's own lane (never expired here); other lanes owned by
+    /// `me` belong to a previous process with the same worker id, which a
+    /// restart takes over at once.
+    pub fn observe(&mut self, lanes: &[Lane], now: Instant, me: &str, mine: Option<u32>) -> HashSet<u32> {
+        let mut expired = HashSet::new();
+        for lane in lanes {
+            let key = (lane.owner.clone(), lane.beat);
+            let since = match self.seen.get(&lane.lane) {
+                Some((owner, beat, since)) if (owner, *beat) == (&key.0, key.1) => *since,
+                _ => now,
+            };
+            self.seen.insert(lane.lane, (key.0, key.1, since));
+            let Some(owner) = &lane.owner else { continue };
+            let stale = now.saturating_duration_since(since) >= self.failover;
+            let predecessor = owner == me && Some(lane.lane) != mine;
+            if Some(lane.lane) != mine && (stale || predecessor) {
+                expired.insert(lane.lane);
+            }
+        }
+        expired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lane(n: u32, owner: &str, beat: u64) -> Lane {
+        Lane { lane: n, owner: Some(owner.into()), stream: "st".into(), beat, flush: 0, intent: None }
+    }
+
+    #[test]
+    fn a_lane_expires_after_failover_without_a_beat_on_the_observers_clock() {
+        let mut o = Observer::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert!(o.observe(&[lane(1, "a", 5)], t0, "me", None).is_empty(), "first sight starts the clock");
+        assert!(o.observe(&[lane(1, "a", 5)], t0 + s(9), "me", None).is_empty());
+        assert!(o.observe(&[lane(1, "a", 6)], t0 + s(11), "me", None).is_empty(), "a beat restarts it");
+        assert!(o.observe(&[lane(1, "a", 6)], t0 + s(20), "me", None).is_empty());
+        assert_eq!(o.observe(&[lane(1, "a", 6)], t0 + s(21), "me", None), HashSet::from([1]));
+        assert!(o.observe(&[lane(1, "b", 6)], t0 + s(22), "me", None).is_empty(), "a new owner restarts it");
+        let mine = [lane(2, "me", 1), lane(3, "me", 9)];
+        assert_eq!(o.observe(&mine, t0 + s(23), "me", Some(2)), HashSet::from([3]), "a predecessor's lane at once");
+        assert!(o.observe(&[lane(2, "me", 1)], t0 + s(99), "me", Some(2)).is_empty(), "never our own");
+    }
+}
