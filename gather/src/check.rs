@@ -1,8 +1,9 @@
 //! `gather check`: the store against a generator's ground truth
 //! ([`Truth`], written by `loadgen`), exactly: totals, per UTC day, per
-//! country and per campaign. Reads the minute rollup when configured (else
-//! the finest) over the whole UTC days from the first event to the last,
-//! once, and sums it four ways.
+//! country and per campaign, in every configured rollup (a flush writes
+//! each rollup separately, so each can be wrong on its own). Each rollup is
+//! read once over the whole UTC days from the first event to the last and
+//! summed four ways.
 
 use crate::error::{GatherError, Result};
 use crate::execute::{execute, Actual, ExecOptions};
@@ -30,6 +31,7 @@ pub enum Status {
 /// One compared group.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckRow {
+    pub rollup: Rollup,
     /// `total`, `day`, `country` or `campaign`.
     pub check: &'static str,
     pub key: String,
@@ -41,7 +43,9 @@ pub struct CheckRow {
 #[derive(Debug, Clone)]
 pub struct CheckReport {
     pub rows: Vec<CheckRow>,
-    pub plan: Plan,
+    /// The plan of each rollup read, finest first.
+    pub plans: Vec<Plan>,
+    /// What reading every rollup cost, summed.
     pub actual: Actual,
 }
 
@@ -52,6 +56,7 @@ impl CheckReport {
 }
 
 fn compare(
+    rollup: Rollup,
     check: &'static str,
     store: BTreeMap<String, Measures>,
     truth: &BTreeMap<String, TruthMeasures>,
@@ -62,7 +67,7 @@ fn compare(
             let s = store.get(k).copied().unwrap_or_default();
             let t = truth.get(k).map(|t| Measures::from(*t)).unwrap_or_default();
             let status = if s == t { Status::Match } else { Status::Mismatch };
-            CheckRow { check, key: k.clone(), store: s, truth: t, status }
+            CheckRow { rollup, check, key: k.clone(), store: s, truth: t, status }
         })
         .collect()
 }
@@ -84,11 +89,34 @@ pub async fn check<T: SortedTable + ?Sized>(
     };
     let start = first.div_euclid(DAY_MS) * DAY_MS;
     let end = last.div_euclid(DAY_MS) * DAY_MS + DAY_MS;
-    let rollup = if km.rollups().any(|r| r == Rollup::Minute) {
-        Rollup::Minute
-    } else {
-        km.rollups().min_by_key(|r| r.unit_ms()).ok_or_else(|| GatherError::Config("no rollups".into()))?
-    };
+    let mut rollups: Vec<Rollup> = km.rollups().collect();
+    rollups.sort_by_key(|r| r.unit_ms());
+    if rollups.is_empty() {
+        return Err(GatherError::Config("no rollups".into()));
+    }
+    let mut report = CheckReport { rows: Vec::new(), plans: Vec::new(), actual: Actual::default() };
+    for rollup in rollups {
+        let (rows, plan, actual) = check_rollup(table, km, truth, rollup, (start, end), now, opts).await?;
+        report.rows.extend(rows);
+        report.plans.push(plan);
+        report.actual.queries += actual.queries;
+        report.actual.stats.add(&actual.stats);
+        report.actual.kept += actual.kept;
+        report.actual.retries += actual.retries;
+        report.actual.wall += actual.wall;
+    }
+    Ok(report)
+}
+
+async fn check_rollup<T: SortedTable + ?Sized>(
+    table: &T,
+    km: &KeyModel,
+    truth: &Truth,
+    rollup: Rollup,
+    (start, end): (i64, i64),
+    now: i64,
+    opts: &ExecOptions,
+) -> Result<(Vec<CheckRow>, Plan, Actual)> {
     let req = PlanRequest {
         window: WindowSpec::Absolute { from: start.to_string(), to: end.to_string() },
         rollup: Some(rollup),
@@ -113,11 +141,11 @@ pub async fn check<T: SortedTable + ?Sized>(
     })
     .await?;
 
-    let mut rows = compare("total", BTreeMap::from([("all".to_string(), total.total())]), &{
+    let mut rows = compare(rollup, "total", BTreeMap::from([("all".to_string(), total.total())]), &{
         BTreeMap::from([("all".to_string(), truth.totals)])
     });
     let days = by_day.groups.iter().map(|(k, m)| (day_label(k.bucket.unwrap_or_default()), *m)).collect();
-    rows.extend(compare("day", days, &truth.by_day));
+    rows.extend(compare(rollup, "day", days, &truth.by_day));
     for (check, agg, expected, field) in [
         ("country", &by_country, &truth.by_country, Field::Country),
         ("campaign", &by_campaign, &truth.by_campaign, Field::Campaign),
@@ -125,9 +153,10 @@ pub async fn check<T: SortedTable + ?Sized>(
         match agg {
             Some(a) => {
                 let store = a.by_values().into_iter().map(|(k, m)| (k.join(","), m)).collect();
-                rows.extend(compare(check, store, expected));
+                rows.extend(compare(rollup, check, store, expected));
             }
             None => rows.push(CheckRow {
+                rollup,
                 check,
                 key: "-".into(),
                 store: Measures::default(),
@@ -136,7 +165,7 @@ pub async fn check<T: SortedTable + ?Sized>(
             }),
         }
     }
-    Ok(CheckReport { rows, plan, actual })
+    Ok((rows, plan, actual))
 }
 
 fn both<V: PartialEq + ToString>(s: V, t: V) -> String {
@@ -155,7 +184,7 @@ fn micros(v: Option<i64>) -> String {
 pub fn render(report: &CheckReport) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["check", "key", "clicks", "impressions", "cost", "cost_min", "cost_max", "status"]);
+    t.set_header(["rollup", "check", "key", "clicks", "impressions", "cost", "cost_min", "cost_max", "status"]);
     for r in &report.rows {
         let status = match &r.status {
             Status::Match => "MATCH".to_string(),
@@ -164,6 +193,7 @@ pub fn render(report: &CheckReport) -> String {
         };
         let (s, u) = (&r.store, &r.truth);
         t.add_row([
+            r.rollup.to_string(),
             r.check.to_string(),
             r.key.clone(),
             both(s.clicks, u.clicks),

@@ -282,7 +282,10 @@ async fn check_cmd(store: &Store<'_>, config: &Config, truth: &Path, concurrency
     let report = check::check(table.as_ref(), &km, &truth, now, &opts).await?;
     print!("{}", check::render(&report));
     if show {
-        print!("\n{}", explain::explain(&report.plan, &opts, Some(&report.actual)));
+        for plan in &report.plans {
+            print!("\n{}", explain::explain(plan, &opts, None));
+        }
+        println!("\nall rollups: {} queries, {} requests, {:.1} RCU", report.actual.queries, report.actual.stats.requests, report.actual.stats.rcu);
     }
     Ok(report.mismatches() == 0)
 }

@@ -113,38 +113,42 @@ impl Flusher {
             })
             .collect();
         located.sort_unstable_by_key(|(loc, _, _)| *loc);
-        let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
         // Partitions at once: one for stores that serialize writes
         // (SQLite); many for DynamoDB, whose store bounds the requests in
         // flight itself, so small partitions do not serialize the flush
         // and concurrent writes land on different partition keys.
         let partitions_in_flight = self.aggregates.write_parallelism().clamp(1, 64);
-        let names = &merged.names;
         let mark = zigzag_lease::mark_attr(writer.lane);
-        let mark = mark.as_str();
-        stream::iter(located.chunk_by(|a, b| a.0 == b.0))
-            .map(|partition| async move {
-                let mut writes = Vec::with_capacity(partition.len());
-                for ((prefix, _, _), key, p) in partition {
-                    let values =
-                        names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
-                    writes.push(self.prepare(*key, *prefix, p.measures(), values)?);
-                }
-                // Key order within the partition: a chunk touches
-                // neighbouring B-tree pages (SQLite writes each dirty page
-                // once per transaction).
-                writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
-                stream::iter(writes.chunks(CHUNK))
-                    .map(|chunk| self.write_chunk(chunk, mark, writer.k))
-                    .buffer_unordered(in_flight)
-                    .try_collect::<()>()
-                    .await
-            })
-            .buffer_unordered(partitions_in_flight)
-            .try_collect::<()>()
-            .await?;
+        // Futures collected first, not built in a stream closure: keeps the
+        // flush future `Send` for any caller (rust-lang/rust#102211).
+        let partitions: Vec<_> = located
+            .chunk_by(|a, b| a.0 == b.0)
+            .map(|partition| self.write_partition(partition, &merged.names, &mark, writer.k))
+            .collect();
+        stream::iter(partitions).buffer_unordered(partitions_in_flight).try_collect::<()>().await?;
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// One partition's items, in key order (a chunk then touches
+    /// neighbouring B-tree pages: SQLite writes each dirty page once per
+    /// transaction), CHUNK per store call.
+    async fn write_partition(
+        &self,
+        partition: &[((u32, zigzag_model::Rollup, i64), AggKey, Partial)],
+        names: &DashMap<Identity, KeyValues, FxBuildHasher>,
+        mark: &str,
+        k: u64,
+    ) -> Result<(), FlushError> {
+        let mut writes = Vec::with_capacity(partition.len());
+        for ((prefix, _, _), key, p) in partition {
+            let values = names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
+            writes.push(self.prepare(*key, *prefix, p.measures(), values)?);
+        }
+        writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
+        let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
+        let chunks: Vec<_> = writes.chunks(CHUNK).map(|chunk| self.write_chunk(chunk, mark, k)).collect();
+        stream::iter(chunks).buffer_unordered(in_flight).try_collect::<()>().await
     }
 
     fn prepare(&self, key: AggKey, prefix: u32, m: Measures, values: KeyValues) -> Result<Prepared, FlushError> {

@@ -5,13 +5,17 @@
 //!   Kinesis in `zigzag-kinesis`), replayable from a position.
 //! - [`decode`]: bytes → validated event, or a typed reason.
 //! - [`aggregate`]: events → partial measures per (shard, rollup, bucket, key).
-//! - [`flush`]: partials → conditional item updates under the shard's flush
-//!   mark, between the checkpoint's begin and commit (exactly-once).
-//! - [`pipeline`]: the long-lived loop tying them together, with backpressure,
-//!   recovery of unfinished flushes, and a final flush on stop.
+//! - [`flush`]: partials merged across shards → conditional item updates
+//!   under the worker's lane mark (exactly-once; the lease protocol around
+//!   it is `zigzag-lease`).
+//! - [`pipeline`]: the long-lived worker: an event loop over leases gained
+//!   and lost, flush ticks, shard ends and outages, with backpressure, the
+//!   recovery of dead workers' flushes, and a final flush and release on stop.
 //! - [`deadletter`]: the sink for bad records.
+//! - [`cli`]: the worker options the binaries share.
 
 pub mod aggregate;
+pub mod cli;
 pub mod deadletter;
 pub mod decode;
 pub mod flush;

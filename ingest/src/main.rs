@@ -7,11 +7,11 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use zigzag_core::table::SortedTable;
 use zigzag_dynamodb::cli::{CreateArgs, DynamoArgs};
 use zigzag_ingest::source::{JsonlSource, Source};
+use zigzag_ingest::cli::WorkerArgs;
 use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::{KinesisSource, StartingPosition};
 use zigzag_model::Config;
@@ -32,23 +32,6 @@ struct Cli {
     /// RFC 3339 time (AT_TIMESTAMP)
     #[arg(long, default_value = "trim-horizon", value_parser = parse_start)]
     start: StartingPosition,
-    /// Stop once every shard this worker reads has been caught up (nothing
-    /// new, MillisBehindLatest 0) for SECS seconds and no lease waits to be
-    /// taken (by default a stream is read until SIGINT/SIGTERM)
-    #[arg(long, value_name = "SECS")]
-    idle_exit: Option<f64>,
-    /// This worker's id in the lease table [default: host name + random];
-    /// a restart with the same id takes over its predecessor's leases at once
-    #[arg(long, value_name = "ID")]
-    worker_id: Option<String>,
-    /// Seconds without a heartbeat before a worker is presumed dead and its
-    /// leases are taken (heartbeats and lease passes run every third of it)
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    failover: f64,
-    /// Seconds between listings of the stream's shards (new shards after a
-    /// split or merge; a shard that ends triggers one at once)
-    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
-    relist: f64,
     /// Keep reading appended lines instead of stopping at the end of the files.
     #[arg(long)]
     follow: bool,
@@ -71,6 +54,8 @@ struct Cli {
     /// write requests, retries, lag) at http://ADDR/metrics, e.g. 127.0.0.1:9898.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    worker: WorkerArgs,
     #[command(flatten)]
     dynamo: DynamoArgs,
     #[command(flatten)]
@@ -128,19 +113,12 @@ async fn main() -> Result<()> {
             Arc::new(SqliteTable::open_table(&cli.db, "checkpoints")?),
         ),
     };
-    let worker = cli.worker_id.clone().unwrap_or_else(zigzag_ingest::pipeline::worker_id);
-    let secs = |s: f64, what: &str| {
-        anyhow::ensure!(s.is_finite() && s > 0.0, "--{what} must be a positive number of seconds");
-        Ok(Duration::from_secs_f64(s))
-    };
     let opts = PipelineOptions {
-        failover: secs(cli.failover, "failover")?,
-        relist: secs(cli.relist, "relist")?,
-        idle_exit: cli.idle_exit.map(|s| secs(s, "idle-exit")).transpose()?,
         batch_size: cli.batch.max(1),
-        ..PipelineOptions::new(config, stream, worker.clone(), cli.dead_letters.clone())
+        ..PipelineOptions::new(config, stream, "", cli.dead_letters.clone())
     };
-    tracing::info!(worker = %worker, "starting");
+    let opts = cli.worker.apply(opts).map_err(anyhow::Error::msg)?;
+    tracing::info!(worker = %opts.worker, "starting");
     let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts)?);
     tokio::spawn(stop_on_signal(stop.clone()));
     let started = std::time::Instant::now();

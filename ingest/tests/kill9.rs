@@ -42,13 +42,13 @@ fn write_shards(gen: &Generator, dir: &Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-/// Shards whose checkpoint records a begun, uncommitted flush.
+/// Lanes with a flush begun and not committed.
 fn pending_flushes(db: &Path) -> usize {
     use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
     let t = SqliteTable::open_table(db, "checkpoints").unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let page = rt.block_on(t.query(&QueryRequest::new("default", SortKeyCondition::Any))).unwrap();
-    page.items.iter().filter(|i| zigzag_model::Checkpoint::from_item(i).unwrap().pending.is_some()).count()
+    let page = rt.block_on(t.query(&QueryRequest::new(zigzag_lease::items::LANES_PK, SortKeyCondition::Any))).unwrap();
+    page.items.iter().filter(|i| zigzag_lease::Lane::from_item(i).unwrap().in_flight().is_some()).count()
 }
 
 #[test]
@@ -75,7 +75,9 @@ fn totals_are_exact_after_repeated_kill_9() {
     let spawn = |db: &Path, inputs: &[std::path::PathBuf]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ingest"));
         cmd.arg("--db").arg(db).arg("--config").arg(&config_path).arg("--dead-letters").arg(&dead);
-        cmd.arg("--batch").arg("200").arg("--input").args(inputs);
+        // The same worker id every time: a restart takes over its killed
+        // predecessor's lane at once instead of waiting out the failover.
+        cmd.arg("--batch").arg("200").arg("--worker-id").arg("kill9").arg("--input").args(inputs);
         cmd.env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::piped());
         cmd.spawn().expect("spawn ingest")
     };

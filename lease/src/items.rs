@@ -167,7 +167,8 @@ pub fn give_lease(stream: &str, shard: &str, held: u64, me: &str, to: &str) -> U
 }
 
 /// Moves a shard's checkpoint from `from` to `to` (compare-and-set, by
-/// whoever completes a committed intent: owner or not).
+/// whoever completes a committed intent: owner or not). A finished shard
+/// is never read again: it is left without an owner.
 pub fn advance_checkpoint(
     stream: &str,
     shard: &str,
@@ -178,6 +179,9 @@ pub fn advance_checkpoint(
     let mut req = UpdateRequest::new(shards_pk(stream), shard.as_bytes())
         .set(CHECKPOINT, to.to_string().as_str())
         .set(FINISHED, AttrValue::Bool(finished));
+    if finished {
+        req = req.set(OWNER, "").set(HANDOFF, "");
+    }
     req = match from {
         Some(f) => req.guard(CHECKPOINT, CmpOp::Eq, f.to_string().as_str(), false),
         // "absent": no checkpoint can be below the empty string.
@@ -440,6 +444,7 @@ mod tests {
     #[test]
     fn checkpoints_move_by_compare_and_set() {
         let (_, item) = run(None, &create_lease("st", "s1", &[]));
+        let (_, item) = run(item, &take_lease("st", "s1", 0, "a"));
         let (ok, item) = run(item, &advance_checkpoint("st", "s1", None, Position::at(10), false));
         assert!(ok);
         let (ok, item) = run(item, &advance_checkpoint("st", "s1", None, Position::at(20), false));
@@ -447,7 +452,7 @@ mod tests {
         let (ok, item) = run(item, &advance_checkpoint("st", "s1", Some(Position::at(10)), Position::at(20), true));
         assert!(ok);
         let lease = ShardLease::from_item(item.as_ref().unwrap()).unwrap();
-        assert_eq!((lease.checkpoint, lease.finished), (Some(Position::at(20)), true));
+        assert_eq!((lease.checkpoint, lease.finished, lease.owner), (Some(Position::at(20)), true, None));
     }
 
     #[test]

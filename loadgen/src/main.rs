@@ -100,6 +100,8 @@ struct Cli {
     /// In-process sink: stream name of the checkpoints.
     #[arg(long, default_value = "loadgen")]
     stream: String,
+    #[command(flatten)]
+    worker: zigzag_ingest::cli::WorkerArgs,
 }
 
 /// `30s`, `5m`, `2h`, `1d`, `250ms` → milliseconds.
@@ -215,8 +217,10 @@ async fn run_in_process(cli: &Cli, gen: Generator) -> Result<()> {
     let produced = source.produced.clone();
     let aggregates = Arc::new(SqliteTable::open(&cli.db).with_context(|| format!("opening {}", cli.db.display()))?);
     let checkpoints = Arc::new(SqliteTable::open_table(&cli.db, "checkpoints")?);
-    let opts =
-        PipelineOptions::new(config, cli.stream.clone(), zigzag_ingest::pipeline::worker_id(), cli.dead_letters.clone());
+    let opts = cli
+        .worker
+        .apply(PipelineOptions::new(config, cli.stream.clone(), "", cli.dead_letters.clone()))
+        .map_err(anyhow::Error::msg)?;
     let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts)?);
     let stop = CancellationToken::new();
     let on_signal = stop.clone();

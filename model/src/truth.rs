@@ -59,3 +59,70 @@ pub struct Truth {
     pub by_country: BTreeMap<String, TruthMeasures>,
     pub by_campaign: BTreeMap<String, TruthMeasures>,
 }
+
+impl TruthMeasures {
+    /// Adds `other` (sums add; min and max take the extreme).
+    pub fn merge(&mut self, other: &TruthMeasures) {
+        let mut m = Measures::from(*self);
+        m.merge(&Measures::from(*other));
+        *self = m.into();
+    }
+}
+
+impl Truth {
+    /// The truth of two generators' records written to one table (e.g. two
+    /// streams ingested side by side).
+    pub fn merge(&mut self, other: &Truth) {
+        self.records += other.records;
+        self.valid += other.valid;
+        self.malformed += other.malformed;
+        self.late += other.late;
+        self.first_ms = [self.first_ms, other.first_ms].into_iter().flatten().min();
+        self.last_ms = [self.last_ms, other.last_ms].into_iter().flatten().max();
+        self.totals.merge(&other.totals);
+        for (mine, theirs) in [
+            (&mut self.by_day, &other.by_day),
+            (&mut self.by_country, &other.by_country),
+            (&mut self.by_campaign, &other.by_campaign),
+        ] {
+            for (k, v) in theirs {
+                mine.entry(k.clone()).or_default().merge(v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_truths_add_counts_and_keep_extremes() {
+        let m = |clicks, min, max| TruthMeasures {
+            clicks,
+            impressions: 1,
+            cost_sum_micros: 10,
+            cost_min_micros: min,
+            cost_max_micros: max,
+        };
+        let mut a = Truth { records: 2, first_ms: Some(5), last_ms: Some(9), totals: m(1, Some(3), Some(4)), ..Default::default() };
+        a.by_country.insert("DE".into(), m(1, Some(3), Some(4)));
+        let mut b = Truth { records: 3, first_ms: Some(1), last_ms: Some(7), totals: m(2, None, None), ..Default::default() };
+        b.by_country.insert("DE".into(), m(2, Some(1), Some(2)));
+        b.by_country.insert("FR".into(), m(5, None, None));
+        a.merge(&b);
+        assert_eq!((a.records, a.first_ms, a.last_ms), (5, Some(1), Some(9)));
+        assert_eq!(a.totals, m(3, Some(3), Some(4)).with_sum(20).with_impressions(2));
+        assert_eq!(a.by_country["DE"], m(3, Some(1), Some(4)).with_sum(20).with_impressions(2));
+        assert_eq!(a.by_country["FR"], m(5, None, None));
+    }
+
+    impl TruthMeasures {
+        fn with_sum(self, cost_sum_micros: i128) -> Self {
+            TruthMeasures { cost_sum_micros, ..self }
+        }
+        fn with_impressions(self, impressions: u64) -> Self {
+            TruthMeasures { impressions, ..self }
+        }
+    }
+}

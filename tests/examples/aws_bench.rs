@@ -18,7 +18,7 @@
 //!   DynamoDB Local.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
 use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
@@ -28,7 +28,6 @@ use zigzag_gather::filter::FilterSet;
 use zigzag_gather::merge::{bucket_of, Aggregation};
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::window::WindowSpec;
-use zigzag_ingest::decode::DecodeLimits;
 use zigzag_ingest::source::Source;
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_kinesis::stream::ensure_stream;
@@ -60,15 +59,13 @@ async fn run_pipeline(
 ) -> RunSummary {
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = PipelineOptions {
-        config: config.clone(),
-        stream: "bench".into(),
-        owner: unique("bench"),
-        limits: DecodeLimits::default(),
         batch_size: 10_000,
-        dead_letters: dir.path().join("dead.jsonl"),
+        ..PipelineOptions::new(config.clone(), "bench", unique("bench"), dir.path().join("dead.jsonl"))
     };
     let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts).expect("pipeline"));
-    pipeline.run(stop).await.expect("pipeline run")
+    let produced = CancellationToken::new();
+    produced.cancel(); // the stream is written before ingest starts
+    pipeline.run_until_drained(stop, produced).await.expect("pipeline run")
 }
 
 fn generator(records: u64) -> Generator {
@@ -210,19 +207,9 @@ async fn ingest_bench(records: u64) {
     ];
     for (label, aggregates, checkpoints) in targets {
         let source = Arc::new(KinesisSource::new(kinesis.clone(), &name, StartingPosition::TrimHorizon));
-        let stop = CancellationToken::new();
-        let watcher = {
-            let (source, stop) = (source.clone(), stop.clone());
-            tokio::spawn(async move {
-                source.drained(Duration::from_secs(2)).await;
-                stop.cancel();
-            })
-        };
         let t = Instant::now();
-        let s = run_pipeline(source, aggregates, checkpoints, &config, stop).await;
-        // The last 2 s were spent confirming the stream was drained.
-        let secs = (t.elapsed().as_secs_f64() - 2.0).max(1e-3);
-        watcher.abort();
+        let s = run_pipeline(source, aggregates, checkpoints, &config, CancellationToken::new()).await;
+        let secs = t.elapsed().as_secs_f64().max(1e-3);
         assert_eq!(s.records, records);
         println!(
             "ingest kinesalite → {label}: {} records in {secs:.1}s = {:.0} records/s ({} flushes, {} write requests)",

@@ -2,8 +2,11 @@
 //!
 //! - [`fault_proxy`]: a proxy in front of the AWS emulators that injects real-shaped throttling
 //!   and failure responses, since the emulators themselves never throttle.
+//! - [`order`]: a source wrapper that records every child shard opened
+//!   before its parents were finished.
 
 pub mod fault_proxy;
+pub mod order;
 
 /// A name no other test run uses (streams and tables outlive a test in a
 /// shared emulator): `name-<pid>-<nanos>`.

@@ -17,7 +17,6 @@ use zigzag_core::table::SortedTable;
 use zigzag_dynamodb::{ensure_table, Billing, DynamoTable};
 use zigzag_gather::check::{self, Status};
 use zigzag_gather::execute::ExecOptions;
-use zigzag_ingest::decode::DecodeLimits;
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_kinesis::stream::{ensure_stream, list_shards};
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
@@ -60,8 +59,8 @@ async fn dynamodb_tables(name: &str) -> Tables {
     Tables { aggregates: DynamoTable::new(client.clone(), name), checkpoints: DynamoTable::new(client, checkpoints) }
 }
 
-/// Runs ingest on `source` until `stop` fires, or (with `until_idle`) until
-/// `producing` is done and no shard has had records for a second.
+/// Runs ingest on `source` until `stop` fires, or (with `producing`) until
+/// the producer is done and every shard was then read to its tip.
 async fn ingest(
     source: Arc<KinesisSource>,
     tables: &Tables,
@@ -70,26 +69,11 @@ async fn ingest(
     stop: CancellationToken,
     producing: Option<CancellationToken>,
 ) -> RunSummary {
-    let opts = PipelineOptions {
-        config: config(),
-        stream: stream.to_string(),
-        owner: unique("ingest"),
-        limits: DecodeLimits::default(),
-        batch_size: 1000,
-        dead_letters: dead_letters.to_path_buf(),
-    };
+    let opts = PipelineOptions::new(config(), stream, unique("ingest"), dead_letters.to_path_buf());
     let aggregates: Arc<dyn SortedTable> = Arc::new(tables.aggregates.clone());
     let checkpoints: Arc<dyn SortedTable> = Arc::new(tables.checkpoints.clone());
-    let pipeline = Arc::new(Pipeline::new(source.clone(), aggregates, checkpoints, opts).expect("pipeline"));
-    if let Some(done) = producing {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            done.cancelled().await;
-            source.drained(Duration::from_secs(1)).await;
-            stop.cancel();
-        });
-    }
-    pipeline.run(stop).await.expect("ingest run")
+    let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts).expect("pipeline"));
+    pipeline.run_until_drained(stop, producing.unwrap_or_default()).await.expect("ingest run")
 }
 
 async fn assert_matches_truth(table: &DynamoTable, truth: &Truth) {

@@ -3,25 +3,26 @@
 //!
 //! - a shard split mid-stream: the parent is read to its end (GetRecords
 //!   stops returning a NextShardIterator: SHARD_END) and its children from
-//!   their start; every record once, totals exact;
+//!   their start, each opened only once the parent's lease records SHARD_END
+//!   (checked as it happens); every record once, totals exact;
 //! - ExpiredIteratorException on a share of GetRecords calls (through the
 //!   fault proxy): the reader renews its iterator after the last record it
 //!   delivered; nothing is lost or read twice.
 
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
 use zigzag_core::table::{MemoryTable, SortedTable};
 use zigzag_gather::check;
 use zigzag_gather::execute::ExecOptions;
-use zigzag_ingest::decode::DecodeLimits;
+use zigzag_ingest::source::Source;
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_kinesis::stream::{ensure_stream, list_shards};
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, Truth};
 use zigzag_tests::fault_proxy::{kinesis, Fault, FaultProxy, Rule};
+use zigzag_tests::order::ParentOrder;
 
 use zigzag_tests::unique_name as unique;
 
@@ -53,27 +54,17 @@ fn records(gen: &Generator) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-async fn ingest_until_idle(source: Arc<KinesisSource>, table: Arc<MemoryTable>) -> RunSummary {
+async fn ingest_until_idle(source: Arc<dyn Source>, table: Arc<MemoryTable>, checkpoints: Arc<dyn SortedTable>) -> RunSummary {
     let dir = tempfile::tempdir().unwrap();
     let opts = PipelineOptions {
-        config: Config::default(),
-        stream: "s".into(),
-        owner: "kinesis-test".into(),
-        limits: DecodeLimits::default(),
         batch_size: 500,
-        dead_letters: dir.path().join("dead.jsonl"),
+        ..PipelineOptions::new(Config::default(), "s", "kinesis-test", dir.path().join("dead.jsonl"))
     };
-    let checkpoints: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
-    let pipeline = Arc::new(Pipeline::new(source.clone(), table, checkpoints, opts).expect("pipeline"));
-    let stop = CancellationToken::new();
-    {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            source.drained(Duration::from_secs(2)).await;
-            stop.cancel();
-        });
-    }
-    pipeline.run(stop).await.expect("ingest")
+    let pipeline = Arc::new(Pipeline::new(source, table, checkpoints, opts).expect("pipeline"));
+    // Everything was written before ingest starts.
+    let produced = CancellationToken::new();
+    produced.cancel();
+    pipeline.run_until_drained(CancellationToken::new(), produced).await.expect("ingest")
 }
 
 async fn assert_exact(table: &MemoryTable, summary: &RunSummary, truth: &Truth) {
@@ -121,9 +112,17 @@ async fn a_split_shard_is_read_to_its_end_then_its_children() {
     );
 
     let table = Arc::new(MemoryTable::new());
-    let source = Arc::new(KinesisSource::new(client, &name, StartingPosition::TrimHorizon));
-    let summary = ingest_until_idle(source, table.clone()).await;
+    let leases: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
+    let kinesis = Arc::new(KinesisSource::new(client, &name, StartingPosition::TrimHorizon));
+    let source = ParentOrder::new(kinesis, leases.clone(), "s");
+    let summary = ingest_until_idle(source.clone(), table.clone(), leases).await;
     assert_eq!(summary.shards, 3);
+    let parent = shards[0].shard_id().to_string();
+    let opened = source.opened.lock().unwrap().clone();
+    assert_eq!(opened.len(), 3);
+    assert_eq!(opened[0], parent, "the parent is read first: {opened:?}");
+    let violations = source.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "children read before their parent's SHARD_END checkpoint: {violations:?}");
     assert_exact(&table, &summary, &truth).await;
 }
 
@@ -154,7 +153,7 @@ async fn expired_iterators_are_renewed_after_the_last_record() {
     let table = Arc::new(MemoryTable::new());
     // Small reads: many GetRecords calls, so many expire mid-shard.
     let source = Arc::new(KinesisSource::new(client, &name, StartingPosition::TrimHorizon));
-    let summary = ingest_until_idle(source.clone(), table.clone()).await;
+    let summary = ingest_until_idle(source.clone(), table.clone(), Arc::new(MemoryTable::new())).await;
     let injected = proxy.stats().target(kinesis::GET_RECORDS).injected_total();
     assert!(injected >= 3, "iterators expired {injected} times");
     assert_eq!(source.retries(), 0, "an expired iterator is renewed, not retried");

@@ -20,7 +20,7 @@ use zigzag_core::table::{MemoryTable, SortedTable};
 use zigzag_gather::check::{self, Status};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_ingest::decode::{decode, DecodeLimits};
-use zigzag_ingest::source::{RecordBatch, ShardReader, Source, SourceError};
+use zigzag_ingest::source::{RecordBatch, ShardInfo, ShardReader, Source, SourceError, StartAt};
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_loadgen::{GenConfig, Generated, Generator, SyntheticSource};
 use zigzag_model::measures::cost_to_micros;
@@ -44,12 +44,9 @@ async fn run_pipeline(
     dead_letters: &Path,
 ) -> RunSummary {
     let opts = PipelineOptions {
-        config: config.clone(),
-        stream: "clicks".into(),
-        owner: "malformed-test".into(),
         limits,
         batch_size: 100,
-        dead_letters: dead_letters.to_path_buf(),
+        ..PipelineOptions::new(config.clone(), "clicks", "malformed-test", dead_letters.to_path_buf())
     };
     let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts).expect("pipeline"));
     pipeline.run(CancellationToken::new()).await.expect("the pipeline never fails on bad records")
@@ -188,11 +185,16 @@ fn shard_name(i: usize) -> String {
 
 #[async_trait]
 impl Source for VecSource {
-    async fn shards(&self) -> Result<Vec<String>, SourceError> {
-        Ok((0..self.shards.len()).map(shard_name).collect())
+    async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError> {
+        Ok((0..self.shards.len()).map(|i| ShardInfo::root(shard_name(i))).collect())
     }
 
-    async fn open(&self, shard: &str, after: Option<Position>) -> Result<Box<dyn ShardReader>, SourceError> {
+    fn bounded(&self) -> bool {
+        true
+    }
+
+    async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
+        let after = start.position();
         let err = |message: &str| SourceError::Shard { shard: shard.to_string(), message: message.to_string() };
         let index: usize =
             shard.strip_prefix("vec-").and_then(|i| i.parse().ok()).ok_or_else(|| err("no such shard"))?;

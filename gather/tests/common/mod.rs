@@ -89,7 +89,7 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
         for ((ri, bucket, values), m) in partials {
             let r = rollups[ri as usize];
             let id = KeyModel::identity(&values);
-            let prefix = km.prefix(id, r, bucket, "s1", flush);
+            let prefix = km.prefix(id, r, bucket, 1, flush);
             let dims: Vec<(Field, &str)> = fields.iter().copied().zip(values.iter().copied()).collect();
             let w = ItemWrite {
                 pk: KeyModel::partition_key(prefix, r, r.bin().start_of(bucket)),

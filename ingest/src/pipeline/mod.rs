@@ -28,7 +28,7 @@ use job::FlushJob;
 use reader::{ReaderHandle, ShardTask};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -201,6 +201,8 @@ enum Event {
     Leases(Plan),
     /// This worker's lane was taken: it was presumed dead.
     LaneLost { lane: u32 },
+    /// Everything to read has been written: stop once drained.
+    ProducerDone,
     /// A reader met an error that retrying cannot fix.
     SourceFailed { shard: String, error: SourceError },
     Stop,
@@ -254,7 +256,7 @@ struct Run {
     job_failures: u32,
     retry_at: Option<Instant>,
     last_plan: Option<Plan>,
-    idle_since: Option<Instant>,
+    drain_after: Option<Instant>,
     shards_read: std::collections::HashSet<String>,
 }
 
@@ -303,6 +305,19 @@ impl Pipeline {
     /// Runs until `stop` is cancelled (or, on a bounded source, until every
     /// shard is finished), then flushes, hands its leases back and leaves.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<RunSummary, PipelineError> {
+        self.run_until_drained(stop, CancellationToken::new()).await
+    }
+
+    /// [`Self::run`], also ending once drained: after `producer_done` is
+    /// cancelled, every shard this worker reads was found at its tip (no
+    /// records, MillisBehindLatest 0) by a read that began after that, no
+    /// lease waits to be taken, and everything read is committed. A slow
+    /// machine makes this take longer, never stop early.
+    pub async fn run_until_drained(
+        self: Arc<Self>,
+        stop: CancellationToken,
+        producer_done: CancellationToken,
+    ) -> Result<RunSummary, PipelineError> {
         zigzag_lease::legacy::migrate(&self.lease_table, &self.opts.stream).await?;
         self.join(&stop).await?;
         let (events_tx, mut events) = mpsc::unbounded_channel();
@@ -332,10 +347,10 @@ impl Pipeline {
             job_failures: 0,
             retry_at: None,
             last_plan: None,
-            idle_since: None,
+            drain_after: None,
             shards_read: Default::default(),
         };
-        let result = self.main_loop(&mut run, &mut events, &stop).await;
+        let result = self.main_loop(&mut run, &mut events, &stop, &producer_done).await;
         let result = match result {
             Ok(()) => self.shutdown(&mut run).await,
             Err(e) => {
@@ -373,6 +388,7 @@ impl Pipeline {
         run: &mut Run,
         events: &mut mpsc::UnboundedReceiver<Event>,
         stop: &CancellationToken,
+        producer_done: &CancellationToken,
     ) -> Result<(), PipelineError> {
         let mut interval = tokio::time::interval(Duration::from_millis(self.opts.config.flush.interval_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -382,6 +398,7 @@ impl Pipeline {
                 _ = stop.cancelled() => Event::Stop,
                 _ = interval.tick() => Event::Tick,
                 _ = run.full.notified() => Event::GenerationFull,
+                _ = producer_done.cancelled(), if run.drain_after.is_none() => Event::ProducerDone,
                 Some(e) = events.recv() => e,
             };
             match event {
@@ -403,31 +420,55 @@ impl Pipeline {
                         return Ok(());
                     }
                 }
-                Event::LaneLost { lane } => self.rejoin(run, lane, stop).await?,
+                // A loss reported twice (heartbeat and flush) rejoins once.
+                Event::LaneLost { lane } if self.coord.lane().is_none_or(|l| l == lane) => {
+                    self.rejoin(run, lane, stop).await?
+                }
+                Event::LaneLost { .. } => {}
                 Event::SourceFailed { shard, error } => {
                     tracing::error!(shard = %shard, error = %error, "shard failed");
                     return Err(error.into());
                 }
+                Event::ProducerDone => run.drain_after = Some(Instant::now()),
                 Event::Stop => return Ok(()),
             }
             if self.idle_long_enough(run) {
                 tracing::info!("every held shard is caught up: stopping");
                 return Ok(());
             }
+            if self.drained(run) {
+                tracing::info!("drained: every held shard was read to its tip");
+                return Ok(());
+            }
         }
     }
 
-    fn idle_long_enough(&self, run: &mut Run) -> bool {
+    /// `--idle-exit`: every shard read here has been at its tip for the
+    /// idle time, everything read is flushed, and no lease waits.
+    fn idle_long_enough(&self, run: &Run) -> bool {
         let Some(idle) = self.opts.idle_exit else { return false };
+        self.settled(run)
+            && run.shards.values().filter_map(|s| s.reader.as_ref()).all(|r| {
+                let c = lock(&r.caught_up);
+                c.since.is_some_and(|t| t.elapsed() >= idle)
+            })
+    }
+
+    /// Drained (see [`Pipeline::run_until_drained`]): every shard read here
+    /// was found at its tip by a read that began after `after`.
+    fn drained(&self, run: &Run) -> bool {
+        let Some(after) = run.drain_after else { return false };
+        self.settled(run)
+            && run.shards.values().filter_map(|s| s.reader.as_ref()).all(|r| {
+                let c = lock(&r.caught_up);
+                c.last.is_some_and(|t| t >= after)
+            })
+    }
+
+    /// Nothing unflushed, and no lease waiting to be taken.
+    fn settled(&self, run: &Run) -> bool {
         let waiting = run.last_plan.as_ref().is_none_or(|p| !p.take.is_empty() || p.steal.is_some());
-        let reading = run.shards.values().filter_map(|s| s.reader.as_ref());
-        let caught_up = reading.clone().all(|r| r.caught_up.load(Ordering::Relaxed));
-        let unflushed = run.job.is_some() || !lock_progress_empty(&run.gate);
-        if waiting || !caught_up || unflushed {
-            run.idle_since = None;
-            return false;
-        }
-        run.idle_since.get_or_insert_with(Instant::now).elapsed() >= idle
+        !waiting && run.job.is_none() && lock_progress_empty(&run.gate)
     }
 
     /// Reconciles a lease plan with what this worker reads.
@@ -507,7 +548,7 @@ impl Pipeline {
             swapped: run.swapped_tx.subscribe(),
             full: run.full.clone(),
             cancel: CancellationToken::new(),
-            caught_up: Arc::new(AtomicBool::new(false)),
+            caught_up: Arc::default(),
             events: run.events_tx.clone(),
         };
         tracing::info!(shard = %ready.shard, lease = ready.lease, ?start, "reading");
@@ -750,5 +791,21 @@ fn lock_progress_empty(gate: &RwLock<Batch>) -> bool {
     match gate.try_read() {
         Ok(b) => lock(&b.progress).is_empty(),
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod send_checks {
+    use super::*;
+    fn is_send<T: Send>(_: &T) {}
+
+    #[allow(dead_code)]
+    fn futures_are_send(p: Arc<Pipeline>, merged: &crate::flush::Merged, job: &mut FlushJob) {
+        is_send(&p.flusher.write(merged, crate::flush::Writer { lane: 0, k: 1 }));
+        is_send(&job.drive(&p));
+        is_send(&zigzag_lease::legacy::migrate(&p.lease_table, "s"));
+        is_send(&p.coord.pass(None));
+        is_send(&p.recover(0));
+        is_send(&p.clone().run(CancellationToken::new()));
     }
 }

@@ -10,19 +10,27 @@
 
 use super::{lock, Batch, Event, Pipeline};
 use crate::source::{SourceError, StartAt};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Notify, RwLock};
 use tokio_util::sync::CancellationToken;
 use zigzag_core::retry::Retryable;
+
+/// How far a reader is: when its reads found the shard at its tip.
+#[derive(Debug, Default)]
+pub(super) struct CaughtUp {
+    /// Start of the first of the current run of reads that found nothing
+    /// new with the shard at its tip (None: the last read had records or lag).
+    pub since: Option<Instant>,
+    /// Start of the latest such read.
+    pub last: Option<Instant>,
+}
 
 /// What the main loop keeps of a running reader.
 pub(super) struct ReaderHandle {
     pub cancel: CancellationToken,
     pub task: tokio::task::JoinHandle<()>,
-    /// The last read found nothing new and the shard at its tip.
-    pub caught_up: Arc<AtomicBool>,
+    pub caught_up: Arc<Mutex<CaughtUp>>,
 }
 
 impl ReaderHandle {
@@ -43,7 +51,7 @@ pub(super) struct ShardTask {
     pub swapped: watch::Receiver<u64>,
     pub full: Arc<Notify>,
     pub cancel: CancellationToken,
-    pub caught_up: Arc<AtomicBool>,
+    pub caught_up: Arc<Mutex<CaughtUp>>,
     pub events: mpsc::UnboundedSender<Event>,
 }
 
@@ -95,6 +103,7 @@ impl ShardTask {
                 Err(e) => return Err(e),
             };
             loop {
+                let asked = Instant::now();
                 let batch = tokio::select! {
                     _ = self.cancel.cancelled() => return Ok(()),
                     b = reader.next_batch(p.opts.batch_size) => b,
@@ -116,8 +125,16 @@ impl ShardTask {
                 if let Some(ms) = batch.millis_behind {
                     metrics::gauge!("zigzag_ingest_millis_behind", "shard" => self.id.clone()).set(ms as f64);
                 }
-                let caught_up = batch.records.is_empty() && batch.millis_behind.is_none_or(|ms| ms == 0);
-                self.caught_up.store(caught_up || batch.end_of_shard, Ordering::Relaxed);
+                {
+                    let at_tip = batch.records.is_empty() && batch.millis_behind.is_none_or(|ms| ms == 0);
+                    let mut c = lock(&self.caught_up);
+                    if at_tip || batch.end_of_shard {
+                        c.since.get_or_insert(asked);
+                        c.last = Some(asked);
+                    } else {
+                        *c = CaughtUp::default();
+                    }
+                }
                 if batch.records.is_empty() && !batch.end_of_shard {
                     continue;
                 }

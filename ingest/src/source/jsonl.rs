@@ -117,7 +117,7 @@ mod tests {
         let path = dir.path().join("shard-a.jsonl");
         std::fs::write(&path, b"one\ntwo\r\n\xff\xfe\nlast-without-newline").unwrap();
         let src = JsonlSource::new(vec![path], false).unwrap();
-        assert_eq!(src.shards().await.unwrap(), vec!["shard-a"]);
+        assert_eq!(src.shards().await.unwrap(), vec![ShardInfo::root("shard-a")]);
         let mut r = src.open("shard-a", StartAt::Configured).await.unwrap();
         let b = r.next_batch(2).await.unwrap();
         let got: Vec<_> = b.iter().map(|(p, d)| (p.to_string(), d.to_vec())).collect();
