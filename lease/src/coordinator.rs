@@ -61,6 +61,10 @@ pub struct LeaseStats {
     pub lost: AtomicU64,
     pub lanes_recovered: AtomicU64,
     pub lanes_freed: AtomicU64,
+    /// Heartbeats that failed (counted by the caller that runs them).
+    pub heartbeat_failures: AtomicU64,
+    /// Lease passes (or their shard listing) that failed.
+    pub pass_failures: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -14,6 +14,7 @@
 
 use super::Event;
 use crate::source::Source;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Notify};
@@ -41,6 +42,7 @@ pub(super) async fn heartbeat(coord: Arc<Coordinator>, events: mpsc::UnboundedSe
             Err(e) => {
                 let since = *failing_since.get_or_insert_with(Instant::now);
                 metrics::counter!("zigzag_lease_heartbeat_failures_total").increment(1);
+                coord.stats.heartbeat_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, failing_for_s = since.elapsed().as_secs_f64(), "heartbeat failed");
             }
         }
@@ -68,6 +70,7 @@ pub(super) async fn passes(
                 }
                 Err(e) => {
                     metrics::counter!("zigzag_ingest_list_shards_failures_total").increment(1);
+                    coord.stats.pass_failures.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(error = %e, "listing shards failed; the pass uses the lease table alone");
                 }
             }
@@ -83,6 +86,7 @@ pub(super) async fn passes(
             Err(LeaseError::NotJoined) => {}
             Err(e) => {
                 metrics::counter!("zigzag_lease_pass_failures_total").increment(1);
+                coord.stats.pass_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, "lease pass failed; trying again next period");
             }
         }

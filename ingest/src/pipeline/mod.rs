@@ -147,6 +147,13 @@ pub struct RunSummary {
     pub leases_handed_off: u64,
     pub per_prefix: Vec<u64>,
     pub max_generation_keys: u64,
+    /// Times a flush was paused by an outage (and tried again later).
+    pub flush_pauses: u64,
+    /// Times a shard's reading was paused by an outage.
+    pub shard_pauses: u64,
+    /// Heartbeats and lease passes that failed (outages of the lease table
+    /// or of ListShards); the worker went on.
+    pub lease_failures: u64,
 }
 
 /// Read progress of one shard within a generation.
@@ -177,6 +184,8 @@ struct Counters {
     rejected: AtomicU64,
     max_keys_seen: AtomicU64,
     recovered: AtomicU64,
+    flush_pauses: AtomicU64,
+    shard_pauses: AtomicU64,
 }
 
 impl Counters {
@@ -596,6 +605,7 @@ impl Pipeline {
                 run.retry_at = Some(Instant::now() + wait);
                 metrics::gauge!("zigzag_ingest_flush_paused").set(1.0);
                 metrics::counter!("zigzag_ingest_flush_pauses_total").increment(1);
+                self.counters.flush_pauses.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "flush paused: store unavailable");
                 Ok(())
             }
@@ -783,6 +793,9 @@ impl Pipeline {
             leases_handed_off: get(&l.handed_off),
             per_prefix: s.per_prefix.iter().map(get).collect(),
             max_generation_keys: get(&self.counters.max_keys_seen),
+            flush_pauses: get(&self.counters.flush_pauses),
+            shard_pauses: get(&self.counters.shard_pauses),
+            lease_failures: get(&l.heartbeat_failures) + get(&l.pass_failures),
         }
     }
 }

@@ -81,6 +81,7 @@ impl ShardTask {
         let wait = p.pause_after(*failures);
         tracing::warn!(shard = %self.id, error = %e, retry_in_s = wait.as_secs_f64(), "source unavailable: shard paused");
         metrics::counter!("zigzag_ingest_shard_pauses_total").increment(1);
+        p.counters.shard_pauses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         wait
     }
 
