@@ -14,6 +14,9 @@ export ZIGZAG_KINESALITE_PORT=${ZIGZAG_TEST_KINESALITE_PORT:-18012}
 export ZIGZAG_KINESIS_TLS_PORT=${ZIGZAG_TEST_KINESIS_TLS_PORT:-18013}
 export ZIGZAG_EMULATORS_RUN=${ZIGZAG_TEST_EMULATORS_RUN:-${ZIGZAG_EMULATORS_DIR:-$HOME/.cache/zigzag-emulators}/run-test}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/zigzag-target}
+# The suite creates many streams (kinesalite counts every shard ever made
+# against an account limit, 50 by default).
+export ZIGZAG_KINESIS_SHARD_LIMIT=${ZIGZAG_KINESIS_SHARD_LIMIT:-2000}
 
 bash deploy/local/install.sh >&2
 trap 'bash deploy/local/down.sh >&2' EXIT

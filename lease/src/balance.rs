@@ -13,10 +13,12 @@
 //!   lane (none, or one whose beat has not moved for the failover time as
 //!   this observer measured it);
 //! - target = ceil(readable unfinished shards / live workers of the
-//!   stream); take available leases up to the target; only when none is
-//!   available, steal one per pass from the most loaded worker, and only if
-//!   that worker holds at least two more than we do (so neither ends above
-//!   the target, and two workers never trade a lease back and forth).
+//!   stream); take unowned leases up to the target, and every expired one
+//!   (a dead worker's shards resume at once; balancing evens it out); only
+//!   when none is available, steal one per pass from the most loaded
+//!   worker, and only if that worker holds at least two more than we do (so
+//!   the taker never ends above the target, and two workers never trade a
+//!   lease back and forth).
 
 use crate::items::{IntentState, Lane, ShardLease, ShardRange};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -169,10 +171,16 @@ pub fn plan(view: &View, me: &str) -> Plan {
         }
     }
     let mine = load.get(me).map_or(0, Vec::len);
-    // Unowned first, then expired; each group in an order that differs per
-    // worker, so workers starting together mostly take different leases.
+    // Unowned leases up to the target, in an order that differs per worker
+    // (workers starting together mostly take different ones). Expired
+    // leases are taken whatever the target: a dead worker's shards resume at
+    // once with the workers that saw it die (a worker that just started has
+    // not watched long enough to tell), and balancing later hands the
+    // surplus to workers below the target.
     available.sort_by_key(|l| (l.owner.is_some(), spread(me, &l.shard)));
-    for l in available.iter().take(plan.target.saturating_sub(mine)) {
+    let room = plan.target.saturating_sub(mine);
+    let (unowned, expired): (Vec<&ShardLease>, Vec<&ShardLease>) = available.iter().partition(|l| l.owner.is_none());
+    for l in unowned.iter().take(room).chain(expired.iter()) {
         plan.take.push((l.shard.clone(), l.lease));
     }
     if available.is_empty() && mine < plan.target {

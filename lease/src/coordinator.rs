@@ -76,6 +76,9 @@ struct MyLane {
 
 struct State {
     lane: Option<MyLane>,
+    /// Dead workers' lanes this worker is recovering: (lane, beat). They
+    /// are beaten with its own, so a long recovery is not taken over.
+    recovering: Vec<(u32, u64)>,
     observer: Observer,
     /// The lanes as the last pass read them (recovery takes from this view).
     lanes: Vec<Lane>,
@@ -117,7 +120,7 @@ impl Coordinator {
         Coordinator {
             table,
             opts,
-            state: Mutex::new(State { lane: None, observer, lanes: Vec::new() }),
+            state: Mutex::new(State { lane: None, recovering: Vec::new(), observer, lanes: Vec::new() }),
             stats: LeaseStats::default(),
         }
     }
@@ -217,25 +220,36 @@ impl Coordinator {
         Err(LeaseError::Contended("no lane could be taken in 16 rounds".into()))
     }
 
-    /// One beat of this worker's lane; `LaneLost` if another worker took it.
+    /// One beat of this worker's lane (and of the lanes it is recovering);
+    /// `LaneLost` if another worker took its own lane.
     pub async fn heartbeat(&self) -> Result<(), LeaseError> {
-        let my = self.my_lane()?;
-        let out = self.update(&items::heartbeat(my.lane, my.beat, self.worker())).await?;
-        let beat = match out {
-            UpdateOutcome::Applied(item) => Lane::from_item(&item)?.beat,
-            UpdateOutcome::ConditionFailed(Some(item)) => {
-                let lane = Lane::from_item(&item)?;
-                if lane.owner.as_deref() != Some(self.worker()) || lane.beat != my.beat + 1 {
-                    return Err(self.lost_lane(my.lane));
+        let recovering = lock(&self.state).recovering.clone();
+        for (lane, beat) in recovering {
+            if let Ok(Some(now)) = self.beat(lane, beat).await {
+                if let Some(r) = lock(&self.state).recovering.iter_mut().find(|r| r.0 == lane) {
+                    r.1 = now;
                 }
-                lane.beat
             }
-            UpdateOutcome::ConditionFailed(None) => return Err(self.lost_lane(my.lane)),
-        };
+        }
+        let my = self.my_lane()?;
+        let Some(beat) = self.beat(my.lane, my.beat).await? else { return Err(self.lost_lane(my.lane)) };
         if let Some(l) = lock(&self.state).lane.as_mut().filter(|l| l.lane == my.lane) {
             l.beat = beat;
         }
         Ok(())
+    }
+
+    /// Moves `lane`'s beat on from `seen`: the new beat, or None if the lane
+    /// is not this worker's any more.
+    async fn beat(&self, lane: u32, seen: u64) -> Result<Option<u64>, LeaseError> {
+        match self.update(&items::heartbeat(lane, seen, self.worker())).await? {
+            UpdateOutcome::Applied(item) => Ok(Some(Lane::from_item(&item)?.beat)),
+            UpdateOutcome::ConditionFailed(Some(item)) => {
+                let l = Lane::from_item(&item)?;
+                Ok((l.owner.as_deref() == Some(self.worker()) && l.beat == seen + 1).then_some(l.beat))
+            }
+            UpdateOutcome::ConditionFailed(None) => Ok(None),
+        }
     }
 
     fn lost_lane(&self, lane: u32) -> LeaseError {
@@ -483,6 +497,7 @@ impl Coordinator {
         metrics::counter!("zigzag_lease_lanes_recovered_total").increment(1);
         match taken.intent {
             Some(i) if i.state == IntentState::Valid => {
+                lock(&self.state).recovering.push((lane, taken.beat));
                 tracing::info!(lane, k = i.k, shards = i.ranges.len(), dead = %owner, "recovering a dead worker's flush");
                 Ok(Some(Recovery { lane, k: i.k, ranges: i.ranges, layout: i.layout }))
             }
@@ -508,10 +523,23 @@ impl Coordinator {
     /// checkpoints and frees the lane.
     pub async fn finish_recovery(&self, r: &Recovery) -> Result<(), LeaseError> {
         let me = self.worker().to_string();
-        self.commit_lane(r.lane, r.k, &me).await?;
-        self.complete(&r.ranges).await?;
-        self.update(&items::release_lane(r.lane, &me)).await?;
-        Ok(())
+        let done = async {
+            self.commit_lane(r.lane, r.k, &me).await?;
+            self.complete(&r.ranges).await?;
+            self.update(&items::release_lane(r.lane, &me)).await?;
+            Ok(())
+        }
+        .await;
+        if done.is_ok() || matches!(done, Err(LeaseError::LaneLost { .. })) {
+            self.abandon_recovery(r.lane);
+        }
+        done
+    }
+
+    /// Stops beating a lane this worker was recovering (finished, failed,
+    /// or taken by another worker; whoever holds it next finishes it).
+    pub fn abandon_recovery(&self, lane: u32) {
+        lock(&self.state).recovering.retain(|(l, _)| *l != lane);
     }
 }
 

@@ -520,7 +520,17 @@ impl Pipeline {
                     run.poke.notify_one();
                 }
                 Ok(false) => {}
-                Err(e) if e.is_retryable() || matches!(e, PipelineError::MissingRecords { .. }) => {
+                // Another worker took the lane over (it finishes the flush),
+                // or the store or the stream is down (tried again later: the
+                // lane expires once more and is taken again).
+                Err(e)
+                    if e.is_retryable()
+                        || matches!(
+                            e,
+                            PipelineError::MissingRecords { .. } | PipelineError::Lease(LeaseError::LaneLost { .. })
+                        ) =>
+                {
+                    self.coord.abandon_recovery(lane);
                     tracing::warn!(lane, error = %e, "recovering a dead worker's flush failed; trying again later");
                 }
                 Err(e) => return Err(e),

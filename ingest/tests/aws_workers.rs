@@ -1,0 +1,375 @@
+//! Many `ingest` processes on one Kinesis stream (kinesalite) and one
+//! DynamoDB table (DynamoDB Local), while a producer writes at a steady
+//! rate, with the things that happen to workers in production:
+//!
+//! - `kill -9` of a random worker every few seconds, restarted under a new
+//!   id (a new pod): every shard it held resumes — another worker owns it
+//!   and its checkpoint moves — within 2× the failover time of the kill;
+//! - SIGSTOP of a worker past its expiry while another takes over, then
+//!   SIGCONT: it is fenced and its late writes change nothing;
+//! - a rolling SIGTERM restart of every worker: each one's leases are taken
+//!   over released, well before they could have expired.
+//!
+//! After each, the producer stops, the workers catch up (the store is
+//! polled until `gather check` matches), they are stopped with SIGTERM, and
+//! the totals must equal the ground truth exactly in every rollup.
+//! The tests run one at a time (each starts several processes).
+
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use zigzag_aws::emulator;
+use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
+use zigzag_dynamodb::DynamoTable;
+use zigzag_gather::check;
+use zigzag_gather::execute::ExecOptions;
+use zigzag_kinesis::stream::ensure_stream;
+use zigzag_kinesis::Producer;
+use zigzag_lease::items::shards_pk;
+use zigzag_lease::ShardLease;
+use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
+use zigzag_loadgen::{truth, GenConfig, Generator};
+use zigzag_model::{Config, KeyModel, Position, Truth};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+struct Env {
+    dir: tempfile::TempDir,
+    stream: String,
+    kinesis_url: String,
+    dynamo_url: String,
+    config: PathBuf,
+    failover: Duration,
+}
+
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
+}
+
+fn flush_config() -> Config {
+    let mut c = Config::default();
+    c.flush.interval_ms = 1000;
+    c
+}
+
+impl Env {
+    async fn new(name: &str, shards: i32, failover: Duration) -> Env {
+        let kinesis_url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+        let dynamo_url = emulator::endpoint("DYNAMODB").unwrap_or_else(|e| panic!("{e}"));
+        let stream = unique(name);
+        let kinesis = zigzag_kinesis::client(&emulator::options_at(kinesis_url.clone())).await;
+        ensure_stream(&kinesis, &stream, shards).await.expect("create stream");
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("zigzag.toml");
+        std::fs::write(&config, "[flush]\ninterval_ms = 1000\n").unwrap();
+        Env { dir, stream, kinesis_url, dynamo_url, config, failover }
+    }
+
+    fn spawn(&self, worker: &str) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_ingest"))
+            .args(["--kinesis", &self.stream, "--dynamodb", &self.stream, "--worker-id", worker])
+            .args(["--failover", &self.failover.as_secs_f64().to_string(), "--relist", "2", "--max-pause", "1"])
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--dead-letters")
+            .arg(self.dir.path().join(format!("{worker}.dead.jsonl")))
+            .env("AWS_ENDPOINT_URL_KINESIS", &self.kinesis_url)
+            .env("AWS_ENDPOINT_URL_DYNAMODB", &self.dynamo_url)
+            .env("AWS_ACCESS_KEY_ID", emulator::ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", emulator::SECRET_KEY)
+            .env("AWS_REGION", emulator::REGION)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(self.dir.path().join(format!("{worker}.log"))).unwrap()))
+            .spawn()
+            .expect("spawn ingest")
+    }
+
+    fn log(&self, worker: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{worker}.log"))).unwrap_or_default()
+    }
+
+    async fn tables(&self) -> (DynamoTable, DynamoTable) {
+        let client = zigzag_dynamodb::client(&emulator::options_at(self.dynamo_url.clone())).await;
+        // ingest creates both on start: wait for them.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = zigzag_dynamodb::ensure_table(&client, &self.stream, zigzag_dynamodb::Billing::OnDemand, false)
+                .await
+                .is_ok()
+                && zigzag_dynamodb::ensure_table(
+                    &client,
+                    &format!("{}-checkpoints", self.stream),
+                    zigzag_dynamodb::Billing::OnDemand,
+                    false,
+                )
+                .await
+                .is_ok();
+            if ok || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        (DynamoTable::new(client.clone(), &self.stream), DynamoTable::new(client, format!("{}-checkpoints", self.stream)))
+    }
+
+    /// A producer writing `gen` at `rate` records/s; cancelled token when done.
+    fn produce(&self, gen: &Generator, rate: f64) -> (tokio::task::JoinHandle<u64>, CancellationToken) {
+        let done = CancellationToken::new();
+        let (gen, stream, url, d) = (gen.clone(), self.stream.clone(), self.kinesis_url.clone(), done.clone());
+        let task = tokio::spawn(async move {
+            let client = zigzag_kinesis::client(&emulator::options_at(url)).await;
+            let mut producer = Producer::new(client, &stream);
+            let opts = SinkOptions { partition_key: PartitionKey::Random, rate: Some(rate), kpl_max_bytes: None };
+            let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");
+            d.cancel();
+            sent
+        });
+        (task, done)
+    }
+}
+
+fn generator(seed: u64, records: u64) -> Generator {
+    Generator::new(GenConfig {
+        seed,
+        shards: 4,
+        records,
+        referrers: 40,
+        campaigns: 5,
+        span_ms: 3 * 3_600_000,
+        malformed_fraction: 0.005,
+        ..GenConfig::default()
+    })
+}
+
+async fn leases(table: &DynamoTable, stream: &str) -> Vec<ShardLease> {
+    let mut req = QueryRequest::new(shards_pk(stream), SortKeyCondition::Any);
+    req.consistent = true;
+    match table.query(&req).await {
+        Ok(page) => page.items.iter().filter_map(|i| ShardLease::from_item(i).ok()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill").arg(format!("-{sig}")).arg(child.id().to_string()).status().unwrap().success();
+    assert!(ok, "kill -{sig}");
+}
+
+async fn check_report(aggregates: &DynamoTable, truth: &Truth) -> check::CheckReport {
+    let km = KeyModel::new(&flush_config()).unwrap();
+    let exec = ExecOptions { consistent: true, ..ExecOptions::default() };
+    check::check(aggregates, &km, truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("gather check")
+}
+
+/// Waits until the store matches the truth (the workers caught up), stops
+/// every worker with SIGTERM (each must exit 0), and checks again.
+async fn converge_and_stop(env: &Env, workers: &mut BTreeMap<String, Child>, aggregates: &DynamoTable, truth: &Truth) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let report = check_report(aggregates, truth).await;
+        if report.mismatches() == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            let logs: Vec<String> = workers.keys().map(|w| format!("{w}:\n{}", env.log(w))).collect();
+            panic!("the workers never caught up:\n{}\n{}", check::render(&report), logs.join("\n"));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    for (id, child) in workers.iter_mut() {
+        signal(child, "TERM");
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{id} after SIGTERM: {status}\n{}", env.log(id));
+    }
+    let report = check_report(aggregates, truth).await;
+    assert_eq!(report.mismatches(), 0, "after the final flushes:\n{}", check::render(&report));
+}
+
+/// Owner and checkpoint of every shard, polled, for "when did it resume".
+#[derive(Clone, Default)]
+struct Watch(Arc<Mutex<Vec<(Instant, HashMap<String, (Option<String>, Option<Position>)>)>>>);
+
+impl Watch {
+    fn start(&self, table: DynamoTable, stream: String, stop: CancellationToken) {
+        let log = self.0.clone();
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                let now = Instant::now();
+                let snapshot = leases(&table, &stream).await.into_iter().map(|l| (l.shard, (l.owner, l.checkpoint))).collect();
+                log.lock().unwrap().push((now, snapshot));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+    }
+
+    /// The first time after `t` that `shard` is owned by someone other than
+    /// `dead` with a checkpoint past `at`.
+    fn resumed(&self, shard: &str, dead: &str, t: Instant, at: Option<Position>) -> Option<Instant> {
+        let log = self.0.lock().unwrap();
+        log.iter().filter(|(when, _)| *when >= t).find_map(|(when, snap)| {
+            let (owner, cp) = snap.get(shard)?;
+            (owner.as_deref().is_some_and(|o| o != dead) && *cp > at).then_some(*when)
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_workers_shards_resume_within_twice_the_failover_and_totals_stay_exact() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let failover = Duration::from_secs(4);
+    let env = Env::new("kill9", 8, failover).await;
+    let kills: usize = std::env::var("ZIGZAG_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let gap = Duration::from_secs(8);
+    // DynamoDB Local on a 2-core machine beside three debug workers and
+    // kinesalite: a rate it keeps up with (a worker that falls behind has
+    // big flushes, and a dead worker's big flush takes long to recover).
+    let rate = 150.0;
+    let gen = generator(21, ((kills as f64 + 2.0) * gap.as_secs_f64() * rate) as u64);
+    let truth = truth::compute(&gen);
+    let (producer, _) = env.produce(&gen, rate);
+    let mut workers: BTreeMap<String, Child> = (0..3).map(|i| format!("w{i}")).map(|w| (w.clone(), env.spawn(&w))).collect();
+    let (aggregates, lease_table) = env.tables().await;
+    let watch = Watch::default();
+    let stop_watch = CancellationToken::new();
+    watch.start(lease_table.clone(), env.stream.clone(), stop_watch.clone());
+    tokio::time::sleep(gap).await;
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut pending: Vec<(String, Instant, Vec<(String, Option<Position>)>)> = Vec::new();
+    for n in 0..kills {
+        let ids: Vec<String> = workers.keys().cloned().collect();
+        let victim = ids[rng.gen_range(0..ids.len())].clone();
+        let held: Vec<(String, Option<Position>)> = leases(&lease_table, &env.stream)
+            .await
+            .into_iter()
+            .filter(|l| l.owner.as_deref() == Some(victim.as_str()) && !l.finished)
+            .map(|l| (l.shard, l.checkpoint))
+            .collect();
+        let mut child = workers.remove(&victim).unwrap();
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let killed_at = Instant::now();
+        pending.push((victim.clone(), killed_at, held));
+        // A new pod: a new worker id, so the others must wait out the
+        // failover before the dead worker's leases are theirs.
+        let fresh = format!("w{}", 3 + n);
+        workers.insert(fresh.clone(), env.spawn(&fresh));
+        tokio::time::sleep(gap).await;
+    }
+    tokio::time::timeout(Duration::from_secs(120), producer).await.expect("producer").expect("task");
+    tokio::time::sleep(failover * 2).await;
+    stop_watch.cancel();
+
+    let mut resume_ms = Vec::new();
+    for (victim, at, held) in &pending {
+        for (shard, cp) in held {
+            let Some(when) = watch.resumed(shard, victim, *at, *cp) else {
+                let now = leases(&lease_table, &env.stream).await;
+                let logs: Vec<String> = workers.keys().map(|w| format!("== {w}\n{}", env.log(w))).collect();
+                panic!(
+                    "{shard} of {victim} (checkpoint {cp:?}) never resumed after the kill; leases now: {now:#?}\n{}",
+                    logs.join("\n")
+                );
+            };
+            resume_ms.push((when - *at).as_millis() as u64);
+        }
+    }
+    resume_ms.sort_unstable();
+    eprintln!("resume after kill -9 (ms, {} shards over {kills} kills, failover {} s): {resume_ms:?}", resume_ms.len(), failover.as_secs());
+    assert!(!resume_ms.is_empty(), "the killed workers held shards");
+    let worst = *resume_ms.last().unwrap();
+    assert!(
+        worst <= 2 * failover.as_millis() as u64,
+        "a shard resumed {worst} ms after its worker was killed (failover {} ms)",
+        failover.as_millis()
+    );
+    converge_and_stop(&env, &mut workers, &aggregates, &truth).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let failover = Duration::from_secs(3);
+    let env = Env::new("sigstop", 4, failover).await;
+    let rate = 150.0;
+    let gen = generator(22, 4_500);
+    let truth = truth::compute(&gen);
+    let (producer, _) = env.produce(&gen, rate);
+    let mut workers: BTreeMap<String, Child> = ["a", "b"].iter().map(|w| (w.to_string(), env.spawn(w))).collect();
+    let (aggregates, lease_table) = env.tables().await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    signal(&workers["a"], "STOP");
+    let stopped = Instant::now();
+    // B takes every lease once A's lane has been silent for the failover time.
+    let deadline = stopped + Duration::from_secs(60);
+    loop {
+        let l = leases(&lease_table, &env.stream).await;
+        if !l.is_empty() && l.iter().all(|l| l.finished || l.owner.as_deref() == Some("b")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "B never took A's leases: {l:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let taken = stopped.elapsed();
+    assert!(taken >= failover, "nothing is taken before the failover time ({taken:?})");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    signal(&workers["a"], "CONT");
+    tokio::time::timeout(Duration::from_secs(120), producer).await.expect("producer").expect("task");
+    converge_and_stop(&env, &mut workers, &aggregates, &truth).await;
+    let a_log = env.log("a");
+    assert!(a_log.contains("presumed dead") || a_log.contains("lease lost"), "A learned it was fenced:\n{a_log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_expiry() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let failover = Duration::from_secs(6);
+    let env = Env::new("rolling", 6, failover).await;
+    let rate = 150.0;
+    let gen = generator(23, 6_000);
+    let truth = truth::compute(&gen);
+    let (producer, _) = env.produce(&gen, rate);
+    let mut workers: BTreeMap<String, Child> = (0..3).map(|i| format!("r{i}")).map(|w| (w.clone(), env.spawn(&w))).collect();
+    let (aggregates, lease_table) = env.tables().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut handoffs = Vec::new();
+    for i in 0..3 {
+        let id = format!("r{i}");
+        let held: Vec<String> = leases(&lease_table, &env.stream)
+            .await
+            .into_iter()
+            .filter(|l| l.owner.as_deref() == Some(id.as_str()))
+            .map(|l| l.shard)
+            .collect();
+        let mut child = workers.remove(&id).unwrap();
+        signal(&child, "TERM");
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{id} after SIGTERM: {status}\n{}", env.log(&id));
+        let exited = Instant::now();
+        // Its leases were released at exit: the others take them at their
+        // next lease pass (every failover / 3), not after an expiry.
+        loop {
+            let l = leases(&lease_table, &env.stream).await;
+            let moved = held.iter().all(|s| l.iter().any(|l| &l.shard == s && l.owner.as_deref().is_some_and(|o| o != id)));
+            if moved {
+                break;
+            }
+            assert!(exited.elapsed() < failover, "{id}'s leases not taken over within the failover time: {l:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        handoffs.push(exited.elapsed().as_millis() as u64);
+        let again = format!("r{i}b");
+        workers.insert(again.clone(), env.spawn(&again));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    eprintln!("leases taken over after SIGTERM in {handoffs:?} ms (renew period {} ms)", failover.as_millis() / 3);
+    tokio::time::timeout(Duration::from_secs(120), producer).await.expect("producer").expect("task");
+    converge_and_stop(&env, &mut workers, &aggregates, &truth).await;
+}
