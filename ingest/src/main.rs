@@ -18,8 +18,16 @@ use zigzag_model::Config;
 use zigzag_sqlite::SqliteTable;
 
 #[derive(Parser)]
-#[command(name = "ingest", version, about = "Consume click/impression events into Z-indexed aggregates, exactly once")]
+#[command(
+    name = "ingest",
+    version,
+    about = "Consume click/impression events into Z-indexed aggregates, exactly once",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// JSONL input files, one per shard (the file stem is the shard id; the
     /// line number is the sequence number).
     #[arg(long = "input", num_args = 1.., required_unless_present = "kinesis", conflicts_with = "kinesis")]
@@ -62,6 +70,34 @@ struct Cli {
     create: CreateArgs,
 }
 
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Print the lease table of a stream: each shard's parents, owner,
+    /// checkpoint, lag and state, and every lane (writer) of the table.
+    Leases {
+        /// The stream's name in the lease table (the Kinesis stream name;
+        /// "default" for JSONL files)
+        #[arg(long, default_value = "default")]
+        stream: String,
+        /// SQLite database file (when not --dynamodb).
+        #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH)]
+        db: PathBuf,
+    },
+}
+
+/// `ingest leases`: the lease table, read once.
+async fn print_leases(stream: &str, db: &std::path::Path, dynamo: &DynamoArgs) -> Result<()> {
+    let table: Arc<dyn SortedTable> = match dynamo.open(None).await.context("opening the DynamoDB tables")? {
+        Some(t) => Arc::new(t.checkpoints),
+        None => Arc::new(SqliteTable::open_table(db, "checkpoints").with_context(|| format!("opening {}", db.display()))?),
+    };
+    let coord = zigzag_lease::Coordinator::new(table, zigzag_lease::LeaseOptions::new(stream, "ingest-leases"));
+    let leases = coord.read_leases().await.context("reading the shard leases")?;
+    let lanes = coord.read_lanes().await.context("reading the lanes")?;
+    print!("{}", zigzag_lease::report::render(stream, &leases, &lanes));
+    Ok(())
+}
+
 fn parse_start(s: &str) -> Result<StartingPosition, String> {
     match s {
         "trim-horizon" => Ok(StartingPosition::TrimHorizon),
@@ -89,6 +125,9 @@ async fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Some(Command::Leases { stream, db }) = &cli.command {
+        return print_leases(stream, db, &cli.dynamo).await;
+    }
     if let Some(addr) = cli.metrics_addr {
         metrics_exporter_prometheus::PrometheusBuilder::new()
             .with_http_listener(addr)

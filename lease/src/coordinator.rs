@@ -340,7 +340,11 @@ impl Coordinator {
     /// Moves one committed range's checkpoint; the lease as it now is, if
     /// this call moved it.
     async fn complete_one(&self, r: &ShardRange) -> Result<Option<ShardLease>, LeaseError> {
+        let wall_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
         let req = items::advance_checkpoint(self.stream(), &r.shard, r.from, r.to, r.ends);
+        let req = items::with_lag(req, r.behind_ms, wall_ms);
         match self.update(&req).await? {
             UpdateOutcome::Applied(item) => Ok(Some(ShardLease::from_item(&item)?)),
             UpdateOutcome::ConditionFailed(_) => Ok(None), // completed already

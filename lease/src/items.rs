@@ -7,7 +7,9 @@
 //! every change of owner), `parents` (comma-separated), `cp` (the committed
 //! checkpoint, `seq` or `seq.sub`; absent = nothing read yet), `fin` (read
 //! to SHARD_END and committed), `handoff` (a worker that asked for the
-//! shard; "" = none).
+//! shard; "" = none), and for operators only `lag_ms` (MillisBehindLatest
+//! when the checkpoint was taken) and `at_ms` (the committer's wall clock;
+//! never compared across hosts).
 //!
 //! **Lane** — pk `#lanes`, sk = the lane number (4 bytes, big-endian): a
 //! writer slot of the aggregate table. Its owner heartbeats `beat`; its
@@ -35,6 +37,8 @@ const PARENTS: &str = "parents";
 const CHECKPOINT: &str = "cp";
 const FINISHED: &str = "fin";
 const HANDOFF: &str = "handoff";
+const LAG: &str = "lag_ms";
+const AT: &str = "at_ms";
 
 const STREAM: &str = "stream";
 const BEAT: &str = "beat";
@@ -103,6 +107,10 @@ impl Reader<'_> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardLease {
     pub shard: String,
+    /// MillisBehindLatest of the records at the checkpoint, when known.
+    pub lag_ms: Option<i64>,
+    /// When the checkpoint was committed (the committer's clock; display only).
+    pub at_ms: Option<i64>,
     pub owner: Option<String>,
     pub lease: u64,
     pub parents: Vec<String>,
@@ -119,8 +127,14 @@ impl ShardLease {
             None => None,
             Some(text) => Some(text.parse().map_err(|e| r.corrupt(format!("checkpoint: {e}")))?),
         };
+        let int = |k: &str| match item.attrs.get(k) {
+            Some(AttrValue::N(d)) => i64::try_from(*d).ok(),
+            _ => None,
+        };
         Ok(ShardLease {
             shard,
+            lag_ms: int(LAG),
+            at_ms: int(AT),
             owner: r.owner()?,
             lease: r.num(LEASE)?,
             parents: r.str(PARENTS)?.unwrap_or("").split(',').filter(|p| !p.is_empty()).map(String::from).collect(),
@@ -190,6 +204,16 @@ pub fn advance_checkpoint(
     req
 }
 
+/// Adds what operators see of a checkpoint: its lag behind the tip and
+/// when it was taken.
+pub fn with_lag(req: UpdateRequest, lag_ms: Option<i64>, at_ms: i64) -> UpdateRequest {
+    let req = req.set(AT, at_ms);
+    match lag_ms {
+        Some(lag) => req.set(LAG, lag),
+        None => req,
+    }
+}
+
 /// The state of a lane's current (or last) flush.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -223,6 +247,9 @@ pub struct ShardRange {
     /// The range ends at SHARD_END.
     #[serde(rename = "e", default, skip_serializing_if = "std::ops::Not::not")]
     pub ends: bool,
+    /// MillisBehindLatest at the range's last read, when the source says.
+    #[serde(rename = "m", default, skip_serializing_if = "Option::is_none")]
+    pub behind_ms: Option<i64>,
 }
 
 mod position {
@@ -409,6 +436,7 @@ mod tests {
             first: None,
             to: Position::at(to),
             ends: false,
+            behind_ms: None,
         }
     }
 

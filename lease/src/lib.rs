@@ -9,7 +9,8 @@
 //!   recover, free, complete, which shards may be read);
 //! - [`coordinator`]: the worker's side over a `SortedTable`: join,
 //!   heartbeat, passes, flush intents, handoff, release, recovery;
-//! - [`legacy`]: checkpoints of the single-writer format, migrated.
+//! - [`legacy`]: checkpoints of the single-writer format, migrated;
+//! - [`report`]: the lease table as operators read it (`ingest leases`).
 //!
 //! ARCHITECTURE.md ("The lease protocol") states the invariants.
 
@@ -18,6 +19,7 @@ pub mod coordinator;
 pub mod items;
 pub mod legacy;
 pub mod observer;
+pub mod report;
 
 pub use balance::{Plan, Ready, View};
 pub use coordinator::{Began, Coordinator, LeaseOptions, LeaseStats, Recovery};

@@ -162,6 +162,8 @@ struct Progress {
     first: Option<Position>,
     last: Option<Position>,
     ended: bool,
+    /// MillisBehindLatest of the last read.
+    behind_ms: Option<i64>,
 }
 
 /// Everything read since the last swap.
@@ -643,7 +645,15 @@ impl Pipeline {
             let Some(s) = run.shards.get(&index) else { continue };
             let to = p.last.or(s.checkpoint).unwrap_or_default();
             let first = if s.checkpoint.is_none() { p.first } else { None };
-            let range = ShardRange { shard: s.id.clone(), lease: s.lease, from: s.checkpoint, first, to, ends: p.ended };
+            let range = ShardRange {
+                shard: s.id.clone(),
+                lease: s.lease,
+                from: s.checkpoint,
+                first,
+                to,
+                ends: p.ended,
+                behind_ms: p.behind_ms,
+            };
             ranges.push((index, range));
         }
         Some(FlushJob::new(batch, ranges))

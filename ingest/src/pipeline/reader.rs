@@ -162,6 +162,7 @@ impl ShardTask {
                             prog.first = prog.first.or(batch.records.first().map(|r| r.pos));
                             prog.last = batch.last_position().or(prog.last);
                             prog.ended |= batch.end_of_shard;
+                            prog.behind_ms = batch.millis_behind.or(prog.behind_ms);
                         }
                         p.counters.add(&batch, counts);
                         if guard.gen.len() >= max_keys {

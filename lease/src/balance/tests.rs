@@ -5,6 +5,8 @@ use proptest::prelude::*;
 fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
     ShardLease {
         shard: shard.into(),
+        lag_ms: None,
+        at_ms: None,
         owner: owner.map(String::from),
         lease: 1,
         parents: vec![],
@@ -97,8 +99,15 @@ fn children_wait_for_finished_parents_and_then_start_at_trim_horizon() {
 fn intents_in_flight_block_their_shards_and_committed_ranges_get_completed() {
     let mut held = lease("s", Some("me"));
     held.checkpoint = Some(Position::at(3));
-    let range =
-        ShardRange { shard: "s".into(), lease: 1, from: Some(Position::at(3)), first: None, to: Position::at(9), ends: false };
+    let range = ShardRange {
+        shard: "s".into(),
+        lease: 1,
+        from: Some(Position::at(3)),
+        first: None,
+        to: Position::at(9),
+        ends: false,
+        behind_ms: None,
+    };
     let mut other = lane(1, "old");
     other.intent = Some(Intent { k: 4, state: IntentState::Valid, ranges: vec![range.clone()], layout: "L".into() });
     let mut v = view(vec![held.clone()], vec![lane(0, "me"), other.clone()]);
