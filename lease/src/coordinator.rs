@@ -72,10 +72,14 @@ struct MyLane {
     lane: u32,
     beat: u64,
     flush: u64,
+    /// Which join of this worker took it (1, 2, ...).
+    joined: u64,
 }
 
 struct State {
     lane: Option<MyLane>,
+    /// Joins so far.
+    joins: u64,
     /// Dead workers' lanes this worker is recovering: (lane, beat). They
     /// are beaten with its own, so a long recovery is not taken over.
     recovering: Vec<(u32, u64)>,
@@ -120,7 +124,7 @@ impl Coordinator {
         Coordinator {
             table,
             opts,
-            state: Mutex::new(State { lane: None, recovering: Vec::new(), observer, lanes: Vec::new() }),
+            state: Mutex::new(State { lane: None, joins: 0, recovering: Vec::new(), observer, lanes: Vec::new() }),
             stats: LeaseStats::default(),
         }
     }
@@ -140,6 +144,12 @@ impl Coordinator {
     /// This worker's lane, once joined.
     pub fn lane(&self) -> Option<u32> {
         lock(&self.state).lane.map(|l| l.lane)
+    }
+
+    /// How many times this worker has joined (the `joined` of a lane it
+    /// holds now equals this).
+    pub fn joined(&self) -> u64 {
+        lock(&self.state).joins
     }
 
     fn my_lane(&self) -> Result<MyLane, LeaseError> {
@@ -211,7 +221,10 @@ impl Coordinator {
                             why: "a free lane with an intent in flight".into(),
                         }));
                     }
-                    lock(&self.state).lane = Some(MyLane { lane: n, beat: lane.beat, flush: lane.flush });
+                    let mut st = lock(&self.state);
+                    st.joins += 1;
+                    st.lane = Some(MyLane { lane: n, beat: lane.beat, flush: lane.flush, joined: st.joins });
+                    drop(st);
                     tracing::info!(lane = n, worker = %me, "joined");
                     return Ok(n);
                 }
@@ -254,13 +267,17 @@ impl Coordinator {
 
     fn lost_lane(&self, lane: u32) -> LeaseError {
         let mut st = lock(&self.state);
-        if st.lane.is_some_and(|l| l.lane == lane) {
-            st.lane = None;
-        }
+        let joined = match st.lane {
+            Some(l) if l.lane == lane => {
+                st.lane = None;
+                l.joined
+            }
+            _ => 0, // not this worker's own lane (a recovery)
+        };
         drop(st);
         self.stats.lost.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("zigzag_lease_lanes_lost_total").increment(1);
-        LeaseError::LaneLost { lane }
+        LeaseError::LaneLost { lane, joined }
     }
 
     /// Reads the table into a [`View`], creating leases for listed shards
@@ -322,6 +339,16 @@ impl Coordinator {
                 }
                 UpdateOutcome::ConditionFailed(_) => {} // someone else was faster
             }
+        }
+        if first.take.iter().any(|(s, _)| view.leases.iter().any(|l| &l.shard == s && l.owner.as_deref() == Some(&me)))
+        {
+            // A shard just taken may be read only on a lanes read made after
+            // the take: an intent its previous owner opened before the take
+            // (and proved against the old counter) is then visible and blocks
+            // it. The lanes read above may predate that intent.
+            let lanes = self.read_lanes().await?;
+            lock(&self.state).lanes = lanes.clone();
+            view.lanes = lanes;
         }
         if let Some((shard, seen, owner)) = &first.steal {
             if self.update(&items::request_handoff(self.stream(), shard, *seen, &me)).await?.applied() {

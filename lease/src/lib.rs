@@ -37,8 +37,11 @@ pub enum LeaseError {
     Corrupt(#[from] CorruptItem),
     /// Another worker took this worker's lane: it was paused or cut off
     /// past the failover time. Everything in memory must be dropped.
+    /// `joined`: which of this worker's joins held the lane (see
+    /// `Coordinator::joined`), so a late report of an old loss is told
+    /// apart from a loss of the lane held now.
     #[error("lane {lane} was taken by another worker (this worker was presumed dead)")]
-    LaneLost { lane: u32 },
+    LaneLost { lane: u32, joined: u64 },
     #[error("this worker has no lane (join first)")]
     NotJoined,
     #[error("lease table contended: {0}")]

@@ -14,3 +14,20 @@ pub fn unique_name(name: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
 }
+
+/// Every record of `gen` in the order a producer sends them (round-robin
+/// over the generator's shards), each with its own partition key.
+pub fn interleaved_records(gen: &zigzag_loadgen::Generator) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let longest = (0..gen.config().shards).map(|s| gen.shard_len(s)).max().unwrap_or(0);
+    for seq in 1..=longest {
+        for shard in 0..gen.config().shards {
+            if seq <= gen.shard_len(shard) {
+                let mut buf = Vec::new();
+                gen.record(shard, seq, &mut buf);
+                out.push((format!("k{shard}-{seq}"), buf));
+            }
+        }
+    }
+    out
+}

@@ -25,6 +25,7 @@ use zigzag_tests::fault_proxy::{kinesis, Fault, FaultProxy, Rule};
 use zigzag_tests::order::ParentOrder;
 
 use zigzag_tests::unique_name as unique;
+use zigzag_tests::interleaved_records;
 
 fn generator() -> Generator {
     Generator::new(GenConfig {
@@ -38,21 +39,6 @@ fn generator() -> Generator {
     })
 }
 
-/// Every record of `gen`, in the loadgen sink's order, with a random-ish key.
-fn records(gen: &Generator) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let longest = (0..gen.config().shards).map(|s| gen.shard_len(s)).max().unwrap_or(0);
-    for seq in 1..=longest {
-        for shard in 0..gen.config().shards {
-            if seq <= gen.shard_len(shard) {
-                let mut buf = Vec::new();
-                gen.record(shard, seq, &mut buf);
-                out.push((format!("k{shard}-{seq}"), buf));
-            }
-        }
-    }
-    out
-}
 
 async fn ingest_until_idle(source: Arc<dyn Source>, table: Arc<MemoryTable>, checkpoints: Arc<dyn SortedTable>) -> RunSummary {
     let dir = tempfile::tempdir().unwrap();
@@ -84,7 +70,7 @@ async fn a_split_shard_is_read_to_its_end_then_its_children() {
     ensure_stream(&client, &name, 1).await.expect("stream");
     let gen = generator();
     let truth = truth::compute(&gen);
-    let all = records(&gen);
+    let all = interleaved_records(&gen);
     let (before, after) = all.split_at(all.len() / 2);
     let mut producer = Producer::new(client.clone(), &name);
     for (k, d) in before {
@@ -135,7 +121,7 @@ async fn expired_iterators_are_renewed_after_the_last_record() {
     let gen = generator();
     let truth = truth::compute(&gen);
     let mut producer = Producer::new(direct, &name);
-    for (k, d) in records(&gen) {
+    for (k, d) in interleaved_records(&gen) {
         producer.send(k, d).await.expect("put");
     }
     producer.flush().await.expect("flush");

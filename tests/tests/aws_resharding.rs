@@ -29,6 +29,7 @@ use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, Truth};
 use zigzag_tests::order::ParentOrder;
 use zigzag_tests::unique_name as unique;
+use zigzag_tests::interleaved_records;
 
 fn config() -> Config {
     let mut c = Config::default();
@@ -48,21 +49,6 @@ fn generator(seed: u64, records: u64) -> Generator {
     })
 }
 
-/// Every record of `gen`, interleaved over its shards, with spread keys.
-fn records(gen: &Generator) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let longest = (0..gen.config().shards).map(|s| gen.shard_len(s)).max().unwrap_or(0);
-    for seq in 1..=longest {
-        for shard in 0..gen.config().shards {
-            if seq <= gen.shard_len(shard) {
-                let mut buf = Vec::new();
-                gen.record(shard, seq, &mut buf);
-                out.push((format!("k{shard}-{seq}"), buf));
-            }
-        }
-    }
-    out
-}
 
 async fn tables(name: &str) -> (DynamoTable, DynamoTable) {
     let client = zigzag_dynamodb::client(&emulator::options("DYNAMODB").unwrap_or_else(|e| panic!("{e}"))).await;
@@ -141,7 +127,7 @@ async fn split_and_merge_while_two_workers_read_and_a_producer_writes() {
         start_worker(&kinesis, &name, &t, "w1", produced.clone()),
         start_worker(&kinesis, &name, &t, "w2", produced.clone()),
     ];
-    let all = records(&gen);
+    let all = interleaved_records(&gen);
     let mut producer = Producer::new(kinesis.clone(), &name);
     let third = all.len() / 3;
     for (i, (k, d)) in all.iter().enumerate() {
@@ -212,7 +198,7 @@ async fn update_shard_count_closes_every_shard_and_the_worker_waits_for_the_chil
     let truth = truth::compute(&gen);
     let produced = CancellationToken::new();
     let workers = vec![start_worker(&kinesis, &name, &t, "w1", produced.clone())];
-    let all = records(&gen);
+    let all = interleaved_records(&gen);
     let (before, after) = all.split_at(all.len() / 2);
     let mut producer = Producer::new(kinesis.clone(), &name);
     for (k, d) in before {

@@ -346,12 +346,16 @@ enum Effect {
     ApplyThenThrottle,
     /// Apply, then report `Throttled` for each item of the batch.
     ApplyThenThrottleEach,
+    /// Apply the first half of the batch (at least one item) and report
+    /// each item of the second half `Throttled`, not applied (a batch the
+    /// store took in part).
+    ApplyHalfThrottleRest,
     /// Apply an item write, then do what a worker that presumed the writer
     /// dead does: take its unfinished shard leases (if `leases`) and its
     /// lane (seen at its owner and beat), as `thief`. The writer is not
-    /// told; it goes on with its flush. Then the writer's calls are slowed
-    /// by `slow` (so its heartbeat notices before its commit).
-    Steal { thief: String, leases: bool, slow: Duration },
+    /// told: the call returns after `pause` (a stalled writer: its
+    /// heartbeat notices the loss first) and it goes on with its flush.
+    Steal { thief: String, leases: bool, pause: Duration },
 }
 
 /// What happened when the fault fired.
@@ -392,8 +396,6 @@ struct Process {
     stop: CancellationToken,
     /// An open intent not yet validated: the next leases read is its proof.
     open: AtomicBool,
-    /// Added to each call once set (`Steal`).
-    slow: Mutex<Duration>,
     log: Mutex<Vec<Logged>>,
 }
 
@@ -404,7 +406,6 @@ impl Process {
             dead: AtomicBool::new(false),
             stop: CancellationToken::new(),
             open: AtomicBool::new(false),
-            slow: Mutex::new(Duration::ZERO),
             log: Mutex::new(Vec::new()),
         })
     }
@@ -507,11 +508,7 @@ struct Faulty {
 }
 
 impl Faulty {
-    async fn before_call(&self) -> Result<(), TableError> {
-        let slow = *self.process.slow.lock().unwrap();
-        if !slow.is_zero() {
-            tokio::time::sleep(slow).await;
-        }
+    fn before_call(&self) -> Result<(), TableError> {
         if self.process.dead.load(Ordering::SeqCst) {
             return Err(injected(format!("{} is dead", self.process.name)));
         }
@@ -537,7 +534,7 @@ impl Faulty {
     }
 
     async fn updates(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
-        self.before_call().await?;
+        self.before_call()?;
         let phase = if self.aggregates {
             Phase::Items
         } else {
@@ -553,7 +550,10 @@ impl Faulty {
                 self.record(call, phase, reqs, &seen);
                 let mut fired = self.faults.fired.lock().unwrap();
                 if let (Some(f), Some(outs)) = (fired.as_mut(), seen.into_iter().collect::<Option<Vec<_>>>()) {
-                    if f.process == self.process.name && f.phase == phase && f.replay.is_none() && !f.outcomes.is_empty()
+                    if f.process == self.process.name
+                        && f.phase == phase
+                        && f.replay.is_none()
+                        && !f.outcomes.is_empty()
                     {
                         f.replay = Some((reqs.to_vec(), outs));
                     }
@@ -588,15 +588,24 @@ impl Faulty {
             }
             Effect::ApplyThenThrottleEach => {
                 fired.outcomes = outcomes(self.inner.update_batch(reqs).await?);
-                let each = |i| Err(TableError::Throttled(format!("injected timeout after apply (call {call}, item {i})")));
+                let each =
+                    |i| Err(TableError::Throttled(format!("injected timeout after apply (call {call}, item {i})")));
                 Ok((0..reqs.len()).map(each).collect())
             }
-            Effect::Steal { thief, leases, slow } => {
+            Effect::ApplyHalfThrottleRest => {
+                let half = reqs.len().div_ceil(2);
+                fired.outcomes = outcomes(self.inner.update_batch(&reqs[..half]).await?);
+                let rest =
+                    (half..reqs.len()).map(|i| Err(TableError::Throttled(format!("injected: item {i} not taken"))));
+                Ok(fired.outcomes.iter().cloned().map(Ok).chain(rest).collect())
+            }
+            Effect::Steal { thief, leases, pause } => {
                 assert_eq!(phase, Phase::Items, "a steal fires on an item write");
                 let out = outcomes(self.inner.update_batch(reqs).await?);
                 fired.outcomes = out.clone();
                 fired.stolen = Some(self.steal(&reqs[0], thief, *leases).await);
-                *self.process.slow.lock().unwrap() = *slow;
+                *self.faults.fired.lock().unwrap() = Some(fired.clone());
+                tokio::time::sleep(*pause).await;
                 Ok(out.into_iter().map(Ok).collect())
             }
         };
@@ -637,7 +646,7 @@ impl Faulty {
     }
 
     async fn read(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
-        self.before_call().await?;
+        self.before_call()?;
         let phase = match req.pk.as_str() {
             _ if self.aggregates => panic!("the pipeline does not read the aggregates: {req:?}"),
             LANES_PK => Phase::ReadLanes,
@@ -844,35 +853,17 @@ impl World {
         assert_eq!(seen, expected, "{context}: dead letters");
     }
 
-    /// Aggregate items whose mark of `lane` is `k` (the last flush of that
-    /// lane that wrote them).
-    async fn items_marked(&self, lane: u32, k: u64) -> usize {
-        let mark = format!("w@{lane}");
+    /// How many of these item writes are applied: their item carries the
+    /// write's mark (`w@<lane>` = k).
+    async fn marked(&self, writes: &[UpdateRequest]) -> usize {
         let mut n = 0;
-        for pk in self.partitions() {
-            for item in read_partition(&*self.aggregates, &pk).await {
-                n += usize::from(matches!(item.attrs.get(&mark), Some(AttrValue::N(d)) if u64::try_from(*d) == Ok(k)));
-            }
+        for req in writes {
+            let (lane, k) = item_mark(req);
+            let item = self.aggregates.get(&req.pk, &req.sk).await.unwrap();
+            let mark = item.as_ref().and_then(|i| i.attrs.get(&format!("w@{lane}")));
+            n += usize::from(matches!(mark, Some(AttrValue::N(d)) if u64::try_from(*d) == Ok(k)));
         }
         n
-    }
-
-    /// The partition keys the aggregates can have: every prefix, rollup and
-    /// time bin of the generated events.
-    fn partitions(&self) -> BTreeSet<String> {
-        let (first, last) = (self.truth.first_ms.expect("events"), self.truth.last_ms.expect("events"));
-        let mut pks = BTreeSet::new();
-        for &rollup in &self.config.rollups {
-            let bin = rollup.bin();
-            let mut t = bin.start_of(first);
-            while t <= last {
-                for prefix in 0..self.config.scatter.prefixes {
-                    pks.insert(KeyModel::partition_key(prefix, rollup, t));
-                }
-                t = bin.next_start(t);
-            }
-        }
-        pks
     }
 }
 
@@ -902,4 +893,605 @@ impl Rng {
     fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.next() % (hi.max(lo) - lo + 1)
     }
+}
+
+// ---------------------------------------------------------------------------
+// What a crash leaves on the lease table, and what a restart makes of it.
+
+/// The lease table right after a process died.
+#[derive(Debug)]
+struct Image {
+    lanes: Vec<LaneView>,
+    leases: Vec<LeaseView>,
+}
+
+impl Image {
+    async fn of(w: &World) -> Image {
+        Image { lanes: w.lanes().await, leases: w.shard_leases().await }
+    }
+
+    /// Lanes with an intent in `state` ("open" or "valid").
+    fn in_flight(&self, state: &str) -> Vec<&LaneView> {
+        self.lanes.iter().filter(|l| l.in_flight() == Some(state)).collect()
+    }
+
+    /// Committed ranges whose shard checkpoint is still to be moved.
+    fn completions_pending(&self) -> usize {
+        let committed = self.lanes.iter().filter(|l| l.state.as_deref() == Some("done"));
+        committed
+            .flat_map(|l| &l.ranges)
+            .filter(|r| {
+                self.leases.iter().any(|s| {
+                    s.shard == r.shard && s.checkpoint == r.from && (r.from != Some(r.to) || r.ends != s.finished)
+                })
+            })
+            .count()
+    }
+
+    /// The step the process died at left the steps before it applied and
+    /// none after it.
+    fn assert_died_in(&self, fired: &Fired, context: &str) {
+        let (open, valid) = (self.in_flight("open").len(), self.in_flight("valid").len());
+        let lanes = &self.lanes;
+        match fired.phase {
+            Phase::Join => assert!(lanes.iter().all(|l| l.owner.is_none()), "{context}: {lanes:?}"),
+            // The intent was not recorded: the last one is done.
+            Phase::Open => assert_eq!((open, valid), (0, 0), "{context}: {lanes:?}"),
+            // Recorded, not proven: no item was written.
+            Phase::Proof | Phase::Validate | Phase::Abort => assert_eq!((open, valid), (1, 0), "{context}: {lanes:?}"),
+            // Proven, not committed: items may have been written.
+            Phase::Items | Phase::Commit => assert_eq!((open, valid), (0, 1), "{context}: {lanes:?}"),
+            // Committed, a checkpoint not moved.
+            Phase::Advance => {
+                assert_eq!((open, valid), (0, 0), "{context}: {lanes:?}");
+                assert!(self.completions_pending() >= 1, "{context}: {self:?}");
+            }
+            _ => assert!(open + valid <= 1, "{context}: one worker, one flush in flight at most: {lanes:?}"),
+        }
+    }
+}
+
+/// Runs `name` (worker `worker`) with a fault armed; it must fire, and a
+/// run that ends with an error ends with the injected crash. Returns what
+/// fired and what the lease table holds after.
+async fn fault_run(w: &World, name: &str, opts: PipelineOptions, trigger: Trigger, effect: Effect) -> (Fired, Image) {
+    w.faults.arm(trigger, effect.clone());
+    let (_, result) = w.run_with(name, opts).await;
+    w.faults.disarm();
+    let context = format!("{name}: {effect:?} at {trigger:?}");
+    let fired = w.faults.fired().unwrap_or_else(|| panic!("{context}: the fault did not fire ({result:?})"));
+    assert_eq!(fired.process, name, "{context}");
+    if let Err(e) = &result {
+        assert!(is_injected_crash(e), "{context}: {e}");
+    }
+    let image = Image::of(w).await;
+    if matches!(effect, Effect::Crash | Effect::ApplyHalfThenCrash) {
+        image.assert_died_in(&fired, &format!("{context}, fired at call {}", fired.call));
+    }
+    (fired, image)
+}
+
+/// After a restart that finished: the valid intents the crash left were
+/// re-applied and committed under their own (lane, k) and counted as
+/// recovered; the open ones were aborted (their number free again); an
+/// item write the dead process applied was found by its mark and skipped.
+async fn assert_recovered(w: &World, image: &Image, fired: &Fired, restart: &RunSummary, context: &str) {
+    let lanes = w.lanes().await;
+    let now = |n: u32| lanes.iter().find(|l| l.lane == n).expect("lanes are never deleted");
+    for before in image.in_flight("valid") {
+        let after = now(before.lane);
+        assert_eq!(
+            (after.flush, after.k, after.state.as_deref()),
+            (before.k, before.k, Some("done")),
+            "{context}: lane {} was committed by the recovery",
+            before.lane
+        );
+    }
+    for before in image.in_flight("open") {
+        let after = now(before.lane);
+        assert_eq!(
+            (after.flush, after.k, after.state.as_deref(), after.ranges.len()),
+            (before.k - 1, before.k - 1, Some("done"), 0),
+            "{context}: lane {}'s open intent was aborted",
+            before.lane
+        );
+    }
+    assert_eq!(restart.recovered, image.in_flight("valid").len() as u64, "{context}: {restart:?}");
+    if fired.phase == Phase::Items && !image.in_flight("valid").is_empty() {
+        let applied = fired.outcomes.iter().filter(|o| o.applied()).count() as u64;
+        assert!(restart.skipped >= applied, "{context}: {applied} writes applied before the crash: {restart:?}");
+    }
+}
+
+/// Crashes `run-a`, checks what the crash left, restarts it (same or other
+/// worker id) on the same files, and checks the result.
+async fn crash_then_restart(
+    w: &World,
+    trigger: Trigger,
+    effect: Effect,
+    restart_worker: &str,
+    context: &str,
+) -> (Fired, RunSummary) {
+    let (fired, image) = fault_run(w, "run-a", w.options("run-a"), trigger, effect.clone()).await;
+    let context = format!("{context}: {effect:?} at {trigger:?} fired at call {} ({:?})", fired.call, fired.phase);
+    if effect == Effect::ApplyHalfThenCrash {
+        assert_eq!(w.marked(&fired.reqs).await, fired.outcomes.len(), "{context}: the first half applied, no more");
+    }
+    let started = Instant::now();
+    let (_, result) = w.run_with(&format!("{restart_worker}#restart"), w.options(restart_worker)).await;
+    let restart = result.unwrap_or_else(|e| panic!("{context}: restart failed: {e}"));
+    let took = started.elapsed();
+    w.assert_exact(&context).await;
+    assert_recovered(w, &image, &fired, &restart, &context).await;
+    if restart_worker == "run-a" {
+        // The predecessor's lane was taken over at once and freed.
+        let lanes = w.lanes().await;
+        assert!(lanes.iter().all(|l| l.owner.is_none()), "{context}: {lanes:?}");
+    } else if image.leases.iter().any(|l| !l.finished && l.owner.as_deref() == Some("run-a")) {
+        // Another worker waits out the failover before taking the leases.
+        assert!(took >= FAILOVER, "{context}: took {took:?}");
+        assert!(restart.leases_taken >= 1, "{context}: {restart:?}");
+    }
+    eprintln!("{context}: restart {took:?}, recovered {}, skipped {}", restart.recovered, restart.skipped);
+    (fired, restart)
+}
+
+// ---------------------------------------------------------------------------
+// (i) A crash at any store call, then a restart on the same files.
+
+/// How many calls of each phase a clean run makes (varies a little with
+/// timing: fault points are picked in the first half of each).
+async fn dry_run() -> (BTreeMap<Phase, u64>, u64) {
+    let dry = World::new(11);
+    let s = dry.run("dry").await.expect("clean run");
+    dry.assert_exact("clean run").await;
+    let counts = dry.faults.counts();
+    let total = dry.faults.calls.load(Ordering::SeqCst);
+    let of = |p: Phase| counts.get(&p).copied().unwrap_or(0);
+    assert_eq!((of(Phase::Join), of(Phase::CreateLease), of(Phase::Release)), (1, 3, 1), "{counts:?}");
+    assert!(of(Phase::TakeLease) >= 3, "{counts:?}");
+    for p in [Phase::Open, Phase::Proof, Phase::Validate, Phase::Items, Phase::Commit, Phase::Advance] {
+        assert!(of(p) >= 6, "{p:?}: {counts:?} {s:?}");
+    }
+    assert_eq!(of(Phase::Open), of(Phase::Commit), "one intent per flush: {counts:?}");
+    (counts, total)
+}
+
+fn upto(counts: &BTreeMap<Phase, u64>, p: Phase, lo: u64) -> u64 {
+    (counts.get(&p).copied().unwrap_or(0) / 2).max(lo)
+}
+
+/// Runs each case on a world of its own (every other one scattering at
+/// random: a re-applied flush must land on the prefixes it first chose):
+/// `run-a` dies at the fault, a restart with the same worker id finishes.
+/// Every phase in `expected` must have been crashed in.
+async fn crash_cases(seed: u64, cases: Vec<(Trigger, Effect)>, expected: &[Phase]) {
+    let mut died_in = BTreeSet::new();
+    for (i, (trigger, effect)) in cases.into_iter().enumerate() {
+        let mut config = config();
+        if i % 2 == 1 {
+            config.scatter.mode = ScatterMode::Random;
+        }
+        let w = World::with_config(seed, config);
+        let context = format!("case {i} ({:?} scatter)", w.config.scatter.mode);
+        let (fired, _) = crash_then_restart(&w, trigger, effect, "run-a", &context).await;
+        died_in.insert(fired.phase);
+    }
+    for p in expected {
+        assert!(died_in.contains(p), "no crash in {p:?}: {died_in:?}");
+    }
+}
+
+/// Joining, creating and taking leases, reading the lanes, heartbeats,
+/// leaving, and anywhere at random.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_a_lane_or_lease_write_then_restart_with_the_same_worker_id_is_exact() {
+    let (_, total) = dry_run().await;
+    let mut rng = Rng(0x1ea5e);
+    let crash = Effect::Crash;
+    let mut cases = vec![
+        (Trigger::NthOf(Phase::Join, 1), crash.clone()),
+        (Trigger::NthOf(Phase::CreateLease, 2), crash.clone()),
+        (Trigger::NthOf(Phase::TakeLease, 2), crash.clone()),
+        (Trigger::NthOf(Phase::ReadLanes, 2), crash.clone()),
+        (Trigger::NthOf(Phase::Heartbeat, 1), crash.clone()),
+        // Leaving: the lane is freed last.
+        (Trigger::NthOf(Phase::Release, 1), crash.clone()),
+    ];
+    for _ in 0..3 {
+        cases.push((Trigger::Nth(rng.range(1, total / 2)), crash.clone()));
+    }
+    let expected = [Phase::Join, Phase::CreateLease, Phase::TakeLease, Phase::Heartbeat, Phase::Release];
+    crash_cases(11, cases, &expected).await;
+}
+
+/// Each step of the flush intent: recorded open, proven (the leases read),
+/// validated, committed; also in the flushes that end shards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_a_flush_intent_then_restart_with_the_same_worker_id_is_exact() {
+    let (counts, _) = dry_run().await;
+    let mut rng = Rng(0x5eed);
+    let mut rnd = |p: Phase, lo: u64| Trigger::NthOf(p, rng.range(lo, upto(&counts, p, lo)));
+    let crash = Effect::Crash;
+    let cases = vec![
+        (Trigger::NthOf(Phase::Open, 1), crash.clone()),
+        (rnd(Phase::Open, 2), crash.clone()),
+        (Trigger::NthOf(Phase::Proof, 1), crash.clone()),
+        (rnd(Phase::Proof, 2), crash.clone()),
+        (Trigger::NthOf(Phase::Validate, 1), crash.clone()),
+        (rnd(Phase::Validate, 2), crash.clone()),
+        (Trigger::NthOf(Phase::Commit, 1), crash.clone()),
+        (rnd(Phase::Commit, 2), crash.clone()),
+        (Trigger::NthEnding(Phase::Open, 1), crash.clone()),
+        (Trigger::NthEnding(Phase::Validate, 2), crash.clone()),
+    ];
+    crash_cases(12, cases, &[Phase::Open, Phase::Proof, Phase::Validate, Phase::Commit]).await;
+}
+
+/// The item writes (nothing of the call applied, or its first half), and
+/// the checkpoints moved after the commit (also those that finish shards).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_item_writes_or_checkpoints_then_restart_with_the_same_worker_id_is_exact() {
+    let (counts, _) = dry_run().await;
+    let mut rng = Rng(0xbeef);
+    let mut rnd = |p: Phase, lo: u64| Trigger::NthOf(p, rng.range(lo, upto(&counts, p, lo)));
+    let (crash, half) = (Effect::Crash, Effect::ApplyHalfThenCrash);
+    let cases = vec![
+        (Trigger::NthOf(Phase::Items, 1), crash.clone()),
+        (rnd(Phase::Items, 2), crash.clone()),
+        (Trigger::NthOf(Phase::Items, 1), half.clone()),
+        (rnd(Phase::Items, 2), half.clone()),
+        (Trigger::NthOf(Phase::Advance, 1), crash.clone()),
+        (rnd(Phase::Advance, 2), crash.clone()),
+        (Trigger::NthEnding(Phase::Advance, 1), crash.clone()),
+        (Trigger::NthEnding(Phase::Advance, 3), crash.clone()),
+    ];
+    crash_cases(13, cases, &[Phase::Items, Phase::Advance]).await;
+}
+
+/// The restart is another worker: it finds the dead worker's lane and
+/// leases still owned, waits out the failover on its own clock, then takes
+/// the leases and recovers or frees the lane.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_then_restart_with_another_worker_id_recovers_after_the_failover() {
+    let cases = [
+        (Trigger::NthOf(Phase::Proof, 3), Effect::Crash),
+        (Trigger::NthOf(Phase::Items, 4), Effect::ApplyHalfThenCrash),
+        (Trigger::NthOf(Phase::Commit, 2), Effect::Crash),
+        (Trigger::NthOf(Phase::Advance, 3), Effect::Crash),
+        (Trigger::NthOf(Phase::Heartbeat, 1), Effect::Crash),
+    ];
+    for (i, (trigger, effect)) in cases.into_iter().enumerate() {
+        let w = World::new(91 + i as u64);
+        crash_then_restart(&w, trigger, effect, "run-b", &format!("case {i}")).await;
+    }
+}
+
+/// A restart that dies while finishing its predecessor's flush (taking the
+/// lane, re-applying the items, committing, completing, freeing the lane,
+/// or aborting an open intent); a third run still converges exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_during_recovery_then_restart_is_exact() {
+    let valid = (Trigger::NthOf(Phase::Items, 2), Effect::ApplyHalfThenCrash);
+    let open = (Trigger::NthOf(Phase::Validate, 3), Effect::Crash);
+    let cases = [
+        (valid.clone(), Phase::TakeLane, Effect::Crash),
+        (valid.clone(), Phase::Items, Effect::ApplyHalfThenCrash),
+        (valid.clone(), Phase::Items, Effect::Crash),
+        (valid.clone(), Phase::Commit, Effect::Crash),
+        (valid.clone(), Phase::Advance, Effect::Crash),
+        (valid.clone(), Phase::Release, Effect::Crash),
+        (open.clone(), Phase::Abort, Effect::Crash),
+    ];
+    for (i, ((first, first_effect), phase, effect)) in cases.into_iter().enumerate() {
+        let w = World::new(71 + i as u64);
+        let context = format!("recovery dies with {effect:?} in {phase:?}");
+        let (_, image_a) = fault_run(&w, "run-a", w.options("run-a"), first, first_effect).await;
+        let (lane, k) = match image_a.in_flight("valid").first().or(image_a.in_flight("open").first()) {
+            Some(l) => (l.lane, l.k),
+            None => panic!("{context}: a flush in flight: {image_a:?}"),
+        };
+        // Recovery runs before the restart's first flush: its next call of
+        // `phase` belongs to the recovered flush.
+        let next = w.faults.count(phase) + 1;
+        let (fired, image_b) = fault_run(&w, "run-a#2", w.options("run-a"), Trigger::NthOf(phase, next), effect).await;
+        let context = format!("{context}, fired at call {}", fired.call);
+        assert_eq!(fired.phase, phase, "{context}");
+        match phase {
+            Phase::Advance | Phase::Release => {
+                let l = image_b.lanes.iter().find(|l| l.lane == lane).unwrap();
+                assert_eq!((l.flush, l.in_flight()), (k, None), "{context}: the recovery committed: {l:?}");
+            }
+            _ => {
+                let l = image_b.lanes.iter().find(|l| l.lane == lane).unwrap();
+                assert_eq!(
+                    (l.k, l.in_flight()),
+                    (k, image_a.lanes.iter().find(|l| l.lane == lane).unwrap().in_flight())
+                );
+            }
+        }
+        let (_, c) = w.run_with("run-a#3", w.options("run-a")).await;
+        let c = c.unwrap_or_else(|e| panic!("{context}: third run: {e}"));
+        w.assert_exact(&context).await;
+        assert_recovered(&w, &image_b, &fired, &c, &context).await;
+    }
+}
+
+/// A flush begun under one layout is not re-applied under another (it
+/// would write other items, so the marks could not skip what was applied):
+/// the restart refuses, naming the lane, until run with the old layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_in_flight_is_not_recovered_under_another_layout() {
+    let w = World::new(81);
+    let (fired, image) =
+        fault_run(&w, "run-a", w.options("run-a"), Trigger::NthOf(Phase::Items, 2), Effect::ApplyHalfThenCrash).await;
+    let lane = image.in_flight("valid")[0].lane;
+    let mut other = w.options("run-a");
+    other.config.scatter.prefixes += 1;
+    match w.run_with("run-a#2", other).await.1 {
+        Err(PipelineError::LayoutChanged { lane: l, .. }) => assert_eq!(l, lane),
+        other => panic!("expected LayoutChanged, got {other:?}"),
+    }
+    let (_, c) = w.run_with("run-a#3", w.options("run-a")).await;
+    let c = c.expect("the old layout finishes the flush");
+    w.assert_exact("after a refused layout change").await;
+    assert_recovered(&w, &image, &fired, &c, "after a refused layout change").await;
+}
+
+// ---------------------------------------------------------------------------
+// (ii) A write that timed out after the store applied it.
+
+/// Each lease-table write applied, then reported throttled: the retry
+/// sends the same request, its guard refuses it (the write is there), and
+/// the coordinator recognises its own write: the run goes on and finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_writes_applied_then_throttled_are_recognised_by_their_retry() {
+    let cases = [
+        (Phase::Join, 1),
+        (Phase::TakeLease, 1),
+        (Phase::Heartbeat, 1),
+        (Phase::Open, 1),
+        (Phase::Open, 4),
+        (Phase::Validate, 2),
+        (Phase::Commit, 1),
+        (Phase::Commit, 3),
+        (Phase::Advance, 2),
+        (Phase::Release, 1),
+    ];
+    for (i, (phase, nth)) in cases.into_iter().enumerate() {
+        let w = World::new(31 + i as u64);
+        let context = format!("{phase:?} {nth} applied then throttled");
+        w.faults.arm(Trigger::NthOf(phase, nth), Effect::ApplyThenThrottle);
+        let s = w.run("run-a").await.unwrap_or_else(|e| panic!("{context}: {e}"));
+        let f = w.faults.fired().unwrap_or_else(|| panic!("{context}: did not fire"));
+        assert!(f.outcomes.iter().all(UpdateOutcome::applied), "{context}: {f:?}");
+        assert!(s.retries >= 1, "{context}: {s:?}");
+        let (again, outs) = f.replay.clone().unwrap_or_else(|| panic!("{context}: not retried"));
+        assert_eq!(again, f.reqs, "{context}: the retry resends the same write");
+        assert!(!outs[0].applied(), "{context}: the retry of an applied write is refused by its guard");
+        w.assert_exact(&context).await;
+        let lanes = w.lanes().await;
+        assert!(lanes.iter().all(|l| l.owner.is_none()), "{context}: every lane freed: {lanes:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_writes_applied_then_throttled_are_not_counted_twice() {
+    let cases = [(1u64, Effect::ApplyThenThrottle), (3, Effect::ApplyThenThrottle), (2, Effect::ApplyThenThrottleEach)];
+    for (i, (nth, effect)) in cases.into_iter().enumerate() {
+        let w = World::new(21 + i as u64);
+        let context = format!("item call {nth}: {effect:?}");
+        w.faults.arm(Trigger::NthOf(Phase::Items, nth), effect);
+        let s = w.run("run-a").await.unwrap_or_else(|e| panic!("{context}: a throttle is retried: {e}"));
+        let f = w.faults.fired().expect("the fault fired");
+        assert_eq!(f.phase, Phase::Items);
+        w.assert_exact(&context).await;
+        assert!(s.retries >= 1, "{context}: {s:?}");
+
+        // The retry sent the same requests; each one the faulted call had
+        // applied now fails its mark guard, and is then skipped.
+        let applied = f.outcomes.iter().filter(|o| o.applied()).count() as u64;
+        assert!(applied > 0, "{context}");
+        let (replay_reqs, replay_outs) = f.replay.expect("the batch was retried");
+        assert_eq!(replay_reqs, f.reqs, "{context}: the retry resends the same batch");
+        for (first, again) in f.outcomes.iter().zip(&replay_outs) {
+            if first.applied() {
+                assert!(!again.applied(), "{context}: a replayed write applied twice");
+            }
+        }
+        assert!(s.skipped >= applied, "{context}: {applied} replayed writes, {s:?}");
+    }
+}
+
+/// A batch the store took in part: the first half applied, each item of
+/// the second half throttled. The flusher sends the throttled items again,
+/// and only those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_writes_throttled_in_part_are_retried_alone() {
+    let w = World::new(25);
+    w.faults.arm(Trigger::NthOf(Phase::Items, 2), Effect::ApplyHalfThrottleRest);
+    let s = w.run("run-a").await.expect("throttled items are retried");
+    let f = w.faults.fired().expect("the fault fired");
+    let half = f.outcomes.len();
+    assert!(f.reqs.len() >= 2 && half < f.reqs.len(), "a batch of several items: {}", f.reqs.len());
+    let (again, outs) = f.replay.expect("the throttled items were retried");
+    assert_eq!(again, f.reqs[half..], "the retry sends the throttled items, and only those");
+    assert!(outs.iter().all(UpdateOutcome::applied), "they had not applied: {outs:?}");
+    assert!(s.retries >= (f.reqs.len() - half) as u64, "{s:?}");
+    w.assert_exact("a batch throttled in part").await;
+}
+
+/// A commit applied then throttled, then a restart: it resumes from the
+/// applied commit; nothing is in flight, nothing is read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_applied_then_throttled_then_restart_finds_nothing_to_do() {
+    let w = World::new(51);
+    w.faults.arm(Trigger::NthOf(Phase::Commit, 2), Effect::ApplyThenThrottle);
+    w.run("run-a").await.expect("a retried, already applied commit is not a fence");
+    assert!(w.faults.fired().is_some());
+    let s = w.run("run-b").await.expect("restart");
+    assert_eq!((s.recovered, s.records), (0, 0), "the commit was applied: nothing is in flight: {s:?}");
+    w.assert_exact("commit applied then throttled, restarted").await;
+}
+
+// ---------------------------------------------------------------------------
+// (iii) A zombie: its lane is taken while it is mid-flush.
+
+/// Runs a zombie scenario: `run-a` is robbed of its lane mid-flush (after
+/// an item write applied) by `run-b`'s worker id; then `run-b` starts (it
+/// takes its "predecessor's" lane over at once) and both run to the end.
+async fn zombie(w: &World, nth_item: u64, leases: bool, pause: Duration, limit: Duration) -> ZombieRun {
+    zombie_with(w, nth_item, leases, pause, limit, false).await
+}
+
+/// `zombie`; with `b_after_rejoin`, `run-b` starts only once the zombie
+/// has joined again.
+async fn zombie_with(
+    w: &World,
+    nth_item: u64,
+    leases: bool,
+    pause: Duration,
+    limit: Duration,
+    b_after_rejoin: bool,
+) -> ZombieRun {
+    let failover = Duration::from_millis(900);
+    let opts = |worker: &str| PipelineOptions { failover, ..w.options(worker) };
+    let steal = Effect::Steal { thief: "run-b".into(), leases, pause };
+    w.faults.arm(Trigger::NthOf(Phase::Items, nth_item), steal);
+    let (a_proc, a) = w.pipeline("run-a", opts("run-a"));
+    let a_run = tokio::spawn(a.run(a_proc.stop.clone()));
+    let deadline = Instant::now() + RUN_LIMIT;
+    let fired = loop {
+        if let Some(f) = w.faults.fired() {
+            break f;
+        }
+        assert!(Instant::now() < deadline, "the steal did not fire");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    while b_after_rejoin && !a_proc.log().iter().any(|l| l.call > fired.call && l.phase == Phase::Join) {
+        assert!(Instant::now() < deadline, "the zombie did not join again");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let (b_proc, b) = w.pipeline("run-b", opts("run-b"));
+    let b_run = tokio::spawn(b.run(b_proc.stop.clone()));
+    let deadline = Instant::now() + limit;
+    while !(a_run.is_finished() && b_run.is_finished()) {
+        if Instant::now() > deadline {
+            let (lanes, leases) = (w.lanes().await, w.shard_leases().await);
+            let tail = |p: &Process| {
+                let log = p.log();
+                let mut by: BTreeMap<Phase, usize> = BTreeMap::new();
+                for l in &log {
+                    *by.entry(l.phase).or_default() += 1;
+                }
+                let after: Vec<_> = log
+                    .iter()
+                    .filter(|l| l.call > fired.call)
+                    .take(40)
+                    .map(|l| format!("{}:{:?}/{:?}/{:?} +{} -{}", l.call, l.phase, l.lane, l.k, l.applied, l.refused))
+                    .collect();
+                format!("{by:?}\n{}", after.join("\n"))
+            };
+            panic!(
+                "the zombie and the new owner did not finish within {limit:?} (finished: {}, {}):\n\
+                 {lanes:?}\n{leases:?}\nrun-a: {:?}\nrun-b: {:?}",
+                a_run.is_finished(),
+                b_run.is_finished(),
+                tail(&a_proc),
+                tail(&b_proc),
+            )
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (a, b) = (a_run.await.unwrap(), b_run.await.unwrap());
+    ZombieRun { fired, a, b, a_log: a_proc.log() }
+}
+
+struct ZombieRun {
+    fired: Fired,
+    a: Result<RunSummary, PipelineError>,
+    b: Result<RunSummary, PipelineError>,
+    a_log: Vec<Logged>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_mid_flush_is_fenced_and_the_new_owner_finishes_its_flush() {
+    // (nth item write, pause): the zombie is fenced at its commit, or —
+    // stalled after the steal — its heartbeat notices first.
+    let cases = [(1, Duration::ZERO), (3, Duration::ZERO), (2, Duration::from_millis(700))];
+    for (i, (nth, pause)) in cases.into_iter().enumerate() {
+        let w = World::new(61 + i as u64);
+        let context = format!("lane stolen after item write {nth} (the zombie stalled {pause:?})");
+        let z = zombie(&w, nth, true, pause, RUN_LIMIT).await;
+        let (lane, k) = z.fired.stolen.expect("stolen");
+        let context = format!("{context}: lane {lane} at flush {k}");
+
+        // The zombie learned it lost the lane, dropped its state and went on
+        // as a new worker (or stopped with the lost lane).
+        match &z.a {
+            Ok(s) => assert!(s.leases_lost >= 1, "{context}: {s:?}"),
+            Err(e) => assert!(e.to_string().contains("was taken by another worker"), "{context}: {e}"),
+        }
+        let b = z.b.as_ref().unwrap_or_else(|e| panic!("{context}: the new owner failed: {e}"));
+        assert!(b.recovered >= 1, "{context}: the new owner finished the stolen flush: {b:?}");
+
+        // Fenced: after the steal and until it joined again, none of the
+        // zombie's writes on the lane applied, and its commit of the stolen
+        // flush was refused.
+        let after: Vec<&Logged> = z.a_log.iter().filter(|l| l.call > z.fired.call).collect();
+        let rejoined = after.iter().find(|l| l.phase == Phase::Join).map_or(u64::MAX, |l| l.call);
+        let on_lane = |l: &&&Logged| l.phase != Phase::Items && l.lane == Some(lane) && l.call < rejoined;
+        assert!(after.iter().filter(on_lane).all(|l| l.applied == 0), "{context}: {after:?}");
+        let fence = after
+            .iter()
+            .find(|l| l.phase == Phase::Commit && l.lane == Some(lane))
+            .unwrap_or_else(|| panic!("{context}: the zombie never tried to commit the stolen flush: {after:?}"));
+        assert_eq!(fence.refused, 1, "{context}: {fence:?}");
+        // It wrote no item of a later flush under the lost lane, and none at
+        // all once its commit was refused (until it joined again).
+        for l in after.iter().filter(|l| l.phase == Phase::Items && l.lane == Some(lane) && l.call < rejoined) {
+            assert_eq!(l.k, Some(k), "{context}: {l:?}");
+            assert!(l.call < fence.call, "{context}: an item written under a lost lane: {l:?}");
+        }
+        let lanes = w.lanes().await;
+        let l = lanes.iter().find(|l| l.lane == lane).unwrap();
+        assert!(l.flush >= k, "{context}: the stolen flush was committed: {l:?}");
+        w.assert_exact(&context).await;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Rejoining after a lost lane (both were bugs this file found).
+
+/// A worker whose lane is taken while it still owns shard leases rejoins
+/// with a new lane, so it is alive again and nobody takes those leases: it
+/// must read them again itself (from their checkpoints, once the flush left
+/// on its old lane is recovered). Here the taker takes the lane and none of
+/// the leases, and `run-b` starts once the zombie has rejoined. In
+/// production the same state comes from a zombie that rejoins before the
+/// other workers' next pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_lost_its_lane_but_kept_its_leases_reads_them_again() {
+    let w = World::new(65);
+    let z = zombie_with(&w, 2, false, Duration::ZERO, Duration::from_secs(8), true).await;
+    z.a.expect("the zombie rejoins and finishes");
+    z.b.expect("the new owner finishes");
+    w.assert_exact("lane stolen, leases kept").await;
+}
+
+/// When the heartbeat notices the lost lane while the main loop is
+/// mid-flush, two losses reach the main loop: the flush's (its commit
+/// refused), which rejoins at once (possibly onto the same lane number, freed
+/// by the recoverer), and the heartbeat's `Event::LaneLost`, queued
+/// meanwhile. The second is about the earlier join and must be ignored, or
+/// the worker drops its new state and takes yet another lane.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_rejoins_once_when_its_heartbeat_and_its_commit_both_find_the_lane_lost() {
+    let w = World::new(63);
+    let z = zombie(&w, 2, true, Duration::from_millis(700), RUN_LIMIT).await;
+    let joins: Vec<&Logged> = z.a_log.iter().filter(|l| l.call > z.fired.call && l.phase == Phase::Join).collect();
+    assert!(z.a.is_ok() && z.b.is_ok(), "{:?} {:?}", z.a, z.b);
+    assert_eq!(joins.len(), 1, "the zombie joined again once: {joins:?}");
+    let lanes = w.lanes().await;
+    assert!(lanes.iter().all(|l| l.owner.is_none()), "no lane left owned: {lanes:?}");
 }

@@ -36,8 +36,8 @@ pub(super) async fn heartbeat(coord: Arc<Coordinator>, events: mpsc::UnboundedSe
                 }
             }
             Err(LeaseError::NotJoined) => {} // rejoining
-            Err(LeaseError::LaneLost { lane }) => {
-                let _ = events.send(Event::LaneLost { lane });
+            Err(LeaseError::LaneLost { lane, joined }) => {
+                let _ = events.send(Event::LaneLost { lane, joined });
             }
             Err(e) => {
                 let since = *failing_since.get_or_insert_with(Instant::now);
@@ -75,11 +75,12 @@ pub(super) async fn passes(
                 }
             }
         }
+        let read_at = Instant::now();
         match coord.pass(listing.as_deref()).await {
             Ok(plan) => {
                 // Created leases are in the table now: later passes need no listing
                 // until the next re-list.
-                if events.send(Event::Leases(plan)).is_err() {
+                if events.send(Event::Leases { plan, read_at }).is_err() {
                     return;
                 }
             }

@@ -208,10 +208,12 @@ enum Event {
     GenerationFull,
     /// A reader aggregated its shard's last record (shard index).
     ShardEnded(u32),
-    /// A lease pass finished: leases gained, lost, asked for; lanes to recover.
-    Leases(Plan),
-    /// This worker's lane was taken: it was presumed dead.
-    LaneLost { lane: u32 },
+    /// A lease pass finished: leases gained, lost, asked for; lanes to
+    /// recover. `read_at`: when it began reading the table.
+    Leases { plan: Plan, read_at: Instant },
+    /// This worker's lane (held since its join number `joined`) was taken:
+    /// it was presumed dead.
+    LaneLost { lane: u32, joined: u64 },
     /// Everything to read has been written: stop once drained.
     ProducerDone,
     /// A reader met an error that retrying cannot fix.
@@ -231,12 +233,19 @@ struct Shard {
     ended: bool,
 }
 
-/// A shard let go of (finished, lost or given), so that a plan computed
-/// before that does not start it again.
+/// A shard let go of (finished, lost, given, or dropped by a rejoin), so
+/// that a plan read before that does not start it again; a plan read after
+/// it sees the table as it is and may.
 #[derive(Debug, Clone, Copy)]
 struct Tombstone {
-    lease: u64,
+    at: Instant,
     finished: bool,
+}
+
+impl Tombstone {
+    fn now(finished: bool) -> Self {
+        Tombstone { at: Instant::now(), finished }
+    }
 }
 
 pub struct Pipeline {
@@ -422,8 +431,8 @@ impl Pipeline {
                     // Commit its end promptly, then look for its children.
                     self.flush_step(run).await?;
                 }
-                Event::Leases(plan) => {
-                    self.on_plan(run, &plan).await?;
+                Event::Leases { plan, read_at } => {
+                    self.on_plan(run, &plan, read_at).await?;
                     let finished = self.source.bounded() && plan.unfinished == 0 && run.job.is_none();
                     run.last_plan = Some(plan);
                     if finished && run.shards.values().all(|s| s.reader.is_none()) {
@@ -431,8 +440,9 @@ impl Pipeline {
                         return Ok(());
                     }
                 }
-                // A loss reported twice (heartbeat and flush) rejoins once.
-                Event::LaneLost { lane } if self.coord.lane().is_none_or(|l| l == lane) => {
+                // A loss reported twice (heartbeat and flush) rejoins once: a
+                // report about an earlier join is stale.
+                Event::LaneLost { lane, joined } if joined == self.coord.joined() => {
                     self.rejoin(run, lane, stop).await?
                 }
                 Event::LaneLost { .. } => {}
@@ -483,7 +493,7 @@ impl Pipeline {
     }
 
     /// Reconciles a lease plan with what this worker reads.
-    async fn on_plan(self: &Arc<Self>, run: &mut Run, plan: &Plan) -> Result<(), PipelineError> {
+    async fn on_plan(self: &Arc<Self>, run: &mut Run, plan: &Plan, read_at: Instant) -> Result<(), PipelineError> {
         // Lost: held here, not (or under another counter) in the table.
         let lost: Vec<u32> = run
             .shards
@@ -498,7 +508,7 @@ impl Pipeline {
             if let Some(r) = s.reader {
                 r.stop().await;
             }
-            run.tombstones.insert(s.id, Tombstone { lease: s.lease, finished: false });
+            run.tombstones.insert(s.id, Tombstone::now(false));
         }
         // Asked for: stop reading; the lease goes after the next flush.
         for (shard, lease, to) in &plan.handoffs {
@@ -513,7 +523,7 @@ impl Pipeline {
             }
         }
         for ready in &plan.ready {
-            self.start_reader(run, ready);
+            self.start_reader(run, ready, read_at);
         }
         for &lane in &plan.recover {
             match self.recover(lane).await {
@@ -544,14 +554,15 @@ impl Pipeline {
         Ok(())
     }
 
-    fn start_reader(self: &Arc<Self>, run: &mut Run, ready: &Ready) {
+    fn start_reader(self: &Arc<Self>, run: &mut Run, ready: &Ready, read_at: Instant) {
         if run.shards.values().any(|s| s.id == ready.shard) {
             return;
         }
         if let Some(t) = run.tombstones.get(&ready.shard) {
-            if t.finished || ready.lease <= t.lease {
-                return; // a plan from before this worker let it go
+            if t.finished || read_at < t.at {
+                return; // a plan read before this worker let it go
             }
+            run.tombstones.remove(&ready.shard);
         }
         let start = match (ready.checkpoint, ready.from_trim_horizon) {
             (Some(p), _) => StartAt::After(p),
@@ -607,7 +618,18 @@ impl Pipeline {
                 run.job_failures = 0;
                 run.retry_at = None;
                 metrics::gauge!("zigzag_ingest_flush_paused").set(0.0);
-                self.flushed(run, &job);
+                // A range the proof dropped: the lease moved on (lost, or this
+                // reader started from a stale checkpoint). Stop it; a plan read
+                // from now on says whether and where to read it again.
+                for index in self.flushed(run, &job) {
+                    if let Some(s) = run.shards.remove(&index) {
+                        tracing::warn!(shard = %s.id, "range dropped by the flush's proof: reading stops");
+                        if let Some(r) = s.reader {
+                            r.stop().await;
+                        }
+                        run.tombstones.insert(s.id, Tombstone::now(false));
+                    }
+                }
                 let began = job.began.expect("driven");
                 self.after_flush(run, &began.ranges).await
             }
@@ -621,7 +643,7 @@ impl Pipeline {
                 tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "flush paused: store unavailable");
                 Ok(())
             }
-            Err(PipelineError::Lease(LeaseError::LaneLost { lane })) => {
+            Err(PipelineError::Lease(LeaseError::LaneLost { lane, .. })) => {
                 let never = CancellationToken::new();
                 self.rejoin(run, lane, &never).await
             }
@@ -661,15 +683,18 @@ impl Pipeline {
 
     /// After a flush commits: advance the shards, let go of the finished,
     /// lost and leaving ones.
-    fn flushed(&self, run: &mut Run, job: &FlushJob) {
+    fn flushed(&self, run: &mut Run, job: &FlushJob) -> Vec<u32> {
         let began = job.began.as_ref().expect("driven");
+        let mut dropped = Vec::new();
         for (index, r) in &job.ranges {
             let Some(s) = run.shards.get_mut(index) else { continue };
-            if began.ranges.iter().any(|k| k.shard == r.shard) {
+            if !began.ranges.iter().any(|k| k.shard == r.shard) {
+                dropped.push(*index);
+            } else {
                 s.checkpoint = Some(r.to);
                 if r.ends {
                     let s = run.shards.remove(index).expect("present");
-                    run.tombstones.insert(s.id, Tombstone { lease: s.lease, finished: true });
+                    run.tombstones.insert(s.id, Tombstone::now(true));
                 }
             }
         }
@@ -688,6 +713,7 @@ impl Pipeline {
             ms = ms.as_millis() as u64,
             "flushed"
         );
+        dropped
     }
 
     /// Gives the leases asked for (their progress is committed) and pokes
@@ -707,7 +733,7 @@ impl Pipeline {
                 Err(e) => return Err(e.into()),
             }
             let s = run.shards.remove(&index).expect("listed");
-            run.tombstones.insert(s.id, Tombstone { lease: s.lease, finished: false });
+            run.tombstones.insert(s.id, Tombstone::now(false));
             changed = true;
         }
         if changed {
@@ -725,7 +751,10 @@ impl Pipeline {
             if let Some(r) = s.reader {
                 r.stop().await;
             }
-            run.tombstones.insert(s.id, Tombstone { lease: s.lease, finished: false });
+            // Leases still ours are read again from their checkpoints once a
+            // plan read after this shows them (the dead lane's flush, if any,
+            // blocks them until it is recovered).
+            run.tombstones.insert(s.id, Tombstone::now(false));
         }
         run.job = None;
         run.retry_at = None;

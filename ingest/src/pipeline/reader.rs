@@ -11,7 +11,7 @@
 use super::{lock, Batch, Event, Pipeline};
 use crate::source::{SourceError, StartAt};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::{mpsc, watch, Notify, RwLock};
 use tokio_util::sync::CancellationToken;
 use zigzag_core::retry::Retryable;
@@ -67,22 +67,24 @@ impl ShardTask {
         }
     }
 
-    /// Sleeps `d` unless cancelled first (then false).
-    async fn pause(&self, d: Duration) -> bool {
-        tokio::select! {
-            _ = self.cancel.cancelled() => false,
-            _ = tokio::time::sleep(d) => true,
+    /// After a failed call: a retryable error pauses the shard (capped
+    /// backoff; true = reopen and go on, false = cancelled meanwhile); any
+    /// other error ends the task.
+    async fn outage(&self, failures: &mut u32, paused: &mut PausedGauge, e: SourceError) -> Result<bool, SourceError> {
+        if !e.is_retryable() {
+            return Err(e);
         }
-    }
-
-    fn outage(&self, failures: &mut u32, e: &SourceError) -> Duration {
+        paused.set(true);
         *failures += 1;
         let p = &self.pipeline;
         let wait = p.pause_after(*failures);
         tracing::warn!(shard = %self.id, error = %e, retry_in_s = wait.as_secs_f64(), "source unavailable: shard paused");
         metrics::counter!("zigzag_ingest_shard_pauses_total").increment(1);
         p.counters.shard_pauses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        wait
+        Ok(tokio::select! {
+            _ = self.cancel.cancelled() => false,
+            _ = tokio::time::sleep(wait) => true,
+        })
     }
 
     async fn read(&mut self) -> Result<(), SourceError> {
@@ -93,15 +95,10 @@ impl ShardTask {
         'open: loop {
             let mut reader = match p.source.open(&self.id, self.start).await {
                 Ok(r) => r,
-                Err(e) if e.is_retryable() => {
-                    paused.set(true);
-                    let wait = self.outage(&mut failures, &e);
-                    if !self.pause(wait).await {
-                        return Ok(());
-                    }
-                    continue 'open;
-                }
-                Err(e) => return Err(e),
+                Err(e) => match self.outage(&mut failures, &mut paused, e).await? {
+                    true => continue 'open,
+                    false => return Ok(()),
+                },
             };
             loop {
                 let asked = Instant::now();
@@ -111,15 +108,10 @@ impl ShardTask {
                 };
                 let batch = match batch {
                     Ok(b) => b,
-                    Err(e) if e.is_retryable() => {
-                        paused.set(true);
-                        let wait = self.outage(&mut failures, &e);
-                        if !self.pause(wait).await {
-                            return Ok(());
-                        }
-                        continue 'open;
-                    }
-                    Err(e) => return Err(e),
+                    Err(e) => match self.outage(&mut failures, &mut paused, e).await? {
+                        true => continue 'open,
+                        false => return Ok(()),
+                    },
                 };
                 failures = 0;
                 paused.set(false);
