@@ -285,7 +285,10 @@ async fn check_cmd(store: &Store<'_>, config: &Config, truth: &Path, concurrency
         for plan in &report.plans {
             print!("\n{}", explain::explain(plan, &opts, None));
         }
-        println!("\nall rollups: {} queries, {} requests, {:.1} RCU", report.actual.queries, report.actual.stats.requests, report.actual.stats.rcu);
+        println!(
+            "\nall rollups: {} queries, {} requests, {:.1} RCU",
+            report.actual.queries, report.actual.stats.requests, report.actual.stats.rcu
+        );
     }
     Ok(report.mismatches() == 0)
 }

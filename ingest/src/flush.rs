@@ -22,7 +22,7 @@ use zigzag_core::retry::{RetryPolicy, Retryable};
 use zigzag_core::schema::DimError;
 use zigzag_core::table::{Item, SortedTable, TableError, UpdateOutcome};
 use zigzag_model::config::Field;
-use zigzag_model::measures::{plan_update, ItemWrite};
+use zigzag_model::measures::{plan_update, remembered_extremes, ItemWrite};
 use zigzag_model::{Config, Identity, KeyModel, Measure, Measures};
 
 #[derive(Debug, Error)]
@@ -64,6 +64,9 @@ pub struct Writer {
 
 pub struct Flusher {
     keys: KeyModel,
+    /// Stored cost min/max of items this worker wrote lately (by a hash of
+    /// the key), so a flush that moves them writes once (`remembered_extremes`).
+    extremes: DashMap<u64, (Option<i64>, Option<i64>), FxBuildHasher>,
     stored: Vec<Measure>,
     aggregates: Arc<dyn SortedTable>,
     concurrency: usize,
@@ -75,6 +78,7 @@ impl Flusher {
     pub fn new(keys: KeyModel, config: &Config, aggregates: Arc<dyn SortedTable>) -> Self {
         let per_prefix = (0..keys.prefixes()).map(|_| AtomicU64::new(0)).collect();
         Flusher {
+            extremes: DashMap::with_hasher(FxBuildHasher),
             keys,
             stored: config.measures.clone(),
             aggregates,
@@ -189,8 +193,16 @@ impl Flusher {
             })
             .collect();
         self.stats.items.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        // (index into chunk, what the store last showed of the item)
-        let mut todo: Vec<(usize, Option<Item>)> = (0..chunk.len()).map(|i| (i, None)).collect();
+        // (index into chunk, what the store last showed of the item: at
+        // first, the min and max this worker's last write of it returned)
+        let mut todo: Vec<(usize, Option<Item>)> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let memory = self.extremes.get(&item_hash(&p.pk, &p.sk)).map(|e| *e);
+                (i, memory.map(|(min, max)| remembered_extremes(&p.pk, &p.sk, min, max)))
+            })
+            .collect();
         const CONDITIONAL_ROUNDS: u32 = 8;
         let (mut rounds, mut failed_rounds) = (0, 0);
         loop {
@@ -215,7 +227,9 @@ impl Flusher {
             metrics::counter!("zigzag_ingest_write_requests_total").increment(reqs.len() as u64);
             let results = match self.aggregates.update_batch(&reqs).await {
                 Ok(results) => results,
-                Err(e) if e.is_retryable() => reqs.iter().map(|_| Err(TableError::Unavailable(e.to_string()))).collect(),
+                Err(e) if e.is_retryable() => {
+                    reqs.iter().map(|_| Err(TableError::Unavailable(e.to_string()))).collect()
+                }
                 Err(e) => return Err(e.into()),
             };
             todo.clear();
@@ -224,7 +238,14 @@ impl Flusher {
             for ((i, known), result) in idx.into_iter().zip(results) {
                 self.stats.per_prefix[chunk[i].prefix as usize].fetch_add(1, Ordering::Relaxed);
                 match result {
-                    Ok(UpdateOutcome::Applied(_)) => {}
+                    Ok(UpdateOutcome::Applied(item)) => {
+                        if self.extremes.len() >= EXTREMES_REMEMBERED {
+                            self.extremes.clear();
+                        }
+                        if let Ok(m) = Measures::from_item(&item) {
+                            self.extremes.insert(item_hash(&item.pk, &item.sk), (m.cost_min, m.cost_max));
+                        }
+                    }
                     Ok(UpdateOutcome::ConditionFailed(old)) => {
                         // Absent yet failed cannot happen (every guard accepts
                         // absence); treat it as an empty item.
@@ -286,6 +307,18 @@ struct Prepared {
     bucket: i64,
     values: KeyValues,
     measures: Measures,
+}
+
+/// Items whose stored min/max a flusher remembers (~40 bytes each); past
+/// it the memory starts over.
+const EXTREMES_REMEMBERED: usize = 1 << 20;
+
+fn item_hash(pk: &str, sk: &[u8]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(pk.as_bytes());
+    h.update(&[0]);
+    h.update(sk);
+    h.digest()
 }
 
 /// Item updates per store call: one SQLite transaction (larger ones write

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use zigzag_core::table::SortedTable;
 use zigzag_dynamodb::cli::{CreateArgs, DynamoArgs};
-use zigzag_ingest::source::{JsonlSource, Source};
 use zigzag_ingest::cli::WorkerArgs;
+use zigzag_ingest::source::{JsonlSource, Source};
 use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::{KinesisSource, StartingPosition};
 use zigzag_model::Config;
@@ -89,7 +89,9 @@ enum Command {
 async fn print_leases(stream: &str, db: &std::path::Path, dynamo: &DynamoArgs) -> Result<()> {
     let table: Arc<dyn SortedTable> = match dynamo.open(None).await.context("opening the DynamoDB tables")? {
         Some(t) => Arc::new(t.checkpoints),
-        None => Arc::new(SqliteTable::open_table(db, "checkpoints").with_context(|| format!("opening {}", db.display()))?),
+        None => {
+            Arc::new(SqliteTable::open_table(db, "checkpoints").with_context(|| format!("opening {}", db.display()))?)
+        }
     };
     let coord = zigzag_lease::Coordinator::new(table, zigzag_lease::LeaseOptions::new(stream, "ingest-leases"));
     let leases = coord.read_leases().await.context("reading the shard leases")?;

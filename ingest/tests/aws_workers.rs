@@ -116,7 +116,10 @@ impl Env {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        (DynamoTable::new(client.clone(), &self.stream), DynamoTable::new(client, format!("{}-checkpoints", self.stream)))
+        (
+            DynamoTable::new(client.clone(), &self.stream),
+            DynamoTable::new(client, format!("{}-checkpoints", self.stream)),
+        )
     }
 
     /// A producer writing `gen` at `rate` records/s; cancelled token when done.
@@ -202,7 +205,8 @@ impl Watch {
         tokio::spawn(async move {
             while !stop.is_cancelled() {
                 let now = Instant::now();
-                let snapshot = leases(&table, &stream).await.into_iter().map(|l| (l.shard, (l.owner, l.checkpoint))).collect();
+                let snapshot =
+                    leases(&table, &stream).await.into_iter().map(|l| (l.shard, (l.owner, l.checkpoint))).collect();
                 log.lock().unwrap().push((now, snapshot));
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -234,7 +238,8 @@ async fn killed_workers_shards_resume_within_twice_the_failover_and_totals_stay_
     let gen = generator(21, ((kills as f64 + 2.0) * gap.as_secs_f64() * rate) as u64);
     let truth = truth::compute(&gen);
     let (producer, _) = env.produce(&gen, rate);
-    let mut workers: BTreeMap<String, Child> = (0..3).map(|i| format!("w{i}")).map(|w| (w.clone(), env.spawn(&w))).collect();
+    let mut workers: BTreeMap<String, Child> =
+        (0..3).map(|i| format!("w{i}")).map(|w| (w.clone(), env.spawn(&w))).collect();
     let (aggregates, lease_table) = env.tables().await;
     let watch = Watch::default();
     let stop_watch = CancellationToken::new();
@@ -282,7 +287,11 @@ async fn killed_workers_shards_resume_within_twice_the_failover_and_totals_stay_
         }
     }
     resume_ms.sort_unstable();
-    eprintln!("resume after kill -9 (ms, {} shards over {kills} kills, failover {} s): {resume_ms:?}", resume_ms.len(), failover.as_secs());
+    eprintln!(
+        "resume after kill -9 (ms, {} shards over {kills} kills, failover {} s): {resume_ms:?}",
+        resume_ms.len(),
+        failover.as_secs()
+    );
     assert!(!resume_ms.is_empty(), "the killed workers held shards");
     let worst = *resume_ms.last().unwrap();
     assert!(
@@ -336,7 +345,8 @@ async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_ex
     let gen = generator(23, 6_000);
     let truth = truth::compute(&gen);
     let (producer, _) = env.produce(&gen, rate);
-    let mut workers: BTreeMap<String, Child> = (0..3).map(|i| format!("r{i}")).map(|w| (w.clone(), env.spawn(&w))).collect();
+    let mut workers: BTreeMap<String, Child> =
+        (0..3).map(|i| format!("r{i}")).map(|w| (w.clone(), env.spawn(&w))).collect();
     let (aggregates, lease_table) = env.tables().await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let mut handoffs = Vec::new();
@@ -357,7 +367,8 @@ async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_ex
         // next lease pass (every failover / 3), not after an expiry.
         loop {
             let l = leases(&lease_table, &env.stream).await;
-            let moved = held.iter().all(|s| l.iter().any(|l| &l.shard == s && l.owner.as_deref().is_some_and(|o| o != id)));
+            let moved =
+                held.iter().all(|s| l.iter().any(|l| &l.shard == s && l.owner.as_deref().is_some_and(|o| o != id)));
             if moved {
                 break;
             }

@@ -79,11 +79,7 @@ pub struct Plan {
 
 impl View {
     fn live_owners(&self) -> HashSet<&str> {
-        self.lanes
-            .iter()
-            .filter(|l| !self.expired.contains(&l.lane))
-            .filter_map(|l| l.owner.as_deref())
-            .collect()
+        self.lanes.iter().filter(|l| !self.expired.contains(&l.lane)).filter_map(|l| l.owner.as_deref()).collect()
     }
 }
 
@@ -117,7 +113,9 @@ pub fn plan(view: &View, me: &str) -> Plan {
                 IntentState::Open | IntentState::Valid => {
                     blocked.insert(&lease.shard);
                 }
-                IntentState::Done if lease.checkpoint == r.from && (r.from != Some(r.to) || r.ends != lease.finished) => {
+                IntentState::Done
+                    if lease.checkpoint == r.from && (r.from != Some(r.to) || r.ends != lease.finished) =>
+                {
                     blocked.insert(&lease.shard);
                     plan.complete.push(r.clone());
                 }

@@ -210,7 +210,9 @@ impl Coordinator {
             let free = lanes.iter().filter(|l| l.owner.is_none()).map(|l| l.lane);
             let next = lanes.iter().map(|l| l.lane + 1).max().unwrap_or(0);
             for n in free.chain(std::iter::once(next)) {
-                if let UpdateOutcome::Applied(item) = self.update(&items::take_lane(n, None, &me, self.stream())).await? {
+                if let UpdateOutcome::Applied(item) =
+                    self.update(&items::take_lane(n, None, &me, self.stream())).await?
+                {
                     let lane = Lane::from_item(&item)?;
                     if lane.in_flight().is_some() {
                         // Free lanes never hold an intent in flight; refuse to
@@ -367,9 +369,8 @@ impl Coordinator {
     /// Moves one committed range's checkpoint; the lease as it now is, if
     /// this call moved it.
     async fn complete_one(&self, r: &ShardRange) -> Result<Option<ShardLease>, LeaseError> {
-        let wall_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let wall_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         let req = items::advance_checkpoint(self.stream(), &r.shard, r.from, r.to, r.ends);
         let req = items::with_lag(req, r.behind_ms, wall_ms);
         match self.update(&req).await? {

@@ -169,8 +169,7 @@ mod tests {
         let random = KeyModel::new(&c).unwrap();
         let id = KeyModel::identity(&["a", "b", "c"]);
         assert_eq!(hash.prefix(id, Rollup::Hour, 0, 1, 1), hash.prefix(id, Rollup::Hour, 0, 2, 9));
-        let seen: std::collections::HashSet<u32> =
-            (0..64).map(|f| random.prefix(id, Rollup::Hour, 0, 1, f)).collect();
+        let seen: std::collections::HashSet<u32> = (0..64).map(|f| random.prefix(id, Rollup::Hour, 0, 1, f)).collect();
         assert!(seen.len() > 8, "random mode moves between flushes: {seen:?}");
         assert_eq!(random.prefix(id, Rollup::Hour, 0, 1, 3), random.prefix(id, Rollup::Hour, 0, 1, 3));
     }

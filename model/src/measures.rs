@@ -230,6 +230,21 @@ pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Option<UpdateRequest>
     Some(req)
 }
 
+/// What a writer remembers of an item's stored cost min and max (from the
+/// item its last write returned), as the `known` item of [`plan_update`]:
+/// a first attempt that moves them is then one write instead of two. A
+/// stale memory only costs the second write (the guards check the store).
+pub fn remembered_extremes(pk: &str, sk: &[u8], min: Option<i64>, max: Option<i64>) -> Item {
+    let mut item = Item::new(pk, sk.to_vec());
+    if let Some(v) = min {
+        item.attrs.insert(COST_MIN_ATTR.into(), micros_value(v as i128));
+    }
+    if let Some(v) = max {
+        item.attrs.insert(COST_MAX_ATTR.into(), micros_value(v as i128));
+    }
+    item
+}
+
 fn stored_micros(item: Option<&Item>, attr: &str) -> Option<i128> {
     match item?.attrs.get(attr)? {
         AttrValue::N(d) => i128::try_from((*d * Decimal::from(1_000_000)).trunc()).ok(),
@@ -295,6 +310,27 @@ mod tests {
         assert_eq!(m.cost_sum, 41);
         assert_eq!((m.cost_min, m.cost_max), (Some(2), Some(12)));
         assert_eq!(item.unwrap().attrs[TIME_ATTR], AttrValue::from(60_000));
+    }
+
+    #[test]
+    fn remembered_extremes_make_a_moving_min_or_max_one_write() {
+        let (item, _) = apply(None, &write(1, costs(&[5, 9])));
+        let m = Measures::from_item(item.as_ref().unwrap()).unwrap();
+        let memory = remembered_extremes("p", &[1], m.cost_min, m.cost_max);
+        let w = write(2, costs(&[2, 12]));
+        let req = plan_update(&w, Some(&memory)).unwrap();
+        let UpdateOutcome::Applied(after) = apply_update(item.clone(), &req).unwrap() else {
+            panic!("min and max move in the first write")
+        };
+        let m = Measures::from_item(&after).unwrap();
+        assert_eq!((m.cost_min, m.cost_max, m.clicks), (Some(2), Some(12), 4));
+        // A stale memory (the store moved on) fails the guard: nothing applied.
+        let stale = remembered_extremes("p", &[1], Some(9), Some(9));
+        let req = plan_update(&write(3, costs(&[7])), Some(&stale)).unwrap();
+        assert!(
+            !apply_update(Some(after), &req).unwrap().applied(),
+            "min 2 < 7: the guess 'min moves to 7' is refused"
+        );
     }
 
     #[test]

@@ -138,7 +138,10 @@ mod tests {
 
     #[test]
     fn positions_round_trip_as_text() {
-        for p in [Position::at(7), Position::new("49590338271490256608559692538361571095921575989136588898".parse().unwrap(), 12)] {
+        for p in [
+            Position::at(7),
+            Position::new("49590338271490256608559692538361571095921575989136588898".parse().unwrap(), 12),
+        ] {
             assert_eq!(p.to_string().parse::<Position>(), Ok(p));
         }
         assert!("12.x".parse::<Position>().is_err());

@@ -105,9 +105,16 @@ mod tests {
             cost_min_micros: min,
             cost_max_micros: max,
         };
-        let mut a = Truth { records: 2, first_ms: Some(5), last_ms: Some(9), totals: m(1, Some(3), Some(4)), ..Default::default() };
+        let mut a = Truth {
+            records: 2,
+            first_ms: Some(5),
+            last_ms: Some(9),
+            totals: m(1, Some(3), Some(4)),
+            ..Default::default()
+        };
         a.by_country.insert("DE".into(), m(1, Some(3), Some(4)));
-        let mut b = Truth { records: 3, first_ms: Some(1), last_ms: Some(7), totals: m(2, None, None), ..Default::default() };
+        let mut b =
+            Truth { records: 3, first_ms: Some(1), last_ms: Some(7), totals: m(2, None, None), ..Default::default() };
         b.by_country.insert("DE".into(), m(2, Some(1), Some(2)));
         b.by_country.insert("FR".into(), m(5, None, None));
         a.merge(&b);

@@ -24,8 +24,8 @@ use zigzag_model::{Config, KeyModel, Truth};
 use zigzag_tests::fault_proxy::{kinesis, Fault, FaultProxy, Rule};
 use zigzag_tests::order::ParentOrder;
 
-use zigzag_tests::unique_name as unique;
 use zigzag_tests::interleaved_records;
+use zigzag_tests::unique_name as unique;
 
 fn generator() -> Generator {
     Generator::new(GenConfig {
@@ -39,8 +39,11 @@ fn generator() -> Generator {
     })
 }
 
-
-async fn ingest_until_idle(source: Arc<dyn Source>, table: Arc<MemoryTable>, checkpoints: Arc<dyn SortedTable>) -> RunSummary {
+async fn ingest_until_idle(
+    source: Arc<dyn Source>,
+    table: Arc<MemoryTable>,
+    checkpoints: Arc<dyn SortedTable>,
+) -> RunSummary {
     let dir = tempfile::tempdir().unwrap();
     let opts = PipelineOptions {
         batch_size: 500,

@@ -121,7 +121,10 @@ async fn a_worker_survives_a_dynamodb_outage_then_a_kinesis_outage_and_catches_u
     assert!(!run.is_finished(), "the worker stays up through the Kinesis outage");
     kinesis_proxy.set_rules(vec![]).expect("rules");
     let kinesis_faults = kinesis_proxy.stats().matching(kinesis::TARGET_PREFIX).injected_total();
-    eprintln!("outages over after {:.0} s; {dynamo_faults} DynamoDB and {kinesis_faults} Kinesis calls failed", t.elapsed().as_secs_f64());
+    eprintln!(
+        "outages over after {:.0} s; {dynamo_faults} DynamoDB and {kinesis_faults} Kinesis calls failed",
+        t.elapsed().as_secs_f64()
+    );
 
     let sent = tokio::time::timeout(down * 2, producer).await.expect("producer done").expect("producer");
     assert_eq!(sent, truth.records);

@@ -27,9 +27,9 @@ use zigzag_lease::items::shards_pk;
 use zigzag_lease::ShardLease;
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, Truth};
+use zigzag_tests::interleaved_records;
 use zigzag_tests::order::ParentOrder;
 use zigzag_tests::unique_name as unique;
-use zigzag_tests::interleaved_records;
 
 fn config() -> Config {
     let mut c = Config::default();
@@ -48,7 +48,6 @@ fn generator(seed: u64, records: u64) -> Generator {
         ..GenConfig::default()
     })
 }
-
 
 async fn tables(name: &str) -> (DynamoTable, DynamoTable) {
     let client = zigzag_dynamodb::client(&emulator::options("DYNAMODB").unwrap_or_else(|e| panic!("{e}"))).await;

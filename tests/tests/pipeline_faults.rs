@@ -19,9 +19,9 @@
 //!   as a worker that presumed it dead does; its commit is refused, it stops
 //!   writing under that lane and rejoins; the new owner finishes its flush.
 //!
-//! `zigzag-lease` is not a dependency of this crate: the few lease-table
-//! requests and item readers the tests need are written out below, after
-//! `zigzag_lease::items` (whose doc comment describes the items).
+//! The lease table is read and written with `zigzag_lease`'s own items, so
+//! these tests follow its wire format; only the classification of requests
+//! by phase names attributes (private to the crate).
 
 use async_trait::async_trait;
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,12 +31,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use zigzag_core::table::{
-    Action, AttrValue, CmpOp, Item, ItemResult, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError,
-    UpdateOutcome, UpdateRequest,
+    Action, AttrValue, Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest,
 };
 use zigzag_gather::check::{self, Status};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_ingest::{Pipeline, PipelineError, PipelineOptions, RunSummary};
+use zigzag_lease::items::{lane_sk, mark_attr, shards_pk, take_lane, take_lease, LANES_PK};
+use zigzag_lease::{Coordinator, IntentState, Lane, LeaseOptions, ShardLease};
 use zigzag_loadgen::{GenConfig, Generated, Generator, SyntheticSource};
 use zigzag_model::{Config, KeyModel, Measures, Position, ScatterMode, Truth};
 use zigzag_sqlite::SqliteTable;
@@ -49,154 +50,20 @@ const FAILOVER: Duration = Duration::from_millis(300);
 const RUN_LIMIT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------------------
-// The lease table's items (after `zigzag_lease::items`).
+// The lease table, read as a worker reads it.
 
-const LANES_PK: &str = "#lanes";
-
-fn shards_pk() -> String {
-    format!("#shards#{STREAM}")
+/// Reads the lease table with the crate's own reads and item parsers
+/// (strongly consistent, every page); it writes nothing.
+fn reader(table: &Arc<dyn SortedTable>) -> Coordinator {
+    Coordinator::new(table.clone(), LeaseOptions::new(STREAM, "reader"))
 }
 
-fn num(v: u64) -> AttrValue {
-    AttrValue::from(i64::try_from(v).expect("small"))
+async fn read_lanes(table: &Arc<dyn SortedTable>) -> Vec<Lane> {
+    reader(table).read_lanes().await.expect("the lanes")
 }
 
-fn attr_num(item: &Item, attr: &str) -> u64 {
-    match item.attrs.get(attr) {
-        None => 0,
-        Some(AttrValue::N(d)) => u64::try_from(*d).expect("a count"),
-        Some(v) => panic!("{attr} is {v:?}"),
-    }
-}
-
-fn attr_str<'a>(item: &'a Item, attr: &str) -> Option<&'a str> {
-    match item.attrs.get(attr) {
-        Some(AttrValue::S(s)) => Some(s),
-        _ => None,
-    }
-}
-
-/// `zigzag_lease::items::take_lane(lane, Some((owner, beat)), me, _)`: takes
-/// a lane whose owner's heartbeat was last seen at `beat` (a recovery).
-fn take_lane(lane: u32, owner: &str, beat: u64, me: &str) -> UpdateRequest {
-    UpdateRequest::new(LANES_PK, lane.to_be_bytes().to_vec())
-        .set("owner", me)
-        .set_if_absent("flush", num(0))
-        .set("beat", num(beat + 1))
-        .guard("owner", CmpOp::Eq, owner, false)
-        .guard("beat", CmpOp::Eq, num(beat), false)
-}
-
-/// `zigzag_lease::items::take_lease`: takes a shard lease seen at counter `seen`.
-fn take_lease(shard: &str, seen: u64, me: &str) -> UpdateRequest {
-    UpdateRequest::new(shards_pk(), shard.as_bytes())
-        .set("owner", me)
-        .set("lease", num(seen + 1))
-        .set("handoff", "")
-        .guard("lease", CmpOp::Eq, num(seen), seen == 0)
-}
-
-/// One shard range of an intent: records `(from, to]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Range {
-    shard: String,
-    from: Option<Position>,
-    to: Position,
-    ends: bool,
-}
-
-/// A lane item (`zigzag_lease::Lane`).
-#[derive(Debug, Clone)]
-struct LaneView {
-    lane: u32,
-    owner: Option<String>,
-    beat: u64,
-    /// The last committed flush.
-    flush: u64,
-    /// The current (or last) intent: its number, state and ranges.
-    k: u64,
-    state: Option<String>,
-    ranges: Vec<Range>,
-}
-
-impl LaneView {
-    fn from_item(item: &Item) -> LaneView {
-        let lane = u32::from_be_bytes(item.sk.as_slice().try_into().expect("a 4-byte lane number"));
-        let ranges: serde_json::Value = serde_json::from_str(attr_str(item, "ranges").unwrap_or("[]")).unwrap();
-        let pos = |v: &serde_json::Value| v.as_str().map(|s| s.parse::<Position>().expect("a position"));
-        let ranges = ranges
-            .as_array()
-            .expect("ranges are a list")
-            .iter()
-            .map(|r| Range {
-                shard: r["s"].as_str().unwrap().to_string(),
-                from: pos(&r["f"]),
-                to: pos(&r["t"]).expect("a range end"),
-                ends: r["e"].as_bool().unwrap_or(false),
-            })
-            .collect();
-        LaneView {
-            lane,
-            owner: attr_str(item, "owner").filter(|o| !o.is_empty()).map(String::from),
-            beat: attr_num(item, "beat"),
-            flush: attr_num(item, "flush"),
-            k: attr_num(item, "k"),
-            state: attr_str(item, "state").map(String::from),
-            ranges,
-        }
-    }
-
-    /// The state of an intent recorded and not done ("open" or "valid").
-    fn in_flight(&self) -> Option<&str> {
-        self.state.as_deref().filter(|s| *s != "done")
-    }
-}
-
-/// A shard lease item (`zigzag_lease::ShardLease`).
-#[derive(Debug, Clone)]
-struct LeaseView {
-    shard: String,
-    owner: Option<String>,
-    lease: u64,
-    checkpoint: Option<Position>,
-    finished: bool,
-}
-
-impl LeaseView {
-    fn from_item(item: &Item) -> LeaseView {
-        LeaseView {
-            shard: String::from_utf8(item.sk.clone()).unwrap(),
-            owner: attr_str(item, "owner").filter(|o| !o.is_empty()).map(String::from),
-            lease: attr_num(item, "lease"),
-            checkpoint: attr_str(item, "cp").map(|s| s.parse().expect("a checkpoint")),
-            finished: matches!(item.attrs.get("fin"), Some(AttrValue::Bool(true))),
-        }
-    }
-}
-
-/// Every item of a partition (strongly consistent, every page).
-async fn read_partition(table: &dyn SortedTable, pk: &str) -> Vec<Item> {
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
-        req.consistent = true;
-        req.exclusive_start = start;
-        let page = table.query(&req).await.unwrap();
-        items.extend(page.items);
-        match page.last_evaluated {
-            Some(k) => start = Some(k),
-            None => return items,
-        }
-    }
-}
-
-async fn read_lanes(table: &dyn SortedTable) -> Vec<LaneView> {
-    read_partition(table, LANES_PK).await.iter().map(LaneView::from_item).collect()
-}
-
-async fn read_leases(table: &dyn SortedTable) -> Vec<LeaseView> {
-    read_partition(table, &shards_pk()).await.iter().map(LeaseView::from_item).collect()
+async fn read_leases(table: &Arc<dyn SortedTable>) -> Vec<ShardLease> {
+    reader(table).read_leases().await.expect("the shard leases")
 }
 
 // ---------------------------------------------------------------------------
@@ -269,7 +136,7 @@ fn lease_table_phase(req: &UpdateRequest) -> Phase {
                 None => panic!("an unknown lane update: {req:?}"),
             },
         }
-    } else if req.pk == shards_pk() {
+    } else if req.pk == shards_pk(STREAM) {
         if action(req, "cp").is_some() {
             Phase::Advance
         } else if action(req, "owner").is_some() {
@@ -618,12 +485,12 @@ impl Faulty {
     /// Takes the writer's lane (and unfinished leases) as `thief`.
     async fn steal(&self, item_write: &UpdateRequest, thief: &str, leases: bool) -> (u32, u64) {
         let (lane, k) = item_mark(item_write);
-        let table = &*self.faults.leases;
+        let table = &self.faults.leases;
         let victim = self.process.name.as_str();
         if leases {
             for l in read_leases(table).await {
                 if l.owner.as_deref() == Some(victim) && !l.finished {
-                    let out = table.update(&take_lease(&l.shard, l.lease, thief)).await.unwrap();
+                    let out = table.update(&take_lease(STREAM, &l.shard, l.lease, thief)).await.unwrap();
                     assert!(out.applied(), "only the victim writes its leases, and it is mid-flush");
                 }
             }
@@ -631,14 +498,15 @@ impl Faulty {
         // The victim's heartbeat may move the beat between the read and the
         // take: read again then.
         for _ in 0..10 {
-            let item = table.get(LANES_PK, &lane.to_be_bytes()).await.unwrap().expect("the writer's lane");
-            let seen = LaneView::from_item(&item);
+            let item = table.get(LANES_PK, &lane_sk(lane)).await.unwrap().expect("the writer's lane");
+            let seen = Lane::from_item(&item).expect("a lane");
             assert_eq!(
-                (seen.owner.as_deref(), seen.k, seen.in_flight()),
-                (Some(victim), k, Some("valid")),
+                (seen.owner.as_deref(), seen.in_flight().map(|i| (i.k, i.state))),
+                (Some(victim), Some((k, IntentState::Valid))),
                 "the writer writes items of its valid intent: {seen:?}"
             );
-            if table.update(&take_lane(lane, victim, seen.beat, thief)).await.unwrap().applied() {
+            let take = take_lane(lane, Some((victim, seen.beat)), thief, &seen.stream);
+            if table.update(&take).await.unwrap().applied() {
                 return (lane, k);
             }
         }
@@ -650,8 +518,8 @@ impl Faulty {
         let phase = match req.pk.as_str() {
             _ if self.aggregates => panic!("the pipeline does not read the aggregates: {req:?}"),
             LANES_PK => Phase::ReadLanes,
-            pk if pk == shards_pk() && self.process.open.load(Ordering::SeqCst) => Phase::Proof,
-            pk if pk == shards_pk() => Phase::ReadLeases,
+            pk if pk == shards_pk(STREAM) && self.process.open.load(Ordering::SeqCst) => Phase::Proof,
+            pk if pk == shards_pk(STREAM) => Phase::ReadLeases,
             _ => Phase::ReadLegacy,
         };
         let (call, effect) = self.faults.on_call(phase, false);
@@ -796,12 +664,12 @@ impl World {
         self.run_with(worker, self.options(worker)).await.1
     }
 
-    async fn lanes(&self) -> Vec<LaneView> {
-        read_lanes(&*self.leases).await
+    async fn lanes(&self) -> Vec<Lane> {
+        read_lanes(&self.leases).await
     }
 
-    async fn shard_leases(&self) -> Vec<LeaseView> {
-        read_leases(&*self.leases).await
+    async fn shard_leases(&self) -> Vec<ShardLease> {
+        read_leases(&self.leases).await
     }
 
     /// The store equals the ground truth (gather's check, every group of
@@ -860,7 +728,7 @@ impl World {
         for req in writes {
             let (lane, k) = item_mark(req);
             let item = self.aggregates.get(&req.pk, &req.sk).await.unwrap();
-            let mark = item.as_ref().and_then(|i| i.attrs.get(&format!("w@{lane}")));
+            let mark = item.as_ref().and_then(|i| i.attrs.get(&mark_attr(lane)));
             n += usize::from(matches!(mark, Some(AttrValue::N(d)) if u64::try_from(*d) == Ok(k)));
         }
         n
@@ -901,8 +769,8 @@ impl Rng {
 /// The lease table right after a process died.
 #[derive(Debug)]
 struct Image {
-    lanes: Vec<LaneView>,
-    leases: Vec<LeaseView>,
+    lanes: Vec<Lane>,
+    leases: Vec<ShardLease>,
 }
 
 impl Image {
@@ -910,16 +778,21 @@ impl Image {
         Image { lanes: w.lanes().await, leases: w.shard_leases().await }
     }
 
-    /// Lanes with an intent in `state` ("open" or "valid").
-    fn in_flight(&self, state: &str) -> Vec<&LaneView> {
-        self.lanes.iter().filter(|l| l.in_flight() == Some(state)).collect()
+    fn lane(&self, n: u32) -> &Lane {
+        self.lanes.iter().find(|l| l.lane == n).expect("lanes are never deleted")
+    }
+
+    /// The lanes, and flush numbers, with an intent in `state` (open or valid).
+    fn in_flight(&self, state: IntentState) -> Vec<(u32, u64)> {
+        let of = |l: &Lane| l.in_flight().filter(|i| i.state == state).map(|i| (l.lane, i.k));
+        self.lanes.iter().filter_map(of).collect()
     }
 
     /// Committed ranges whose shard checkpoint is still to be moved.
     fn completions_pending(&self) -> usize {
-        let committed = self.lanes.iter().filter(|l| l.state.as_deref() == Some("done"));
+        let committed = self.lanes.iter().filter_map(|l| l.intent.as_ref().filter(|i| i.state == IntentState::Done));
         committed
-            .flat_map(|l| &l.ranges)
+            .flat_map(|i| &i.ranges)
             .filter(|r| {
                 self.leases.iter().any(|s| {
                     s.shard == r.shard && s.checkpoint == r.from && (r.from != Some(r.to) || r.ends != s.finished)
@@ -931,7 +804,7 @@ impl Image {
     /// The step the process died at left the steps before it applied and
     /// none after it.
     fn assert_died_in(&self, fired: &Fired, context: &str) {
-        let (open, valid) = (self.in_flight("open").len(), self.in_flight("valid").len());
+        let (open, valid) = (self.in_flight(IntentState::Open).len(), self.in_flight(IntentState::Valid).len());
         let lanes = &self.lanes;
         match fired.phase {
             Phase::Join => assert!(lanes.iter().all(|l| l.owner.is_none()), "{context}: {lanes:?}"),
@@ -976,28 +849,26 @@ async fn fault_run(w: &World, name: &str, opts: PipelineOptions, trigger: Trigge
 /// recovered; the open ones were aborted (their number free again); an
 /// item write the dead process applied was found by its mark and skipped.
 async fn assert_recovered(w: &World, image: &Image, fired: &Fired, restart: &RunSummary, context: &str) {
-    let lanes = w.lanes().await;
-    let now = |n: u32| lanes.iter().find(|l| l.lane == n).expect("lanes are never deleted");
-    for before in image.in_flight("valid") {
-        let after = now(before.lane);
+    let now = Image::of(w).await;
+    for (lane, k) in image.in_flight(IntentState::Valid) {
+        let after = now.lane(lane);
         assert_eq!(
-            (after.flush, after.k, after.state.as_deref()),
-            (before.k, before.k, Some("done")),
-            "{context}: lane {} was committed by the recovery",
-            before.lane
+            (after.flush, after.intent.as_ref().map(|i| (i.k, i.state))),
+            (k, Some((k, IntentState::Done))),
+            "{context}: lane {lane} was committed by the recovery"
         );
     }
-    for before in image.in_flight("open") {
-        let after = now(before.lane);
+    for (lane, k) in image.in_flight(IntentState::Open) {
+        let after = now.lane(lane);
         assert_eq!(
-            (after.flush, after.k, after.state.as_deref(), after.ranges.len()),
-            (before.k - 1, before.k - 1, Some("done"), 0),
-            "{context}: lane {}'s open intent was aborted",
-            before.lane
+            (after.flush, after.intent.as_ref().map(|i| (i.k, i.state, i.ranges.len()))),
+            (k - 1, Some((k - 1, IntentState::Done, 0))),
+            "{context}: lane {lane}'s open intent was aborted"
         );
     }
-    assert_eq!(restart.recovered, image.in_flight("valid").len() as u64, "{context}: {restart:?}");
-    if fired.phase == Phase::Items && !image.in_flight("valid").is_empty() {
+    let valid = image.in_flight(IntentState::Valid).len() as u64;
+    assert_eq!(restart.recovered, valid, "{context}: {restart:?}");
+    if fired.phase == Phase::Items && valid > 0 {
         let applied = fired.outcomes.iter().filter(|o| o.applied()).count() as u64;
         assert!(restart.skipped >= applied, "{context}: {applied} writes applied before the crash: {restart:?}");
     }
@@ -1187,27 +1058,23 @@ async fn crash_during_recovery_then_restart_is_exact() {
         let w = World::new(71 + i as u64);
         let context = format!("recovery dies with {effect:?} in {phase:?}");
         let (_, image_a) = fault_run(&w, "run-a", w.options("run-a"), first, first_effect).await;
-        let (lane, k) = match image_a.in_flight("valid").first().or(image_a.in_flight("open").first()) {
-            Some(l) => (l.lane, l.k),
-            None => panic!("{context}: a flush in flight: {image_a:?}"),
-        };
+        let mut in_flight =
+            image_a.in_flight(IntentState::Valid).into_iter().chain(image_a.in_flight(IntentState::Open));
+        let Some((lane, k)) = in_flight.next() else { panic!("{context}: a flush in flight: {image_a:?}") };
         // Recovery runs before the restart's first flush: its next call of
         // `phase` belongs to the recovered flush.
         let next = w.faults.count(phase) + 1;
         let (fired, image_b) = fault_run(&w, "run-a#2", w.options("run-a"), Trigger::NthOf(phase, next), effect).await;
         let context = format!("{context}, fired at call {}", fired.call);
         assert_eq!(fired.phase, phase, "{context}");
+        let l = image_b.lane(lane);
         match phase {
             Phase::Advance | Phase::Release => {
-                let l = image_b.lanes.iter().find(|l| l.lane == lane).unwrap();
                 assert_eq!((l.flush, l.in_flight()), (k, None), "{context}: the recovery committed: {l:?}");
             }
             _ => {
-                let l = image_b.lanes.iter().find(|l| l.lane == lane).unwrap();
-                assert_eq!(
-                    (l.k, l.in_flight()),
-                    (k, image_a.lanes.iter().find(|l| l.lane == lane).unwrap().in_flight())
-                );
+                let state = |l: &Lane| l.in_flight().map(|i| i.state);
+                assert_eq!((l.intent.as_ref().map(|i| i.k), state(l)), (Some(k), state(image_a.lane(lane))));
             }
         }
         let (_, c) = w.run_with("run-a#3", w.options("run-a")).await;
@@ -1225,7 +1092,7 @@ async fn a_flush_in_flight_is_not_recovered_under_another_layout() {
     let w = World::new(81);
     let (fired, image) =
         fault_run(&w, "run-a", w.options("run-a"), Trigger::NthOf(Phase::Items, 2), Effect::ApplyHalfThenCrash).await;
-    let lane = image.in_flight("valid")[0].lane;
+    let (lane, _) = image.in_flight(IntentState::Valid)[0];
     let mut other = w.options("run-a");
     other.config.scatter.prefixes += 1;
     match w.run_with("run-a#2", other).await.1 {

@@ -21,8 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use zigzag_core::table::{
-    ItemResult, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError, UpdateOutcome,
-    UpdateRequest,
+    ItemResult, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError, UpdateOutcome, UpdateRequest,
 };
 use zigzag_gather::check;
 use zigzag_gather::execute::ExecOptions;
@@ -147,12 +146,14 @@ async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once
     tokio::time::sleep(Duration::from_millis(600)).await;
     let second = spawn(worker(&gen, rate, open(&db), options("st", "w2", dir.path(), 900)), CancellationToken::new());
     let third = spawn(worker(&gen, rate, open(&db), options("st", "w3", dir.path(), 900)), CancellationToken::new());
-    let runs = within(90, "three workers", async {
-        [first.await.unwrap(), second.await.unwrap(), third.await.unwrap()]
-    })
-    .await;
+    let runs =
+        within(90, "three workers", async { [first.await.unwrap(), second.await.unwrap(), third.await.unwrap()] })
+            .await;
     let read: u64 = runs.iter().map(|r| r.records).sum();
-    assert_eq!(read, truth.records, "every record read exactly once across workers (graceful handoffs re-read nothing)");
+    assert_eq!(
+        read, truth.records,
+        "every record read exactly once across workers (graceful handoffs re-read nothing)"
+    );
     let handed: u64 = runs.iter().map(|r| r.leases_handed_off).sum();
     assert!(handed >= 2, "the first worker took all eight, then handed leases over: {runs:?}");
     for (i, r) in runs.iter().enumerate() {
@@ -281,7 +282,8 @@ async fn a_stopped_worker_releases_its_leases_and_the_other_takes_them_without_e
     within(30, "the leases are shared", async {
         loop {
             let held = leases(&*stores.leases, "st").await;
-            if held.iter().any(|l| l.owner.as_deref() == Some("b")) && held.iter().any(|l| l.owner.as_deref() == Some("a"))
+            if held.iter().any(|l| l.owner.as_deref() == Some("b"))
+                && held.iter().any(|l| l.owner.as_deref() == Some("a"))
             {
                 break;
             }

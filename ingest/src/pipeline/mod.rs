@@ -60,7 +60,9 @@ pub enum PipelineError {
          scatter changed); run once with the previous configuration to finish it, then change it"
     )]
     LayoutChanged { lane: u32, flush: u64 },
-    #[error("the final flush did not complete before giving up ({0}); the leases expire and another worker recovers it")]
+    #[error(
+        "the final flush did not complete before giving up ({0}); the leases expire and another worker recovers it"
+    )]
     FinalFlush(Box<PipelineError>),
 }
 
@@ -210,14 +212,23 @@ enum Event {
     ShardEnded(u32),
     /// A lease pass finished: leases gained, lost, asked for; lanes to
     /// recover. `read_at`: when it began reading the table.
-    Leases { plan: Plan, read_at: Instant },
+    Leases {
+        plan: Plan,
+        read_at: Instant,
+    },
     /// This worker's lane (held since its join number `joined`) was taken:
     /// it was presumed dead.
-    LaneLost { lane: u32, joined: u64 },
+    LaneLost {
+        lane: u32,
+        joined: u64,
+    },
     /// Everything to read has been written: stop once drained.
     ProducerDone,
     /// A reader met an error that retrying cannot fix.
-    SourceFailed { shard: String, error: SourceError },
+    SourceFailed {
+        shard: String,
+        error: SourceError,
+    },
     Stop,
 }
 
@@ -294,10 +305,8 @@ impl Pipeline {
         let flusher = Flusher::new(keys, &opts.config, aggregates);
         let dead = DeadLetters::open(&opts.dead_letters)
             .map_err(|error| PipelineError::DeadLetter { path: opts.dead_letters.clone(), error })?;
-        let lease_opts = LeaseOptions {
-            failover: opts.failover,
-            ..LeaseOptions::new(opts.stream.clone(), opts.worker.clone())
-        };
+        let lease_opts =
+            LeaseOptions { failover: opts.failover, ..LeaseOptions::new(opts.stream.clone(), opts.worker.clone()) };
         Ok(Pipeline {
             source,
             flusher,
@@ -495,12 +504,8 @@ impl Pipeline {
     /// Reconciles a lease plan with what this worker reads.
     async fn on_plan(self: &Arc<Self>, run: &mut Run, plan: &Plan, read_at: Instant) -> Result<(), PipelineError> {
         // Lost: held here, not (or under another counter) in the table.
-        let lost: Vec<u32> = run
-            .shards
-            .iter()
-            .filter(|(_, s)| plan.held.get(&s.id) != Some(&s.lease))
-            .map(|(i, _)| *i)
-            .collect();
+        let lost: Vec<u32> =
+            run.shards.iter().filter(|(_, s)| plan.held.get(&s.id) != Some(&s.lease)).map(|(i, _)| *i).collect();
         for index in lost {
             let s = run.shards.remove(&index).expect("listed above");
             tracing::warn!(shard = %s.id, "lease lost: reading stops; unflushed records are left to the new owner");

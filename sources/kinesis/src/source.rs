@@ -96,13 +96,17 @@ impl KinesisSource {
 #[async_trait]
 impl Source for KinesisSource {
     async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError> {
-        let shards =
-            self.retry.run(&self.retries, || list_shards(&self.client, &self.stream, self.page_size)).await?;
+        let shards = self.retry.run(&self.retries, || list_shards(&self.client, &self.stream, self.page_size)).await?;
         Ok(shards
             .iter()
             .map(|s| ShardInfo {
                 id: s.shard_id().to_string(),
-                parents: s.parent_shard_id().into_iter().chain(s.adjacent_parent_shard_id()).map(String::from).collect(),
+                parents: s
+                    .parent_shard_id()
+                    .into_iter()
+                    .chain(s.adjacent_parent_shard_id())
+                    .map(String::from)
+                    .collect(),
             })
             .collect())
     }

@@ -43,8 +43,7 @@ use tokio::sync::Semaphore;
 use zigzag_aws::{classify, describe, AwsOptions, ErrorClass};
 use zigzag_core::retry::RetryPolicy;
 use zigzag_core::table::{
-    Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest, PK_ATTR,
-    SK_ATTR,
+    Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest, PK_ATTR, SK_ATTR,
 };
 
 /// Updates in flight at once in [`SortedTable::update_batch`].
