@@ -18,7 +18,7 @@
 //!   DynamoDB Local.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
 use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
@@ -221,6 +221,94 @@ async fn ingest_bench(records: u64) {
     }
 }
 
+/// Records/s with 1, 2 and 3 workers (in one process, each with its own
+/// store connections) sharing an 8-shard kinesalite stream, into SQLite (one
+/// file) and DynamoDB Local. The workers start on the empty stream and
+/// balance first; then `records` are put as fast as PutRecords goes, and the
+/// clock runs from the first put until every worker has drained.
+async fn workers_bench(records: u64) {
+    let url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+    let kinesis = zigzag_kinesis::client(&emulator::options_at(url)).await;
+    let gen = generator(records);
+    let config = Config::default();
+    println!("| store | workers | records/s | s | put alone, records/s | lease-table requests/s per worker |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for store in ["SQLite", "DynamoDB Local"] {
+        for workers in 1..=3usize {
+            let name = unique("bench-workers");
+            ensure_stream(&kinesis, &name, 8).await.expect("stream");
+            let dir = tempfile::tempdir().expect("tempdir");
+            let db = dir.path().join("bench.db");
+            let dynamo = if store == "DynamoDB Local" { Some(dynamo_tables(&name).await) } else { None };
+            let produced = CancellationToken::new();
+            let mut runs = Vec::new();
+            let mut lease_table = None;
+            for w in 0..workers {
+                let (aggregates, leases): (Arc<dyn SortedTable>, Arc<dyn SortedTable>) = match &dynamo {
+                    Some((a, c)) => (Arc::new(a.clone()), Arc::new(c.clone())),
+                    None => (
+                        Arc::new(zigzag_sqlite::SqliteTable::open_table(&db, "items").expect("sqlite")),
+                        Arc::new(zigzag_sqlite::SqliteTable::open_table(&db, "checkpoints").expect("sqlite")),
+                    ),
+                };
+                lease_table.get_or_insert(leases.clone());
+                let source = Arc::new(KinesisSource::new(kinesis.clone(), &name, StartingPosition::TrimHorizon));
+                let opts = PipelineOptions {
+                    batch_size: 10_000,
+                    ..PipelineOptions::new(config.clone(), &name, format!("w{w}"), dir.path().join(format!("d{w}")))
+                };
+                let p = Arc::new(Pipeline::new(source, aggregates, leases, opts).expect("pipeline"));
+                runs.push(tokio::spawn(p.run_until_drained(CancellationToken::new(), produced.clone())));
+            }
+            let leases = lease_table.expect("a worker");
+            let balanced = Instant::now();
+            loop {
+                let mut req = QueryRequest::new(zigzag_lease::items::shards_pk(&name), SortKeyCondition::Any);
+                req.consistent = true;
+                let held: Vec<Option<String>> = leases
+                    .query(&req)
+                    .await
+                    .expect("leases")
+                    .items
+                    .iter()
+                    .map(|i| zigzag_lease::ShardLease::from_item(i).expect("lease").owner)
+                    .collect();
+                let mut per: std::collections::HashMap<&str, usize> = Default::default();
+                for o in held.iter().flatten() {
+                    *per.entry(o.as_str()).or_default() += 1;
+                }
+                let even = per.values().max().unwrap_or(&0) - per.values().min().unwrap_or(&0) <= 1;
+                if held.len() == 8 && held.iter().all(Option::is_some) && per.len() == workers && even {
+                    break;
+                }
+                assert!(balanced.elapsed().as_secs() < 120, "never balanced: {held:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let t = Instant::now();
+            let mut producer = Producer::new(kinesis.clone(), &name);
+            let opts = SinkOptions { partition_key: PartitionKey::Random, rate: None, kpl_max_bytes: None };
+            produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");
+            let put = t.elapsed().as_secs_f64();
+            produced.cancel();
+            let mut sums = Vec::new();
+            for r in runs {
+                sums.push(r.await.expect("task").expect("run"));
+            }
+            let secs = t.elapsed().as_secs_f64();
+            let read: u64 = sums.iter().map(|s| s.records).sum();
+            assert_eq!(read, records, "every record read once");
+            let lease_requests: u64 = sums.iter().map(|s| s.lease_requests).sum();
+            let whole = balanced.elapsed().as_secs_f64();
+            println!(
+                "| {store} | {workers} | {:.0} | {secs:.1} | {:.0} | {:.1} |",
+                records as f64 / secs,
+                records as f64 / put,
+                lease_requests as f64 / whole / workers as f64
+            );
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -228,6 +316,7 @@ async fn main() {
     match args.get(1).map(String::as_str) {
         Some("gather") => gather_bench(records.unwrap_or(100_000)).await,
         Some("ingest") => ingest_bench(records.unwrap_or(200_000)).await,
-        _ => eprintln!("usage: aws_bench gather|ingest [RECORDS]"),
+        Some("workers") => workers_bench(records.unwrap_or(20_000)).await,
+        _ => eprintln!("usage: aws_bench gather|ingest|workers [RECORDS]"),
     }
 }

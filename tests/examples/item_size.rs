@@ -63,6 +63,11 @@ impl Source for Chain {
     }
 }
 
+/// Per-shard marks are named after Kinesis shard ids (`shardId-` + 12 digits).
+fn kinesis_id(shard: u32) -> String {
+    format!("shardId-{shard:012}")
+}
+
 fn generator(shards: u32, records: u64) -> Generator {
     Generator::new(GenConfig { seed: 17, shards, records, ..GenConfig::default() })
 }
@@ -159,8 +164,10 @@ async fn main() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("z.db");
         let gen = generator(64, records);
-        ingest(Arc::new(SyntheticSource::new(gen.clone(), None)), &db, workers, "s64").await;
-        let would_be = shards_per_key(&gen, Generator::shard_id);
+        // Paced, so that every worker takes part.
+        let rate = (workers > 1).then_some(40_000.0);
+        ingest(Arc::new(SyntheticSource::new(gen.clone(), rate)), &db, workers, "s64").await;
+        let would_be = shards_per_key(&gen, kinesis_id);
         report(&format!("64 shards, {workers} worker(s)"), &items(&db).await, &would_be);
     }
     let dir = tempfile::tempdir().unwrap();
@@ -169,6 +176,6 @@ async fn main() {
     let gen = generator(width * generations, records);
     let chain = Chain { inner: SyntheticSource::new(gen.clone(), None), width, generations };
     ingest(Arc::new(chain), &db, 1, "chain").await;
-    let would_be = shards_per_key(&gen, |s| chain_id(s / width, s % width));
+    let would_be = shards_per_key(&gen, kinesis_id);
     report("8 shards after 10 reshards (88 shards over the stream's life)", &items(&db).await, &would_be);
 }
