@@ -161,7 +161,7 @@ impl Generation {
         self,
         rollups: &[Rollup],
         keep: impl Fn(u32) -> bool,
-    ) -> (Vec<(AggKey, Partial)>, DashMap<Identity, KeyValues, FxBuildHasher>) {
+    ) -> (MergedPartials, DashMap<Identity, KeyValues, FxBuildHasher>) {
         let Generation { partials, names } = self;
         let mut merged: rustc_hash::FxHashMap<AggKey, Partial> = Default::default();
         merged.reserve(partials.len());
@@ -174,9 +174,12 @@ impl Generation {
                 merged.entry(k).or_default().merge(&p);
             }
         }
-        (merged.into_iter().collect(), names)
+        (merged, names)
     }
 }
+
+/// A flush's partials merged across shards, every rollup, one per item.
+pub type MergedPartials = rustc_hash::FxHashMap<AggKey, Partial>;
 
 /// The aggregation rules: which fields key an aggregate, which rollups.
 #[derive(Debug, Clone)]
@@ -295,6 +298,7 @@ mod tests {
         assert_eq!(rejected[0].record, b"{not json");
         assert_eq!(gen.len(), 1, "the finest rollup only");
         let (all, _) = gen.into_rollups(&Rollup::ALL, |_| true);
+        let all: Vec<_> = all.into_iter().collect();
         assert_eq!(all.len(), 3, "minute, hour and day partials");
         for (_, p) in &all {
             let m = p.measures();
@@ -306,5 +310,23 @@ mod tests {
         assert_eq!(minute.0.bucket, 1_795_256_100_000); // 2026-11-21T10:15:00Z
         let day = all.iter().find(|(k, _)| k.rollup == Rollup::Day).unwrap();
         assert_eq!(day.0.bucket, 1_795_219_200_000); // 2026-11-21T00:00:00Z
+    }
+
+    #[test]
+    fn shards_merge_into_one_partial_per_key_and_dropped_shards_are_left_out() {
+        let keys = KeyModel::new(&Config::default()).unwrap();
+        let agg = Aggregator::new(&keys, DecodeLimits::default());
+        let gen = Generation::default();
+        let ev = br#"{"type":"click","ts":"2026-11-21T10:15:30Z","referrer":"r","campaign":"c","country":"DE","url":"/","cost":1}"#;
+        for shard in 0..3u32 {
+            let mut batch = RecordBatch::default();
+            batch.push(Position::at(1), ev);
+            agg.add_batch(&gen, shard, &batch, &mut Vec::new()).unwrap();
+        }
+        assert_eq!(gen.len(), 3, "one partial per shard in memory");
+        let (merged, _) = gen.into_rollups(&[Rollup::Minute], |shard| shard != 1);
+        assert_eq!(merged.len(), 1, "one item write for the key");
+        let m = merged.values().next().unwrap().measures();
+        assert_eq!((m.clicks, m.cost_sum), (2, 2_000_000), "shards 0 and 2 only");
     }
 }

@@ -11,7 +11,7 @@
 //! This is the pipeline's one retry loop for item writes: the store returns
 //! each item's result and only the failed items are sent again.
 
-use crate::aggregate::{AggKey, Generation, KeyValues, Partial};
+use crate::aggregate::{AggKey, Generation, KeyValues, MergedPartials, Partial};
 use dashmap::DashMap;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use rustc_hash::FxBuildHasher;
@@ -111,7 +111,7 @@ impl Flusher {
         let mut located: Vec<((u32, zigzag_model::Rollup, i64), AggKey, Partial)> = merged
             .partials
             .iter()
-            .map(|&(key, p)| {
+            .map(|(&key, &p)| {
                 let prefix = self.keys.prefix(key.id(), key.rollup, key.bucket, writer.lane, writer.k);
                 ((prefix, key.rollup, key.rollup.bin().start_of(key.bucket)), key, p)
             })
@@ -284,7 +284,7 @@ impl Flusher {
 
 /// One flush's partials, merged across shards and rollups.
 pub struct Merged {
-    partials: Vec<(AggKey, Partial)>,
+    partials: MergedPartials,
     names: DashMap<Identity, KeyValues, FxBuildHasher>,
 }
 

@@ -1,7 +1,8 @@
 //! A long-lived `ingest` (`--follow`: shards never end) serves Prometheus
-//! metrics on loopback, and on SIGTERM flushes and checkpoints before it
-//! exits: with a flush interval far longer than the test, the final flush is
-//! the only one, so exact totals prove it happened.
+//! metrics on loopback, and on SIGTERM flushes, checkpoints and hands its
+//! leases and lane back before it exits: with a flush interval far longer
+//! than the test, the final flush is the only one, so exact totals prove it
+//! happened.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -91,4 +92,14 @@ fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let report = rt.block_on(check(&table, &km, &truth, 0, &ExecOptions::default())).unwrap();
     assert_eq!(report.mismatches(), 0, "{}", zigzag_gather::check::render(&report));
+
+    // It handed everything back: no lease owned, its lane free.
+    let leases: std::sync::Arc<dyn zigzag_core::table::SortedTable> =
+        std::sync::Arc::new(SqliteTable::open_table(&db, "checkpoints").unwrap());
+    let reader = zigzag_lease::Coordinator::new(leases, zigzag_lease::LeaseOptions::new("default", "test"));
+    let (held, lanes) =
+        rt.block_on(async { (reader.read_leases().await.unwrap(), reader.read_lanes().await.unwrap()) });
+    assert_eq!(held.len(), 2);
+    assert!(held.iter().all(|l| l.owner.is_none() && l.checkpoint.is_some()), "released, checkpointed: {held:?}");
+    assert!(lanes.iter().all(|l| l.owner.is_none()), "lane freed: {lanes:?}");
 }

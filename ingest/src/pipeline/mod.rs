@@ -589,6 +589,7 @@ impl Pipeline {
             events: run.events_tx.clone(),
         };
         tracing::info!(shard = %ready.shard, lease = ready.lease, ?start, "reading");
+        metrics::gauge!("zigzag_ingest_shard_reading", "shard" => ready.shard.clone()).set(1.0);
         run.shards_read.insert(ready.shard.clone());
         run.shards.insert(
             index,

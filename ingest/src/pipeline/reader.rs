@@ -65,6 +65,7 @@ impl ShardTask {
         if let Err(error) = self.read().await {
             let _ = self.events.send(Event::SourceFailed { shard: self.id.clone(), error });
         }
+        metrics::gauge!("zigzag_ingest_shard_reading", "shard" => self.id.clone()).set(0.0);
     }
 
     /// After a failed call: a retryable error pauses the shard (capped
