@@ -35,7 +35,7 @@ use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, Position, Truth};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 struct Env {
     dir: tempfile::TempDir,
@@ -195,9 +195,12 @@ async fn converge_and_stop(env: &Env, workers: &mut BTreeMap<String, Child>, agg
     assert_eq!(report.mismatches(), 0, "after the final flushes:\n{}", check::render(&report));
 }
 
+/// Every shard's owner and checkpoint at one moment.
+type Snapshot = HashMap<String, (Option<String>, Option<Position>)>;
+
 /// Owner and checkpoint of every shard, polled, for "when did it resume".
 #[derive(Clone, Default)]
-struct Watch(Arc<Mutex<Vec<(Instant, HashMap<String, (Option<String>, Option<Position>)>)>>>);
+struct Watch(Arc<Mutex<Vec<(Instant, Snapshot)>>>);
 
 impl Watch {
     fn start(&self, table: DynamoTable, stream: String, stop: CancellationToken) {
@@ -226,7 +229,7 @@ impl Watch {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_workers_shards_resume_within_twice_the_failover_and_totals_stay_exact() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = ONE_AT_A_TIME.lock().await;
     let failover = Duration::from_secs(4);
     let env = Env::new("kill9", 8, failover).await;
     let kills: usize = std::env::var("ZIGZAG_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
@@ -247,7 +250,9 @@ async fn killed_workers_shards_resume_within_twice_the_failover_and_totals_stay_
     tokio::time::sleep(gap).await;
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let mut pending: Vec<(String, Instant, Vec<(String, Option<Position>)>)> = Vec::new();
+    // (victim, killed at, its shards and their checkpoints then)
+    type Killed = (String, Instant, Vec<(String, Option<Position>)>);
+    let mut pending: Vec<Killed> = Vec::new();
     for n in 0..kills {
         let ids: Vec<String> = workers.keys().cloned().collect();
         let victim = ids[rng.gen_range(0..ids.len())].clone();
@@ -304,7 +309,7 @@ async fn killed_workers_shards_resume_within_twice_the_failover_and_totals_stay_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = ONE_AT_A_TIME.lock().await;
     let failover = Duration::from_secs(3);
     let env = Env::new("sigstop", 4, failover).await;
     let rate = 150.0;
@@ -338,7 +343,7 @@ async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_expiry() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = ONE_AT_A_TIME.lock().await;
     let failover = Duration::from_secs(6);
     let env = Env::new("rolling", 6, failover).await;
     let rate = 150.0;

@@ -348,14 +348,13 @@ fn lane_req(lane: u32) -> UpdateRequest {
 /// stopped at `seen` (a recovery), for `me` consuming `stream`.
 pub fn take_lane(lane: u32, seen: Option<(&str, u64)>, me: &str, stream: &str) -> UpdateRequest {
     let req = lane_req(lane).set(OWNER, me).set_if_absent(FLUSH, n(0));
-    let req = match seen {
+    match seen {
         None => req.set(STREAM, stream).add(BEAT, Decimal::ONE).guard(OWNER, CmpOp::Eq, "", true),
         // A recovery keeps the lane's stream: its intents are of that stream.
         Some((owner, beat)) => {
             req.set(BEAT, n(beat + 1)).guard(OWNER, CmpOp::Eq, owner, false).guard(BEAT, CmpOp::Eq, n(beat), false)
         }
-    };
-    req
+    }
 }
 
 /// The owner's heartbeat: `beat` from `seen` to `seen + 1`.

@@ -83,7 +83,7 @@ pub async fn produce(
                 },
             }
             sent += 1;
-            if sent % 1000 == 0 {
+            if sent.is_multiple_of(1000) {
                 progress(sent);
             }
             if let Some(rate) = opts.rate {

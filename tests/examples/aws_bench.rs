@@ -41,6 +41,9 @@ const START: i64 = 1_795_132_800_000; // 2026-11-20T00:00:00Z
 
 use zigzag_tests::unique_name as unique;
 
+/// Aggregates and lease table.
+type Stores = (Arc<dyn SortedTable>, Arc<dyn SortedTable>);
+
 async fn dynamo_tables(name: &str) -> (DynamoTable, DynamoTable) {
     let client = zigzag_dynamodb::client(&emulator::options("DYNAMODB").unwrap_or_else(|e| panic!("{e}"))).await;
     let cps = format!("{name}-checkpoints");
@@ -201,11 +204,11 @@ async fn ingest_bench(records: u64) {
     let db = dir.path().join("bench.db");
     let sqlite = |t: &str| Arc::new(zigzag_sqlite::SqliteTable::open_table(&db, t).expect("sqlite"));
     let (dynamo_aggs, dynamo_cps) = dynamo_tables(&name).await;
-    let targets: Vec<(&str, Arc<dyn SortedTable>, Arc<dyn SortedTable>)> = vec![
-        ("SQLite", sqlite("items"), sqlite("checkpoints")),
-        ("DynamoDB Local", Arc::new(dynamo_aggs), Arc::new(dynamo_cps)),
+    let targets: Vec<(&str, Stores)> = vec![
+        ("SQLite", (sqlite("items"), sqlite("checkpoints"))),
+        ("DynamoDB Local", (Arc::new(dynamo_aggs), Arc::new(dynamo_cps))),
     ];
-    for (label, aggregates, checkpoints) in targets {
+    for (label, (aggregates, checkpoints)) in targets {
         let source = Arc::new(KinesisSource::new(kinesis.clone(), &name, StartingPosition::TrimHorizon));
         let t = Instant::now();
         let s = run_pipeline(source, aggregates, checkpoints, &config, CancellationToken::new()).await;
@@ -244,7 +247,7 @@ async fn workers_bench(records: u64) {
             let mut runs = Vec::new();
             let mut lease_table = None;
             for w in 0..workers {
-                let (aggregates, leases): (Arc<dyn SortedTable>, Arc<dyn SortedTable>) = match &dynamo {
+                let (aggregates, leases): Stores = match &dynamo {
                     Some((a, c)) => (Arc::new(a.clone()), Arc::new(c.clone())),
                     None => (
                         Arc::new(zigzag_sqlite::SqliteTable::open_table(&db, "items").expect("sqlite")),

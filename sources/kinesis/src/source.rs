@@ -239,11 +239,11 @@ impl KinesisShardReader {
                 continue;
             }
             let error = self.sdk_error(failure);
-            if zigzag_core::retry::Retryable::is_retryable(&error) {
-                if self.retry.pause(&mut attempt, &self.retries).await {
-                    metrics::counter!("zigzag_kinesis_retries_total", "shard" => self.shard.clone()).increment(1);
-                    continue;
-                }
+            if zigzag_core::retry::Retryable::is_retryable(&error)
+                && self.retry.pause(&mut attempt, &self.retries).await
+            {
+                metrics::counter!("zigzag_kinesis_retries_total", "shard" => self.shard.clone()).increment(1);
+                continue;
             }
             return Err(error);
         }
