@@ -1,0 +1,202 @@
+//! The flush cycle in the main loop: swap the generation out, drive the
+//! flush job (pausing it through an outage), advance or let go of the
+//! shards it covered, hand over the leases asked for, and the final flush
+//! and release on stop.
+
+use super::job::FlushJob;
+use super::{lock, Batch, Pipeline, PipelineError, Run, Tombstone};
+use crate::source::SourceError;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::sync::RwLock;
+use tokio_util::sync::CancellationToken;
+use zigzag_core::retry::Retryable;
+use zigzag_lease::{LeaseError, ShardRange};
+
+impl Pipeline {
+    /// One step of the flush cycle: drive the flush in flight (when its
+    /// pause is over), or swap out the generation and start one.
+    pub(super) async fn flush_step(&self, run: &mut Run) -> Result<(), PipelineError> {
+        if run.job.is_none() {
+            run.job = self.swap(run).await;
+            if run.job.is_none() {
+                self.after_flush(run, &[]).await?;
+                return Ok(());
+            }
+        }
+        if run.retry_at.is_some_and(|t| Instant::now() < t) {
+            return Ok(());
+        }
+        let job = run.job.as_mut().expect("a job");
+        match job.drive(self).await {
+            Ok(()) => {
+                let job = run.job.take().expect("a job");
+                run.job_failures = 0;
+                run.retry_at = None;
+                metrics::gauge!("zigzag_ingest_flush_paused").set(0.0);
+                // A range the proof dropped: the lease moved on (lost, or this
+                // reader started from a stale checkpoint). Stop it; a plan read
+                // from now on says whether and where to read it again.
+                for index in self.flushed(run, &job) {
+                    if let Some(s) = run.shards.remove(&index) {
+                        tracing::warn!(shard = %s.id, "range dropped by the flush's proof: reading stops");
+                        if let Some(r) = s.reader {
+                            r.stop().await;
+                        }
+                        run.tombstones.insert(s.id, Tombstone::now(false));
+                    }
+                }
+                let began = job.began.expect("driven");
+                self.after_flush(run, &began.ranges).await
+            }
+            Err(e) if e.is_retryable() => {
+                run.job_failures += 1;
+                let wait = self.pause_after(run.job_failures);
+                run.retry_at = Some(Instant::now() + wait);
+                metrics::gauge!("zigzag_ingest_flush_paused").set(1.0);
+                metrics::counter!("zigzag_ingest_flush_pauses_total").increment(1);
+                self.counters.flush_pauses.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "flush paused: store unavailable");
+                Ok(())
+            }
+            Err(PipelineError::Lease(LeaseError::LaneLost { lane, .. })) => {
+                let never = CancellationToken::new();
+                self.rejoin(run, lane, &never).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Swaps the generation out; a job if any shard made progress.
+    async fn swap(&self, run: &mut Run) -> Option<FlushJob> {
+        let has_progress = !lock_progress_empty(&run.gate);
+        if !has_progress {
+            return None;
+        }
+        let batch = std::mem::take(&mut *run.gate.write().await);
+        run.swaps += 1;
+        let _ = run.swapped_tx.send(run.swaps);
+        self.counters.max_keys_seen.fetch_max(batch.gen.len() as u64, Ordering::Relaxed);
+        let progress = lock(&batch.progress).clone();
+        let mut ranges = Vec::new();
+        for (index, p) in progress {
+            let Some(s) = run.shards.get(&index) else { continue };
+            let to = p.last.or(s.checkpoint).unwrap_or_default();
+            let first = if s.checkpoint.is_none() { p.first } else { None };
+            let range = ShardRange {
+                shard: s.id.clone(),
+                lease: s.lease,
+                from: s.checkpoint,
+                first,
+                to,
+                ends: p.ended,
+                behind_ms: p.behind_ms,
+            };
+            ranges.push((index, range));
+        }
+        Some(FlushJob::new(batch, ranges))
+    }
+
+    /// After a flush commits: advance the shards, let go of the finished,
+    /// lost and leaving ones.
+    fn flushed(&self, run: &mut Run, job: &FlushJob) -> Vec<u32> {
+        let began = job.began.as_ref().expect("driven");
+        let mut dropped = Vec::new();
+        for (index, r) in &job.ranges {
+            let Some(s) = run.shards.get_mut(index) else { continue };
+            if !began.ranges.iter().any(|k| k.shard == r.shard) {
+                dropped.push(*index);
+            } else {
+                s.checkpoint = Some(r.to);
+                if r.ends {
+                    let s = run.shards.remove(index).expect("present");
+                    run.tombstones.insert(s.id, Tombstone::now(true));
+                }
+            }
+        }
+        let ms = job.started.elapsed();
+        metrics::counter!("zigzag_ingest_flushes_total").increment(1);
+        metrics::histogram!("zigzag_ingest_flush_seconds").record(ms.as_secs_f64());
+        metrics::gauge!("zigzag_ingest_generation_keys").set(job.keys as f64);
+        tracing::info!(
+            keys = job.keys,
+            lane = began.lane,
+            k = began.k,
+            shards = began.ranges.len(),
+            records = self.counters.records.load(Ordering::Relaxed),
+            dead_letters = self.counters.rejected.load(Ordering::Relaxed),
+            write_requests = self.flusher.stats.write_requests.load(Ordering::Relaxed),
+            ms = ms.as_millis() as u64,
+            "flushed"
+        );
+        dropped
+    }
+
+    /// Gives the leases asked for (their progress is committed) and pokes
+    /// the lease pass when something changed hands or finished.
+    async fn after_flush(&self, run: &mut Run, committed: &[ShardRange]) -> Result<(), PipelineError> {
+        let leaving: Vec<u32> = run.shards.iter().filter(|(_, s)| s.leaving.is_some()).map(|(i, _)| *i).collect();
+        let mut changed = committed.iter().any(|r| r.ends);
+        for index in leaving {
+            let s = run.shards.get(&index).expect("listed");
+            let to = s.leaving.clone().unwrap_or_default();
+            match self.coord.give(&s.id, s.lease, &to).await {
+                Ok(_) => {}
+                Err(e) if e.is_retryable() => {
+                    tracing::warn!(shard = %s.id, error = %e, "handing over failed; trying again after the next flush");
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let s = run.shards.remove(&index).expect("listed");
+            run.tombstones.insert(s.id, Tombstone::now(false));
+            changed = true;
+        }
+        if changed {
+            run.poke.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Stop: readers end after their batch, the last flush commits
+    /// everything read, the leases go back (or to whoever asked), the lane
+    /// is freed.
+    pub(super) async fn shutdown(&self, run: &mut Run) -> Result<(), PipelineError> {
+        for s in run.shards.values_mut() {
+            if let Some(r) = s.reader.take() {
+                r.stop().await;
+            }
+        }
+        let deadline = Instant::now() + self.opts.failover * 2;
+        loop {
+            run.retry_at = None;
+            self.flush_step(run).await?;
+            if run.job.is_none() && lock_progress_empty(&run.gate) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(PipelineError::FinalFlush(Box::new(PipelineError::Source(SourceError::Unavailable(
+                    "the store stayed unavailable".into(),
+                )))));
+            }
+            tokio::time::sleep(self.pause_after(run.job_failures).min(Duration::from_secs(2))).await;
+        }
+        for (_, s) in std::mem::take(&mut run.shards) {
+            let to = s.leaving.as_deref().unwrap_or("");
+            if let Err(e) = self.coord.give(&s.id, s.lease, to).await {
+                tracing::warn!(shard = %s.id, error = %e, "could not release a lease; it expires instead");
+            }
+        }
+        if let Err(e) = self.coord.leave().await {
+            tracing::warn!(error = %e, "could not free the lane; it expires instead");
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn lock_progress_empty(gate: &RwLock<Batch>) -> bool {
+    match gate.try_read() {
+        Ok(b) => lock(&b.progress).is_empty(),
+        Err(_) => false,
+    }
+}

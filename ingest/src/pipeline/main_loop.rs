@@ -1,0 +1,235 @@
+//! The main loop: one event at a time (flush ticks, shard ends, lease
+//! plans, lost lanes, stop), and the reconciliation of each lease plan with
+//! what this worker reads — start readers for leases gained, stop them for
+//! leases lost or asked for, recover dead workers' flushes, rejoin after
+//! being presumed dead.
+
+use super::flushing::lock_progress_empty;
+use super::reader::ShardTask;
+use super::{lock, Batch, Event, Pipeline, PipelineError, Run, Shard, Tombstone};
+use crate::source::StartAt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use zigzag_core::retry::Retryable;
+use zigzag_lease::{LeaseError, Plan, Ready};
+
+impl Pipeline {
+    pub(super) async fn main_loop(
+        self: &Arc<Self>,
+        run: &mut Run,
+        events: &mut mpsc::UnboundedReceiver<Event>,
+        stop: &CancellationToken,
+        producer_done: &CancellationToken,
+    ) -> Result<(), PipelineError> {
+        let mut interval = tokio::time::interval(Duration::from_millis(self.opts.config.flush.interval_ms));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval.tick().await;
+        loop {
+            let event = tokio::select! {
+                _ = stop.cancelled() => Event::Stop,
+                _ = interval.tick() => Event::Tick,
+                _ = run.full.notified() => Event::GenerationFull,
+                _ = producer_done.cancelled(), if run.drain_after.is_none() => Event::ProducerDone,
+                Some(e) = events.recv() => e,
+            };
+            match event {
+                Event::Tick | Event::GenerationFull => self.flush_step(run).await?,
+                Event::ShardEnded(index) => {
+                    if let Some(s) = run.shards.get_mut(&index) {
+                        s.ended = true;
+                        s.reader = None;
+                    }
+                    // Commit its end promptly, then look for its children.
+                    self.flush_step(run).await?;
+                }
+                Event::Leases { plan, read_at } => {
+                    self.on_plan(run, &plan, read_at).await?;
+                    let finished = self.source.bounded() && plan.unfinished == 0 && run.job.is_none();
+                    run.last_plan = Some(plan);
+                    if finished && run.shards.values().all(|s| s.reader.is_none()) {
+                        tracing::info!("every shard is finished");
+                        return Ok(());
+                    }
+                }
+                // A loss reported twice (heartbeat and flush) rejoins once: a
+                // report about an earlier join is stale.
+                Event::LaneLost { lane, joined } if joined == self.coord.joined() => {
+                    self.rejoin(run, lane, stop).await?
+                }
+                Event::LaneLost { .. } => {}
+                Event::SourceFailed { shard, error } => {
+                    tracing::error!(shard = %shard, error = %error, "shard failed");
+                    return Err(error.into());
+                }
+                Event::ProducerDone => run.drain_after = Some(Instant::now()),
+                Event::Stop => return Ok(()),
+            }
+            if self.idle_long_enough(run) {
+                tracing::info!("every held shard is caught up: stopping");
+                return Ok(());
+            }
+            if self.drained(run) {
+                tracing::info!("drained: every held shard was read to its tip");
+                return Ok(());
+            }
+        }
+    }
+
+    /// `--idle-exit`: every shard read here has been at its tip for the
+    /// idle time, everything read is flushed, and no lease waits.
+    fn idle_long_enough(&self, run: &Run) -> bool {
+        let Some(idle) = self.opts.idle_exit else { return false };
+        self.settled(run)
+            && run.shards.values().filter_map(|s| s.reader.as_ref()).all(|r| {
+                let c = lock(&r.caught_up);
+                c.since.is_some_and(|t| t.elapsed() >= idle)
+            })
+    }
+
+    /// Drained (see [`Pipeline::run_until_drained`]): every shard read here
+    /// was found at its tip by a read that began after `after`.
+    fn drained(&self, run: &Run) -> bool {
+        let Some(after) = run.drain_after else { return false };
+        self.settled(run)
+            && run.shards.values().filter_map(|s| s.reader.as_ref()).all(|r| {
+                let c = lock(&r.caught_up);
+                c.last.is_some_and(|t| t >= after)
+            })
+    }
+
+    /// Nothing unflushed, and no lease waiting to be taken.
+    fn settled(&self, run: &Run) -> bool {
+        let waiting = run.last_plan.as_ref().is_none_or(|p| !p.take.is_empty() || p.steal.is_some());
+        !waiting && run.job.is_none() && lock_progress_empty(&run.gate)
+    }
+
+    /// Reconciles a lease plan with what this worker reads.
+    async fn on_plan(self: &Arc<Self>, run: &mut Run, plan: &Plan, read_at: Instant) -> Result<(), PipelineError> {
+        // Lost: held here, not (or under another counter) in the table.
+        let lost: Vec<u32> =
+            run.shards.iter().filter(|(_, s)| plan.held.get(&s.id) != Some(&s.lease)).map(|(i, _)| *i).collect();
+        for index in lost {
+            let s = run.shards.remove(&index).expect("listed above");
+            tracing::warn!(shard = %s.id, "lease lost: reading stops; unflushed records are left to the new owner");
+            metrics::counter!("zigzag_lease_lost_total").increment(1);
+            if let Some(r) = s.reader {
+                r.stop().await;
+            }
+            run.tombstones.insert(s.id, Tombstone::now(false));
+        }
+        // Asked for: stop reading; the lease goes after the next flush.
+        for (shard, lease, to) in &plan.handoffs {
+            if let Some(s) = run.shards.values_mut().find(|s| &s.id == shard && s.lease == *lease) {
+                if s.leaving.is_none() {
+                    tracing::info!(shard = %shard, to = %to, "handing a lease over after the next flush");
+                    if let Some(r) = s.reader.take() {
+                        r.stop().await;
+                    }
+                    s.leaving = Some(to.clone());
+                }
+            }
+        }
+        for ready in &plan.ready {
+            self.start_reader(run, ready, read_at);
+        }
+        for &lane in &plan.recover {
+            match self.recover(lane).await {
+                Ok(true) => {
+                    self.counters.recovered.fetch_add(1, Ordering::Relaxed);
+                    run.poke.notify_one();
+                }
+                Ok(false) => {}
+                // Another worker took the lane over (it finishes the flush),
+                // or the store or the stream is down (tried again later: the
+                // lane expires once more and is taken again).
+                Err(e)
+                    if e.is_retryable()
+                        || matches!(
+                            e,
+                            PipelineError::MissingRecords { .. } | PipelineError::Lease(LeaseError::LaneLost { .. })
+                        ) =>
+                {
+                    self.coord.abandon_recovery(lane);
+                    tracing::warn!(lane, error = %e, "recovering a dead worker's flush failed; trying again later");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if run.job.is_none() && run.shards.values().any(|s| s.leaving.is_some()) {
+            self.flush_step(run).await?;
+        }
+        Ok(())
+    }
+
+    fn start_reader(self: &Arc<Self>, run: &mut Run, ready: &Ready, read_at: Instant) {
+        if run.shards.values().any(|s| s.id == ready.shard) {
+            return;
+        }
+        if let Some(t) = run.tombstones.get(&ready.shard) {
+            if t.finished || read_at < t.at {
+                return; // a plan read before this worker let it go
+            }
+            run.tombstones.remove(&ready.shard);
+        }
+        let start = match (ready.checkpoint, ready.from_trim_horizon) {
+            (Some(p), _) => StartAt::After(p),
+            (None, true) => StartAt::TrimHorizon,
+            (None, false) => StartAt::Configured,
+        };
+        let index = run.next_index;
+        run.next_index += 1;
+        let task = ShardTask {
+            pipeline: self.clone(),
+            index,
+            id: ready.shard.clone(),
+            start,
+            gate: run.gate.clone(),
+            swapped: run.swapped_tx.subscribe(),
+            full: run.full.clone(),
+            cancel: CancellationToken::new(),
+            caught_up: Arc::default(),
+            events: run.events_tx.clone(),
+        };
+        tracing::info!(shard = %ready.shard, lease = ready.lease, ?start, "reading");
+        metrics::gauge!("zigzag_ingest_shard_reading", "shard" => ready.shard.clone()).set(1.0);
+        run.shards_read.insert(ready.shard.clone());
+        run.shards.insert(
+            index,
+            Shard {
+                id: ready.shard.clone(),
+                lease: ready.lease,
+                checkpoint: ready.checkpoint,
+                reader: Some(task.spawn()),
+                leaving: None,
+                ended: false,
+            },
+        );
+    }
+
+    /// This worker was presumed dead and its lane taken: everything in
+    /// memory is dropped (another worker recovers or re-reads it) and the
+    /// worker joins again as new.
+    pub(super) async fn rejoin(&self, run: &mut Run, lane: u32, stop: &CancellationToken) -> Result<(), PipelineError> {
+        tracing::warn!(lane, "this worker's lane was taken (it was presumed dead): dropping its state and rejoining");
+        for (_, s) in std::mem::take(&mut run.shards) {
+            if let Some(r) = s.reader {
+                r.stop().await;
+            }
+            // Leases still ours are read again from their checkpoints once a
+            // plan read after this shows them (the dead lane's flush, if any,
+            // blocks them until it is recovered).
+            run.tombstones.insert(s.id, Tombstone::now(false));
+        }
+        run.job = None;
+        run.retry_at = None;
+        *run.gate.write().await = Batch::default();
+        run.swaps += 1;
+        let _ = run.swapped_tx.send(run.swaps);
+        self.join(stop).await?;
+        run.poke.notify_one();
+        Ok(())
+    }
+}

@@ -1,0 +1,88 @@
+//! What a worker is told (`PipelineOptions`), its id, and what it reports
+//! when it stops (`RunSummary`).
+
+use crate::decode::DecodeLimits;
+use std::path::PathBuf;
+use std::time::Duration;
+use zigzag_model::Config;
+
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    pub config: Config,
+    /// The stream's name in the lease table.
+    pub stream: String,
+    /// This worker's id, unique among live workers (see `worker_id`).
+    pub worker: String,
+    /// A worker whose heartbeat has not moved this long is presumed dead.
+    pub failover: Duration,
+    /// The stream's shards are listed again this often (and when one ends).
+    pub relist: Duration,
+    /// Stop once every held shard has been caught up this long and no lease
+    /// is waiting to be taken.
+    pub idle_exit: Option<Duration>,
+    /// The longest pause between attempts while a store or stream is down.
+    pub max_pause: Duration,
+    pub limits: DecodeLimits,
+    /// Records per source read.
+    pub batch_size: usize,
+    pub dead_letters: PathBuf,
+}
+
+impl PipelineOptions {
+    pub fn new(config: Config, stream: impl Into<String>, worker: impl Into<String>, dead_letters: PathBuf) -> Self {
+        PipelineOptions {
+            config,
+            stream: stream.into(),
+            worker: worker.into(),
+            failover: Duration::from_secs(10),
+            relist: Duration::from_secs(30),
+            idle_exit: None,
+            max_pause: Duration::from_secs(30),
+            limits: DecodeLimits::default(),
+            batch_size: 1000,
+            dead_letters,
+        }
+    }
+}
+
+/// A worker id unique per process: the host name and random bits.
+pub fn worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    format!("{host}-{:08x}", rand::random::<u32>())
+}
+
+/// What a run did, for the summary line and the benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct RunSummary {
+    /// Shards this worker read.
+    pub shards: usize,
+    pub records: u64,
+    pub valid: u64,
+    pub rejected: u64,
+    pub flushes: u64,
+    /// Dead workers' flushes this worker finished.
+    pub recovered: u64,
+    pub items: u64,
+    pub write_requests: u64,
+    pub skipped: u64,
+    /// Requests to the lease table (heartbeats, passes, intents, checkpoints).
+    pub lease_requests: u64,
+    pub retries: u64,
+    pub leases_taken: u64,
+    pub leases_lost: u64,
+    pub leases_handed_off: u64,
+    pub per_prefix: Vec<u64>,
+    pub max_generation_keys: u64,
+    /// Times a flush was paused by an outage (and tried again later).
+    pub flush_pauses: u64,
+    /// Times a shard's reading was paused by an outage.
+    pub shard_pauses: u64,
+    /// Heartbeats and lease passes that failed (outages of the lease table
+    /// or of ListShards); the worker went on.
+    pub lease_failures: u64,
+}
