@@ -105,6 +105,11 @@ impl Flusher {
     /// Writes merged partials under `writer`. Can be called again after a
     /// failure: what was applied is skipped.
     pub async fn write(&self, merged: &Merged, writer: Writer) -> Result<(), FlushError> {
+        // A full memory holds items of past buckets too: start it over with
+        // this flush's (the keys written now are the ones written next).
+        if self.extremes.len() >= EXTREMES_REMEMBERED {
+            self.extremes.clear();
+        }
         // Locate every partial (cheap), then build full item keys one
         // partition at a time: the flush's extra memory is the compact
         // partials plus one partition's writes, not every item key at once.
@@ -240,7 +245,7 @@ impl Flusher {
                 match result {
                     Ok(UpdateOutcome::Applied(item)) => {
                         if self.extremes.len() >= EXTREMES_REMEMBERED {
-                            self.extremes.clear();
+                            continue; // full: refilled at the next flush
                         }
                         if let Ok(m) = Measures::from_item(&item) {
                             self.extremes.insert(item_hash(&item.pk, &item.sk), (m.cost_min, m.cost_max));
@@ -309,9 +314,10 @@ struct Prepared {
     measures: Measures,
 }
 
-/// Items whose stored min/max a flusher remembers (~40 bytes each); past
-/// it the memory starts over.
-const EXTREMES_REMEMBERED: usize = 1 << 20;
+/// Items whose stored min/max a flusher remembers (~50 bytes each, ~13 MB):
+/// enough for the keys a steady stream rewrites every flush; a bigger
+/// flush (a backfill) remembers its first items only.
+const EXTREMES_REMEMBERED: usize = 1 << 18;
 
 fn item_hash(pk: &str, sk: &[u8]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
