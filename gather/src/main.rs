@@ -15,6 +15,7 @@ use zigzag_gather::render::{render, write_chart, Format};
 use zigzag_gather::report::{self, RankBy};
 use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
 use zigzag_gather::{check, explain, merge, zbench};
+use zigzag_model::layout::{self, Layout};
 use zigzag_model::{Config, KeyModel, Rollup, Truth};
 use zigzag_sqlite::SqliteTable;
 
@@ -35,7 +36,9 @@ struct Cli {
     /// SQLite database written by ingest
     #[arg(long, global = true, default_value = zigzag_sqlite::DEFAULT_PATH)]
     db: PathBuf,
-    /// Pipeline configuration (TOML); must match what ingest wrote [default: built-in defaults]
+    /// Pipeline configuration (TOML). Not needed: the table records the
+    /// layout ingest wrote it with; one given must match it (tables from
+    /// before layouts were recorded: this, or the built-in defaults)
     #[arg(long, global = true)]
     config: Option<PathBuf>,
     #[command(flatten)]
@@ -178,6 +181,29 @@ fn load_config(path: Option<&Path>) -> Result<Config> {
     }
 }
 
+/// The configuration to read with: the layout recorded in the table (a
+/// `--config` given must agree with it), or, for a table written before
+/// layouts were recorded, `--config` or the defaults.
+async fn resolve_config(table: &dyn SortedTable, path: Option<&Path>) -> Result<Config> {
+    let given = load_config(path)?;
+    match layout::load(table).await.context("reading the table's layout")? {
+        None => Ok(given),
+        Some(stored) => {
+            if path.is_some() {
+                let differences = Layout::of(&given).differences(&stored);
+                if !differences.is_empty() {
+                    bail!(
+                        "--config does not match the layout recorded in the table: {}. Leave --config out to read \
+                         with the table's layout",
+                        differences.join("; ")
+                    );
+                }
+            }
+            Ok(stored.apply(&given))
+        }
+    }
+}
+
 /// Where the aggregates are: the SQLite --db, or the --dynamodb table.
 struct Store<'a> {
     db: &'a Path,
@@ -224,7 +250,9 @@ enum Kind {
     Totals,
 }
 
-async fn report_cmd(store: &Store<'_>, config: &Config, c: Common, kind: Kind) -> Result<()> {
+async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: Kind) -> Result<()> {
+    let table = store.open().await?;
+    let config = &resolve_config(table.as_ref(), config).await?;
     let km = KeyModel::new(config)?;
     let req = PlanRequest {
         window: WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?,
@@ -244,7 +272,6 @@ async fn report_cmd(store: &Store<'_>, config: &Config, c: Common, kind: Kind) -
         bail!("top ranks groups: give --group-by FIELD");
     }
     let opts = exec_options(&c)?;
-    let table = store.open().await?;
     let g = zigzag_gather::gather(table.as_ref(), &km, req, group_by, &opts).await?;
     let report = match &kind {
         Kind::Timeseries { .. } => report::timeseries(&g.aggregation, &g.plan.window)?,
@@ -272,11 +299,17 @@ async fn report_cmd(store: &Store<'_>, config: &Config, c: Common, kind: Kind) -
     Ok(())
 }
 
-async fn check_cmd(store: &Store<'_>, config: &Config, truth: &Path, concurrency: usize, show: bool) -> Result<bool> {
-    let km = KeyModel::new(config)?;
+async fn check_cmd(
+    store: &Store<'_>,
+    config: Option<&Path>,
+    truth: &Path,
+    concurrency: usize,
+    show: bool,
+) -> Result<bool> {
     let truth: Truth = serde_json::from_str(&read(truth, "truth file")?)
         .with_context(|| format!("in the truth file {}", truth.display()))?;
     let table = store.open().await?;
+    let km = KeyModel::new(&resolve_config(table.as_ref(), config).await?)?;
     let opts = ExecOptions { concurrency: concurrency.max(1), ..ExecOptions::default() };
     let now = chrono::Utc::now().timestamp_millis();
     let report = check::check(table.as_ref(), &km, &truth, now, &opts).await?;
@@ -363,18 +396,18 @@ async fn zbench_cmd(args: ZbenchArgs) -> Result<()> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    let config = || load_config(cli.config.as_deref());
+    let config = cli.config.as_deref();
     let store = Store { db: &cli.db, dynamo: &cli.dynamo };
     match cli.command {
         Command::Zbench(args) => zbench_cmd(args).await,
         Command::Timeseries { common, chart, measure } => {
-            report_cmd(&store, &config()?, common, Kind::Timeseries { chart, measure: measure.rank() }).await
+            report_cmd(&store, config, common, Kind::Timeseries { chart, measure: measure.rank() }).await
         }
-        Command::Top { common, n, by } => report_cmd(&store, &config()?, common, Kind::Top { n, by: by.rank() }).await,
-        Command::Ctr { common } => report_cmd(&store, &config()?, common, Kind::Ctr).await,
-        Command::Totals { common } => report_cmd(&store, &config()?, common, Kind::Totals).await,
+        Command::Top { common, n, by } => report_cmd(&store, config, common, Kind::Top { n, by: by.rank() }).await,
+        Command::Ctr { common } => report_cmd(&store, config, common, Kind::Ctr).await,
+        Command::Totals { common } => report_cmd(&store, config, common, Kind::Totals).await,
         Command::Check { truth, concurrency, explain } => {
-            if !check_cmd(&store, &config()?, &truth, concurrency, explain).await? {
+            if !check_cmd(&store, config, &truth, concurrency, explain).await? {
                 std::process::exit(1);
             }
             Ok(())

@@ -224,3 +224,40 @@ fn check_matches_truth_and_catches_tampering() {
     }
     assert!(stdout.contains("(truth)"), "the mismatch shows both values: {stdout}");
 }
+
+/// A table that records its layout (as ingest does) is read without
+/// `--config`; a `--config` that disagrees is refused, naming the
+/// difference, rather than read with the wrong scatter (missing items).
+#[test]
+fn the_layout_comes_from_the_table_and_a_contradicting_config_is_refused() {
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("layout.db");
+    let config = common::config(4, ScatterMode::Random);
+    let table = SqliteTable::open(&db).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        write_store(&table, &config, &f.events).await;
+        zigzag_model::layout::ensure(&table, &zigzag_model::layout::Layout::of(&config)).await.unwrap();
+    });
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gather"))
+            .arg("--db")
+            .arg(&db)
+            .args(extra)
+            .args(["totals", "--from", FROM, "--to", TO, "--format", "json"])
+            .output()
+            .unwrap()
+    };
+    let without = run(&[]);
+    assert!(without.status.success(), "{}", String::from_utf8_lossy(&without.stderr));
+    let with = ok(&["totals", "--from", FROM, "--to", TO, "--format", "json"]);
+    assert_eq!(String::from_utf8_lossy(&without.stdout), with, "the table's layout reads what --config read");
+
+    let wrong = dir.path().join("wrong.toml");
+    std::fs::write(&wrong, "[scatter]\nprefixes = 16\n").unwrap();
+    let refused = run(&["--config", wrong.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a contradicting --config is refused");
+    assert!(stderr.contains("scatter.prefixes is 16 here but 4 in the table"), "{stderr}");
+}

@@ -20,7 +20,7 @@
 
 use crate::measures::Measure;
 use crate::rollup::Rollup;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use thiserror::Error;
 
@@ -33,7 +33,7 @@ pub enum ConfigError {
 }
 
 /// An event field that can be a Z-dimension (and a group-by key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Field {
     Referrer,
@@ -65,7 +65,7 @@ impl fmt::Display for Field {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DimensionType {
     /// Fixed-width UTF-8 prefix: supports equality, ranges and IN.
@@ -74,7 +74,7 @@ pub enum DimensionType {
     Hash,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DimensionSpec {
     pub field: Field,
@@ -97,7 +97,7 @@ impl DimensionSpec {
 }
 
 /// How a write picks its scatter prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScatterMode {
     /// A stable hash of the item's key: one item per logical key.
@@ -217,20 +217,12 @@ impl Config {
         Ok(())
     }
 
-    /// A digest of everything that decides what a flush writes (rollups,
-    /// dimensions, measures, scatter), not how often it runs. A checkpoint
-    /// records it with a pending flush, so a restart under another layout
-    /// cannot replay that flush into different items.
+    /// The digest of the layout: everything that decides what a flush
+    /// writes (rollups, dimensions, measures, scatter), not how often it
+    /// runs (`layout::Layout`). A flush intent records it, so a recovery
+    /// under another layout cannot replay that flush into different items.
     pub fn layout_digest(&self) -> String {
-        let text = format!(
-            "{:?}|{:?}|{:?}|{}|{}",
-            self.rollups,
-            self.dimensions,
-            self.measures,
-            self.scatter.prefixes,
-            self.scatter.mode.name()
-        );
-        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+        crate::layout::Layout::of(self).digest()
     }
 
     pub fn has(&self, m: Measure) -> bool {

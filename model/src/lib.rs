@@ -5,6 +5,8 @@
 //! - [`rollup`]: rollup granularities and their partition time bins.
 //! - [`keys`]: partition key (scatter prefix + rollup + time bin) and sort
 //!   key (Z-address + identity suffix) of an aggregate, and the scatter rule.
+//! - [`layout`]: the layout stored with the data (writers must match it,
+//!   readers take it from the table).
 //! - [`measures`]: the measures of one aggregate, their item attributes and
 //!   the exactly-once update request.
 //! - [`position`]: stream positions (sequence numbers up to 256 bits).
@@ -13,6 +15,7 @@
 
 pub mod config;
 pub mod keys;
+pub mod layout;
 pub mod measures;
 pub mod position;
 pub mod rollup;

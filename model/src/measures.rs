@@ -14,7 +14,7 @@
 
 use crate::config::Field;
 use rust_decimal::Decimal;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
 
 /// Attribute of the bucket start (ms since the epoch).
@@ -27,7 +27,7 @@ pub const COST_MAX_ATTR: &str = "cost_max";
 
 const MICROS: u32 = 6;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Measure {
     Clicks,

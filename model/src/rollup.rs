@@ -2,11 +2,11 @@
 //! partition holds a bounded number of buckets) and a time dimension of just
 //! enough bits for the bucket's offset within that bin.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use zigzag_core::schema::{TimeBin, TimeUnit};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rollup {
     Minute,

@@ -99,6 +99,8 @@ enum Phase {
     Advance,
     /// A dead worker's open intent dropped (a recovery).
     Abort,
+    /// Recording (or checking) the layout in the aggregate table.
+    Layout,
     /// Other reads of the lease table (passes, joining, the legacy check).
     ReadLanes,
     ReadLeases,
@@ -402,7 +404,9 @@ impl Faulty {
 
     async fn updates(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
         self.before_call()?;
-        let phase = if self.aggregates {
+        let phase = if self.aggregates && reqs[0].pk == zigzag_model::layout::LAYOUT_PK {
+            Phase::Layout
+        } else if self.aggregates {
             Phase::Items
         } else {
             assert_eq!(reqs.len(), 1, "lease-table writes are single");
@@ -1085,8 +1089,11 @@ async fn crash_during_recovery_then_restart_is_exact() {
 }
 
 /// A flush begun under one layout is not re-applied under another (it
-/// would write other items, so the marks could not skip what was applied):
-/// the restart refuses, naming the lane, until run with the old layout.
+/// would write other items, so the marks could not skip what was applied).
+/// Two fences: the table's recorded layout refuses the other configuration
+/// at once, naming what differs; and were the table's layout forced to the
+/// new one, the flush's own recorded layout still refuses it, naming the
+/// lane. Run with the old layout, the flush is finished exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_in_flight_is_not_recovered_under_another_layout() {
     let w = World::new(81);
@@ -1095,11 +1102,23 @@ async fn a_flush_in_flight_is_not_recovered_under_another_layout() {
     let (lane, _) = image.in_flight(IntentState::Valid)[0];
     let mut other = w.options("run-a");
     other.config.scatter.prefixes += 1;
-    match w.run_with("run-a#2", other).await.1 {
+    match w.run_with("run-a#2", other.clone()).await.1 {
+        Err(PipelineError::Layout(e)) => assert!(e.to_string().contains("scatter.prefixes is 17 here but 16"), "{e}"),
+        other => panic!("expected the table's layout to refuse, got {other:?}"),
+    }
+    let force = |config: &Config| {
+        let layout = zigzag_model::layout::Layout::of(config);
+        Item::new(zigzag_model::layout::LAYOUT_PK, zigzag_model::layout::LAYOUT_SK.to_vec())
+            .with("layout", layout.canonical().as_str())
+            .with("digest", layout.digest().as_str())
+    };
+    w.aggregates.put(force(&other.config)).await.unwrap();
+    match w.run_with("run-a#3", other).await.1 {
         Err(PipelineError::LayoutChanged { lane: l, .. }) => assert_eq!(l, lane),
         other => panic!("expected LayoutChanged, got {other:?}"),
     }
-    let (_, c) = w.run_with("run-a#3", w.options("run-a")).await;
+    w.aggregates.put(force(&w.config)).await.unwrap();
+    let (_, c) = w.run_with("run-a#4", w.options("run-a")).await;
     let c = c.expect("the old layout finishes the flush");
     w.assert_exact("after a refused layout change").await;
     assert_recovered(&w, &image, &fired, &c, "after a refused layout change").await;

@@ -65,6 +65,8 @@ pub enum PipelineError {
          scatter changed); run once with the previous configuration to finish it, then change it"
     )]
     LayoutChanged { lane: u32, flush: u64 },
+    #[error(transparent)]
+    Layout(#[from] zigzag_model::layout::LayoutError),
     #[error(
         "the final flush did not complete before giving up ({0}); the leases expire and another worker recovers it"
     )]
@@ -77,6 +79,7 @@ impl Retryable for PipelineError {
             PipelineError::Source(e) => e.is_retryable(),
             PipelineError::Flush(e) => e.is_retryable(),
             PipelineError::Lease(e) => e.is_retryable(),
+            PipelineError::Layout(e) => e.is_retryable(),
             _ => false,
         }
     }
@@ -188,6 +191,7 @@ pub struct Pipeline {
     flusher: Flusher,
     aggregator: Aggregator,
     coord: Arc<Coordinator>,
+    aggregates: Arc<dyn SortedTable>,
     lease_table: Arc<dyn SortedTable>,
     opts: PipelineOptions,
     /// `Config::layout_digest` of the configuration writing the items.
@@ -226,7 +230,7 @@ impl Pipeline {
     ) -> Result<Self, PipelineError> {
         let keys = KeyModel::new(&opts.config)?;
         let aggregator = Aggregator::new(&keys, opts.limits);
-        let flusher = Flusher::new(keys, &opts.config, aggregates);
+        let flusher = Flusher::new(keys, &opts.config, aggregates.clone());
         let dead = DeadLetters::open(&opts.dead_letters)
             .map_err(|error| PipelineError::DeadLetter { path: opts.dead_letters.clone(), error })?;
         let lease_opts =
@@ -236,6 +240,7 @@ impl Pipeline {
             flusher,
             aggregator,
             coord: Arc::new(Coordinator::new(leases.clone(), lease_opts)),
+            aggregates,
             lease_table: leases,
             layout: opts.config.layout_digest(),
             opts,
@@ -319,19 +324,26 @@ impl Pipeline {
         result.map(|()| self.summary(run.shards_read.len()))
     }
 
-    /// Takes a lane, waiting out an outage.
+    /// Checks the table's layout (recording it if the table has none) and
+    /// takes a lane, waiting out an outage.
     async fn join(&self, stop: &CancellationToken) -> Result<(), PipelineError> {
         let mut failures = 0;
+        let layout = zigzag_model::layout::Layout::of(&self.opts.config);
         loop {
-            match self.coord.join().await {
-                Ok(_) => return Ok(()),
+            let joined = async {
+                zigzag_model::layout::ensure(self.aggregates.as_ref(), &layout).await?;
+                self.coord.join().await?;
+                Ok::<(), PipelineError>(())
+            };
+            match joined.await {
+                Ok(()) => return Ok(()),
                 Err(e) if e.is_retryable() && !stop.is_cancelled() => {
                     failures += 1;
                     let wait = self.pause_after(failures);
-                    tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "cannot join: lease table unavailable");
+                    tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "cannot join: store unavailable");
                     tokio::time::sleep(wait).await;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
     }
