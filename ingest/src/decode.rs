@@ -40,6 +40,9 @@ pub struct DecodeLimits {
     /// Accepted event times, `[min, max)` in ms since the epoch.
     pub min_ts_ms: i64,
     pub max_ts_ms: i64,
+    /// Longest text field, in bytes: a longer value would make an item
+    /// DynamoDB refuses (400 KB) or bills by the kilobyte.
+    pub max_field_bytes: usize,
 }
 
 impl Default for DecodeLimits {
@@ -48,6 +51,7 @@ impl Default for DecodeLimits {
             max_bytes: 1 << 20,
             min_ts_ms: 946_684_800_000,   // 2000-01-01T00:00:00Z
             max_ts_ms: 4_102_444_800_000, // 2100-01-01T00:00:00Z
+            max_field_bytes: 256,
         }
     }
 }
@@ -75,6 +79,10 @@ pub enum DecodeError {
     Empty { field: &'static str },
     #[error("field `cost`: {0} is not a finite, non-negative number")]
     BadCost(String),
+    #[error("field `cost`: {0} is too large to sum exactly (micro-units above 9e18)")]
+    CostOutOfRange(String),
+    #[error("field `{field}`: {bytes} bytes exceeds the {max}-byte limit")]
+    FieldTooLong { field: &'static str, bytes: usize, max: usize },
 }
 
 impl DecodeError {
@@ -91,6 +99,8 @@ impl DecodeError {
             DecodeError::TimestampOutOfRange { .. } => "timestamp_out_of_range",
             DecodeError::Empty { .. } => "empty_field",
             DecodeError::BadCost(_) => "bad_cost",
+            DecodeError::CostOutOfRange(_) => "cost_out_of_range",
+            DecodeError::FieldTooLong { .. } => "field_too_long",
         }
     }
 }
@@ -261,20 +271,32 @@ pub fn decode<'a>(bytes: &'a [u8], limits: &DecodeLimits) -> Result<Event<'a>, D
             }
             // Out-of-range literals (1e999) fail to parse: also a bad cost.
             match serde_json::from_str::<f64>(r.get()) {
-                Ok(c) if c.is_finite() && c >= 0.0 => Some(c),
+                Ok(c) if c.is_finite() && c >= 0.0 => {
+                    // Counted only if it also sums: never an event whose cost vanishes.
+                    if zigzag_model::measures::cost_to_micros(c).is_none() {
+                        return Err(DecodeError::CostOutOfRange(r.get().to_string()));
+                    }
+                    Some(c)
+                }
                 _ => return Err(DecodeError::BadCost(r.get().to_string())),
             }
         }
     };
+    let bounded = |field: &'static str, s: Cow<'a, str>| {
+        if s.len() > limits.max_field_bytes {
+            return Err(DecodeError::FieldTooLong { field, bytes: s.len(), max: limits.max_field_bytes });
+        }
+        Ok(s)
+    };
     Ok(Event {
         kind,
         ts_ms,
-        referrer: required("referrer", raw.referrer)?,
-        campaign: required("campaign", raw.campaign)?,
-        country: required("country", raw.country)?,
-        url: required("url", raw.url)?,
+        referrer: bounded("referrer", required("referrer", raw.referrer)?)?,
+        campaign: bounded("campaign", required("campaign", raw.campaign)?)?,
+        country: bounded("country", required("country", raw.country)?)?,
+        url: bounded("url", required("url", raw.url)?)?,
         cost,
-        user_id: optional("user_id", raw.user_id)?,
+        user_id: optional("user_id", raw.user_id)?.map(|u| bounded("user_id", u)).transpose()?,
     })
 }
 
@@ -333,6 +355,17 @@ mod tests {
         let small = DecodeLimits { max_bytes: 10, ..Default::default() };
         assert_eq!(decode(OK.as_bytes(), &small).unwrap_err(), DecodeError::Oversize { bytes: OK.len(), max: 10 });
         assert_eq!(err(&OK.replace(r#""cost":0.25"#, r#""cost":1e999"#)), DecodeError::BadCost("1e999".into()));
+        assert_eq!(
+            err(&OK.replace(r#""cost":0.25"#, r#""cost":1e13"#)),
+            DecodeError::CostOutOfRange("1e13".into()),
+            "a cost that cannot be summed exactly is refused, not dropped from the sums"
+        );
+        let long = "r".repeat(257);
+        assert_eq!(
+            err(&OK.replace("news.example", &long)),
+            DecodeError::FieldTooLong { field: "referrer", bytes: 257, max: 256 }
+        );
+        assert!(decode(OK.replace("news.example", &"r".repeat(256)).as_bytes(), &DecodeLimits::default()).is_ok());
     }
 
     proptest! {

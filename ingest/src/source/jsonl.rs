@@ -13,7 +13,13 @@ use zigzag_model::Position;
 pub struct JsonlSource {
     files: Vec<(String, PathBuf)>,
     follow: bool,
+    max_record: usize,
 }
+
+/// The longest line delivered whole (as Kinesis' record limit): a longer
+/// one is delivered cut to `MAX_RECORD + 1` bytes, so the decoder
+/// dead-letters it as too large, and it is never held whole in memory.
+pub const MAX_RECORD: usize = 1 << 20;
 
 impl JsonlSource {
     /// Shard ids are the file stems (`shard-0.jsonl` → `shard-0`); they must be distinct.
@@ -29,7 +35,13 @@ impl JsonlSource {
             }
             files.push((id, p));
         }
-        Ok(JsonlSource { files, follow })
+        Ok(JsonlSource { files, follow, max_record: MAX_RECORD })
+    }
+
+    /// Lines longer than `bytes` are cut (see [`MAX_RECORD`]).
+    pub fn with_max_record(mut self, bytes: usize) -> Self {
+        self.max_record = bytes.max(1);
+        self
     }
 }
 
@@ -48,19 +60,32 @@ impl Source for JsonlSource {
         let err = |message: String| SourceError::Shard { shard: shard.to_string(), message };
         let (_, path) = self.files.iter().find(|(id, _)| id == shard).ok_or_else(|| err("no such shard".into()))?;
         let file = std::fs::File::open(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
-        let mut reader = BufReader::with_capacity(1 << 16, file);
+        let reader = BufReader::with_capacity(1 << 16, file);
         let skip = match after {
             None => 0,
             Some(p) => p.seq.as_u64().ok_or_else(|| err(format!("position {p} is not a line number")))?,
         };
-        let mut line = Vec::new();
-        for n in 0..skip {
-            line.clear();
-            if reader.read_until(b'\n', &mut line)? == 0 {
-                return Err(err(format!("{}: checkpoint at line {skip} but the file has {n} lines", path.display())));
+        let mut r = JsonlReader {
+            reader,
+            next_line: 1,
+            follow: self.follow,
+            partial: Vec::new(),
+            cut: false,
+            limit: self.max_record,
+        };
+        while r.next_line <= skip {
+            if !r.read_line()?.1 {
+                return Err(err(format!(
+                    "{}: checkpoint at line {skip} but the file has {} lines",
+                    path.display(),
+                    r.next_line - 1
+                )));
             }
+            r.partial.clear();
+            r.cut = false;
+            r.next_line += 1;
         }
-        Ok(Box::new(JsonlReader { reader, next_line: skip + 1, follow: self.follow, partial: Vec::new() }))
+        Ok(Box::new(r))
     }
 }
 
@@ -68,8 +93,40 @@ struct JsonlReader {
     reader: BufReader<std::fs::File>,
     next_line: u64,
     follow: bool,
-    /// A line read without its newline yet (the writer is mid-line).
+    /// A line read without its newline yet (the writer is mid-line), at
+    /// most `limit + 2` bytes of it (a line of `limit` bytes and "\r\n").
     partial: Vec<u8>,
+    /// The current line had more bytes than `partial` keeps.
+    cut: bool,
+    limit: usize,
+}
+
+impl JsonlReader {
+    /// Reads on to the end of the current line, keeping at most `limit + 2`
+    /// bytes of it in `partial` (the rest of a longer line is read and
+    /// dropped, `cut` set). Returns the bytes read and whether the newline
+    /// was found.
+    fn read_line(&mut self) -> std::io::Result<(usize, bool)> {
+        let mut read = 0;
+        loop {
+            let buf = self.reader.fill_buf()?;
+            if buf.is_empty() {
+                return Ok((read, false));
+            }
+            let (n, found) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            let room = (self.limit + 2).saturating_sub(self.partial.len());
+            self.cut |= n > room;
+            self.partial.extend_from_slice(&buf[..n.min(room)]);
+            self.reader.consume(n);
+            read += n;
+            if found {
+                return Ok((read, true));
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -78,8 +135,7 @@ impl ShardReader for JsonlReader {
         let mut batch = RecordBatch::default();
         // File reads are local and short; a blocking read in a task is fine.
         while batch.records.len() < max {
-            let n = self.reader.read_until(b'\n', &mut self.partial)?;
-            let complete = self.partial.last() == Some(&b'\n');
+            let (n, complete) = self.read_line()?;
             if n == 0 || (!complete && self.follow) {
                 if self.follow {
                     if batch.records.is_empty() {
@@ -93,15 +149,22 @@ impl ShardReader for JsonlReader {
                 }
             }
             let mut line: &[u8] = &self.partial;
-            if line.last() == Some(&b'\n') {
-                line = &line[..line.len() - 1];
-            }
-            if line.last() == Some(&b'\r') {
-                line = &line[..line.len() - 1];
+            if self.cut {
+                // Too long: its first bytes stand for it (the decoder
+                // dead-letters a record over the limit).
+                line = &line[..self.limit + 1];
+            } else {
+                if line.last() == Some(&b'\n') {
+                    line = &line[..line.len() - 1];
+                }
+                if line.last() == Some(&b'\r') {
+                    line = &line[..line.len() - 1];
+                }
             }
             batch.push(Position::at(self.next_line), line);
             self.next_line += 1;
             self.partial.clear();
+            self.cut = false;
         }
         Ok(batch)
     }
@@ -110,6 +173,26 @@ impl ShardReader for JsonlReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_cut_and_the_next_lines_are_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let long = "x".repeat(100_000);
+        std::fs::write(&path, format!("{}\r\n{long}\nafter\n", "y".repeat(10))).unwrap();
+        let src = JsonlSource::new(vec![path], false).unwrap().with_max_record(10);
+        let mut r = src.open("s", StartAt::Configured).await.unwrap();
+        let b = r.next_batch(10).await.unwrap();
+        let got: Vec<(String, usize)> = b.iter().map(|(p, d)| (p.to_string(), d.len())).collect();
+        assert_eq!(got, vec![("1".into(), 10), ("2".into(), 11), ("3".into(), 5)], "exactly 10 bytes is whole");
+        let mut r = src.open("s", StartAt::After(Position::at(2))).await.unwrap();
+        let b = r.next_batch(10).await.unwrap();
+        assert_eq!(b.iter().next().map(|(p, d)| (p, d.to_vec())), Some((Position::at(3), b"after".to_vec())));
+        let cut = vec![b'x'; 11];
+        let limits = crate::decode::DecodeLimits { max_bytes: 10, ..Default::default() };
+        let rejected = crate::decode::decode(&cut, &limits);
+        assert!(matches!(rejected, Err(crate::decode::DecodeError::Oversize { .. })), "a cut line is dead-lettered");
+    }
 
     #[tokio::test]
     async fn lines_are_records_and_reopening_resumes() {
