@@ -4,8 +4,8 @@
 //! rules are tested against every interleaving a test can generate.
 //!
 //! Rules:
-//! - a shard is *readable* when every parent is finished, or is neither
-//!   listed by the stream nor leased (aged out of retention);
+//! - a shard is *readable* when it is listed (a shard the stream no longer
+//!   lists aged out of retention) and every parent is finished or aged out;
 //! - a shard is *blocked* while a lane has an intent in flight that covers
 //!   it, or a committed intent whose range starts at the shard's checkpoint
 //!   (its completion is pending; anyone may complete it);
@@ -30,7 +30,7 @@ pub struct View {
     pub stream: String,
     /// This stream's shard leases.
     pub leases: Vec<ShardLease>,
-    /// Shard ids the stream lists now (None: not listed this pass).
+    /// Shard ids the stream listed last (None: not listed yet).
     pub listed: Option<HashSet<String>>,
     /// Every lane of the table (all streams).
     pub lanes: Vec<Lane>,
@@ -75,6 +75,9 @@ pub struct Plan {
     pub waiting_for_parents: usize,
     /// Leases not finished (0: every shard of the stream was read to its end).
     pub unfinished: usize,
+    /// Unfinished leases of shards the stream no longer lists (aged out of
+    /// retention before they were read to the end: their rest is lost).
+    pub aged_out: usize,
 }
 
 impl View {
@@ -124,14 +127,16 @@ pub fn plan(view: &View, me: &str) -> Plan {
         }
     }
 
-    let parent_done = |p: &String| match by_id.get(p.as_str()) {
-        Some(l) => l.finished,
-        None => view.listed.as_ref().is_some_and(|listed| !listed.contains(p)),
-    };
+    // A shard the stream no longer lists has aged out of retention: it is
+    // not read (nothing is left to read), and it no longer holds back its
+    // children, leased or not.
+    let aged_out = |id: &str| view.listed.as_ref().is_some_and(|listed| !listed.contains(id));
+    let parent_done = |p: &String| by_id.get(p.as_str()).is_some_and(|l| l.finished) || aged_out(p);
+    plan.aged_out = view.leases.iter().filter(|l| !l.finished && aged_out(&l.shard)).count();
     let readable: Vec<&ShardLease> = view
         .leases
         .iter()
-        .filter(|l| !l.finished)
+        .filter(|l| !l.finished && !aged_out(&l.shard))
         .filter(|l| {
             let ok = l.parents.iter().all(parent_done);
             if !ok {

@@ -78,6 +78,8 @@ struct MyLane {
 
 struct State {
     lane: Option<MyLane>,
+    /// The lane `join` is taking (not yet ours in `lane`).
+    joining: Option<u32>,
     /// Joins so far.
     joins: u64,
     /// Dead workers' lanes this worker is recovering: (lane, beat). They
@@ -86,6 +88,8 @@ struct State {
     observer: Observer,
     /// The lanes as the last pass read them (recovery takes from this view).
     lanes: Vec<Lane>,
+    /// The shard ids the stream listed last.
+    listed: Option<HashSet<String>>,
 }
 
 /// A flush recorded and proven: write its items under `mark(lane)` = `k`.
@@ -124,7 +128,15 @@ impl Coordinator {
         Coordinator {
             table,
             opts,
-            state: Mutex::new(State { lane: None, joins: 0, recovering: Vec::new(), observer, lanes: Vec::new() }),
+            state: Mutex::new(State {
+                lane: None,
+                joining: None,
+                joins: 0,
+                recovering: Vec::new(),
+                observer,
+                lanes: Vec::new(),
+                listed: None,
+            }),
             stats: LeaseStats::default(),
         }
     }
@@ -207,31 +219,41 @@ impl Coordinator {
         let me = self.worker().to_string();
         for _ in 0..16 {
             let lanes = self.read_lanes().await?;
-            let free = lanes.iter().filter(|l| l.owner.is_none()).map(|l| l.lane);
+            // A free lane never holds an intent in flight (a lane is freed
+            // only after its last intent is done); skip one that does.
+            let free = lanes.iter().filter(|l| l.owner.is_none() && l.in_flight().is_none()).map(|l| l.lane);
             let next = lanes.iter().map(|l| l.lane + 1).max().unwrap_or(0);
             for n in free.chain(std::iter::once(next)) {
-                if let UpdateOutcome::Applied(item) =
-                    self.update(&items::take_lane(n, None, &me, self.stream())).await?
-                {
-                    let lane = Lane::from_item(&item)?;
-                    if lane.in_flight().is_some() {
-                        // Free lanes never hold an intent in flight; refuse to
-                        // build on a corrupt one.
-                        return Err(LeaseError::Corrupt(items::CorruptItem {
-                            pk: LANES_PK.into(),
-                            sk: n.to_string(),
-                            why: "a free lane with an intent in flight".into(),
-                        }));
+                // Marked first, so a pass that sees the lane owned by us
+                // before `join` returns does not take it for a predecessor's.
+                lock(&self.state).joining = Some(n);
+                let taken = self.update(&items::take_lane(n, None, &me, self.stream())).await;
+                let taken = match taken {
+                    Ok(UpdateOutcome::Applied(item)) => Lane::from_item(&item)?,
+                    Ok(UpdateOutcome::ConditionFailed(_)) => continue,
+                    Err(e) => {
+                        lock(&self.state).joining = None;
+                        return Err(e);
                     }
-                    let mut st = lock(&self.state);
-                    st.joins += 1;
-                    st.lane = Some(MyLane { lane: n, beat: lane.beat, flush: lane.flush, joined: st.joins });
+                };
+                let mut st = lock(&self.state);
+                st.joining = None;
+                if taken.in_flight().is_some() {
+                    // Freed with an intent in flight after all: keep it owned
+                    // (not as our lane); our passes recover it like a
+                    // predecessor's.
                     drop(st);
-                    tracing::info!(lane = n, worker = %me, "joined");
-                    return Ok(n);
+                    tracing::warn!(lane = n, "a free lane held an intent in flight: recovering it");
+                    continue;
                 }
+                st.joins += 1;
+                st.lane = Some(MyLane { lane: n, beat: taken.beat, flush: taken.flush, joined: st.joins });
+                drop(st);
+                tracing::info!(lane = n, worker = %me, "joined");
+                return Ok(n);
             }
         }
+        lock(&self.state).joining = None;
         Err(LeaseError::Contended("no lane could be taken in 16 rounds".into()))
     }
 
@@ -300,16 +322,15 @@ impl Coordinator {
         let lanes = self.read_lanes().await?;
         let mut st = lock(&self.state);
         let mine = st.lane.map(|l| l.lane);
-        let expired = st.observer.observe(&lanes, Instant::now(), self.worker(), mine);
+        let mut expired = st.observer.observe(&lanes, Instant::now(), self.worker(), mine);
+        if let Some(n) = st.joining {
+            expired.remove(&n);
+        }
         st.lanes = lanes.clone();
-        Ok(View {
-            stream: self.stream().to_string(),
-            leases,
-            listed: listed.map(|l| l.iter().map(|s| s.id.clone()).collect()),
-            lanes,
-            expired,
-            my_lane: mine,
-        })
+        if let Some(l) = listed {
+            st.listed = Some(l.iter().map(|s| s.id.clone()).collect());
+        }
+        Ok(View { stream: self.stream().to_string(), leases, listed: st.listed.clone(), lanes, expired, my_lane: mine })
     }
 
     /// One lease pass: read, decide, take / steal / free / complete, and
@@ -363,15 +384,20 @@ impl Coordinator {
         metrics::gauge!("zigzag_leases_held").set(after.held.len() as f64);
         metrics::gauge!("zigzag_lease_target").set(after.target as f64);
         metrics::gauge!("zigzag_lease_live_workers").set(after.live_workers as f64);
+        metrics::gauge!("zigzag_lease_shards_aged_out").set(after.aged_out as f64);
         Ok(Plan { take: first.take, steal: first.steal, free: first.free, complete: first.complete, ..after })
     }
 
     /// Moves one committed range's checkpoint; the lease as it now is, if
     /// this call moved it.
     async fn complete_one(&self, r: &ShardRange) -> Result<Option<ShardLease>, LeaseError> {
+        self.complete_one_in(&self.opts.stream, r).await
+    }
+
+    async fn complete_one_in(&self, stream: &str, r: &ShardRange) -> Result<Option<ShardLease>, LeaseError> {
         let wall_ms =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let req = items::advance_checkpoint(self.stream(), &r.shard, r.from, r.to, r.ends);
+        let req = items::advance_checkpoint(stream, &r.shard, r.from, r.to, r.ends);
         let req = items::with_lag(req, r.behind_ms, wall_ms);
         match self.update(&req).await? {
             UpdateOutcome::Applied(item) => Ok(Some(ShardLease::from_item(&item)?)),
@@ -381,8 +407,15 @@ impl Coordinator {
 
     /// Completes the checkpoints of a committed flush (after [`Self::commit`]).
     pub async fn complete(&self, ranges: &[ShardRange]) -> Result<(), LeaseError> {
+        let stream = self.opts.stream.clone();
+        self.complete_in(&stream, ranges).await
+    }
+
+    /// The same for a committed flush of `stream` (a dead worker's lane may
+    /// have read another stream than ours).
+    async fn complete_in(&self, stream: &str, ranges: &[ShardRange]) -> Result<(), LeaseError> {
         for r in ranges {
-            self.complete_one(r).await?;
+            self.complete_one_in(stream, r).await?;
         }
         Ok(())
     }
@@ -396,14 +429,23 @@ impl Coordinator {
             return Ok(()); // it beat again, or someone else freed it
         };
         let taken = Lane::from_item(&item)?;
-        if let Some(intent) = taken.intent.as_ref().filter(|i| i.state == IntentState::Done) {
-            if taken.stream == self.stream() {
-                self.complete(&intent.ranges).await?;
-            } else {
-                // Another stream's committed ranges: its own workers complete
-                // them (a lease pass completes any committed range it sees).
-                // Keep the lane owned by nobody but leave the ranges.
+        match &taken.intent {
+            // Its owner opened an intent after the pass read the lane: the
+            // lane is ours now; a valid intent is recovered by our next pass
+            // (a lane we own that is not ours expires at once), an open one
+            // wrote nothing and is aborted.
+            Some(i) if i.state == IntentState::Valid => {
+                tracing::info!(lane, k = i.k, dead = %owner, "a dead worker's lane has a flush in flight: recovering it");
+                return Ok(());
             }
+            Some(i) if i.state == IntentState::Open => {
+                self.update(&items::abort_intent(lane, &me, i.k)).await?;
+            }
+            // Its last committed ranges are completed before the lane is
+            // freed, whatever the stream: a freed lane's ranges are cleared
+            // and its next owner may be of another stream.
+            Some(i) => self.complete_in(&taken.stream, &i.ranges).await?,
+            None => {}
         }
         self.update(&items::release_lane(lane, &me)).await?;
         self.stats.lanes_freed.fetch_add(1, Ordering::Relaxed);
@@ -516,9 +558,14 @@ impl Coordinator {
     /// Takes over an expired lane with an intent in flight (from the last
     /// pass's view). An open intent wrote nothing: it is aborted and the
     /// lane freed (None). A valid one is returned for re-application.
-    pub async fn take_for_recovery(&self, lane: u32) -> Result<Option<Recovery>, LeaseError> {
+    pub async fn take_for_recovery(&self, lane: u32, layout: &str) -> Result<Option<Recovery>, LeaseError> {
         let seen = lock(&self.state).lanes.iter().find(|l| l.lane == lane).cloned();
-        let Some(Lane { owner: Some(owner), beat, .. }) = seen else { return Ok(None) };
+        let Some(Lane { owner: Some(owner), beat, intent, .. }) = seen else { return Ok(None) };
+        // Checked before the take: a worker that cannot recover the flush
+        // leaves the lane to one that can.
+        if let Some(i) = intent.filter(|i| i.state == IntentState::Valid && i.layout != layout) {
+            return Err(LeaseError::OtherLayout { lane, k: i.k });
+        }
         let me = self.worker().to_string();
         let UpdateOutcome::Applied(item) = self.update(&items::take_lane(lane, Some((&owner, beat)), &me, "")).await?
         else {

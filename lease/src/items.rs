@@ -362,9 +362,16 @@ pub fn heartbeat(lane: u32, seen: u64, me: &str) -> UpdateRequest {
     lane_req(lane).set(BEAT, n(seen + 1)).guard(OWNER, CmpOp::Eq, me, false).guard(BEAT, CmpOp::Eq, n(seen), false)
 }
 
-/// Frees a lane (no intent in flight).
+/// Frees a lane (no intent in flight, its last ranges completed). The
+/// ranges are cleared: the next owner may read another stream, whose
+/// shards may have the same ids.
 pub fn release_lane(lane: u32, me: &str) -> UpdateRequest {
-    lane_req(lane).set(OWNER, "").add(BEAT, Decimal::ONE).guard(OWNER, CmpOp::Eq, me, false)
+    lane_req(lane).set(OWNER, "").add(BEAT, Decimal::ONE).set(RANGES, "[]").guard(OWNER, CmpOp::Eq, me, false).guard(
+        STATE,
+        CmpOp::Eq,
+        "done",
+        true,
+    )
 }
 
 fn ranges_json(ranges: &[ShardRange]) -> String {
@@ -407,7 +414,7 @@ pub fn commit_intent(lane: u32, me: &str, k: u64) -> UpdateRequest {
 /// Drops open flush `k`, which wrote nothing (a recovery).
 pub fn abort_intent(lane: u32, me: &str, k: u64) -> UpdateRequest {
     lane_req(lane)
-        .set(K, n(k - 1))
+        .set(K, n(k.saturating_sub(1)))
         .set(STATE, "done")
         .set(RANGES, "[]")
         .guard(OWNER, CmpOp::Eq, me, false)

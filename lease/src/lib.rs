@@ -48,6 +48,10 @@ pub enum LeaseError {
     Contended(String),
     #[error("{0}")]
     Legacy(String),
+    /// A dead worker's flush was begun under another layout: only a worker
+    /// with that layout can recover it.
+    #[error("lane {lane}: flush {k} was begun under another layout; a worker with that layout must recover it")]
+    OtherLayout { lane: u32, k: u64 },
 }
 
 impl zigzag_core::retry::Retryable for LeaseError {

@@ -1093,7 +1093,8 @@ async fn crash_during_recovery_then_restart_is_exact() {
 /// Two fences: the table's recorded layout refuses the other configuration
 /// at once, naming what differs; and were the table's layout forced to the
 /// new one, the flush's own recorded layout still refuses it, naming the
-/// lane. Run with the old layout, the flush is finished exactly.
+/// lane, before taking it. Run with the old layout, the flush is finished
+/// exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_in_flight_is_not_recovered_under_another_layout() {
     let w = World::new(81);
@@ -1113,10 +1114,14 @@ async fn a_flush_in_flight_is_not_recovered_under_another_layout() {
             .with("digest", layout.digest().as_str())
     };
     w.aggregates.put(force(&other.config)).await.unwrap();
+    // The table's layout forced to the new one (by hand): the flush's own
+    // layout still refuses, before the lane is taken.
     match w.run_with("run-a#3", other).await.1 {
         Err(PipelineError::LayoutChanged { lane: l, .. }) => assert_eq!(l, lane),
         other => panic!("expected LayoutChanged, got {other:?}"),
     }
+    let still = w.lanes().await.into_iter().find(|l| l.lane == lane).unwrap();
+    assert_eq!(still.owner.as_deref(), Some("run-a"), "the lane was not taken: {still:?}");
     w.aggregates.put(force(&w.config)).await.unwrap();
     let (_, c) = w.run_with("run-a#4", w.options("run-a")).await;
     let c = c.expect("the old layout finishes the flush");

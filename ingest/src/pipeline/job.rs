@@ -16,7 +16,7 @@ use crate::aggregate::Generation;
 use crate::flush::{Merged, Writer};
 use crate::source::StartAt;
 use std::collections::HashSet;
-use zigzag_lease::{Began, ShardRange};
+use zigzag_lease::{Began, LeaseError, ShardRange};
 use zigzag_model::Position;
 
 pub(super) struct FlushJob {
@@ -88,7 +88,12 @@ impl Pipeline {
     /// Finishes a dead worker's flush: reads its ranges again, writes them
     /// under its lane and number, commits, completes, frees the lane.
     pub(super) async fn recover(&self, lane: u32) -> Result<bool, PipelineError> {
-        let Some(r) = self.coord.take_for_recovery(lane).await? else { return Ok(false) };
+        let r = match self.coord.take_for_recovery(lane, &self.layout).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(false),
+            Err(LeaseError::OtherLayout { lane, k }) => return Err(PipelineError::LayoutChanged { lane, flush: k }),
+            Err(e) => return Err(e.into()),
+        };
         if r.layout != self.layout {
             return Err(PipelineError::LayoutChanged { lane, flush: r.k });
         }
@@ -122,7 +127,11 @@ impl Pipeline {
         while reached < Some(r.to) {
             let mut b = reader.next_batch(self.opts.batch_size).await?;
             if b.records.is_empty() {
-                idle += 1;
+                // Empty pages while behind the tip are normal (Kinesis):
+                // only count those at the tip.
+                if b.millis_behind.is_none_or(|ms| ms == 0) {
+                    idle += 1;
+                }
                 if b.end_of_shard || idle > 50 {
                     break;
                 }

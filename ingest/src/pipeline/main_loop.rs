@@ -120,8 +120,17 @@ impl Pipeline {
             }
             run.tombstones.insert(s.id, Tombstone::now(false));
         }
-        // Asked for: stop reading; the lease goes after the next flush.
+        // Asked for: stop reading; the lease goes after the next flush (at
+        // once if nothing of it is read here: waiting for parents, blocked).
         for (shard, lease, to) in &plan.handoffs {
+            if !run.shards.values().any(|s| &s.id == shard) {
+                match self.coord.give(shard, *lease, to).await {
+                    Ok(_) => run.tombstones.insert(shard.clone(), Tombstone::now(false)),
+                    Err(e) if e.is_retryable() => None,
+                    Err(e) => return Err(e.into()),
+                };
+                continue;
+            }
             if let Some(s) = run.shards.values_mut().find(|s| &s.id == shard && s.lease == *lease) {
                 if s.leaving.is_none() {
                     tracing::info!(shard = %shard, to = %to, "handing a lease over after the next flush");

@@ -276,7 +276,6 @@ impl Pipeline {
         stop: CancellationToken,
         producer_done: CancellationToken,
     ) -> Result<RunSummary, PipelineError> {
-        zigzag_lease::legacy::migrate(&self.lease_table, &self.opts.stream).await?;
         self.join(&stop).await?;
         let (events_tx, mut events) = mpsc::unbounded_channel();
         let background = stop.child_token();
@@ -324,13 +323,15 @@ impl Pipeline {
         result.map(|()| self.summary(run.shards_read.len()))
     }
 
-    /// Checks the table's layout (recording it if the table has none) and
-    /// takes a lane, waiting out an outage.
+    /// Moves checkpoints of the old format, checks the table's layout
+    /// (recording it if the table has none) and takes a lane, waiting out an
+    /// outage.
     async fn join(&self, stop: &CancellationToken) -> Result<(), PipelineError> {
         let mut failures = 0;
         let layout = zigzag_model::layout::Layout::of(&self.opts.config);
         loop {
             let joined = async {
+                zigzag_lease::legacy::migrate(&self.lease_table, &self.opts.stream).await?;
                 zigzag_model::layout::ensure(self.aggregates.as_ref(), &layout).await?;
                 self.coord.join().await?;
                 Ok::<(), PipelineError>(())

@@ -5,8 +5,9 @@
 //!
 //! An outage does not end it: when the source's own retries are spent, the
 //! task pauses (capped backoff), reopens the shard after the last record it
-//! aggregated, and goes on. Only a fatal source error ends it, reported to
-//! the main loop.
+//! aggregated, and goes on. On a stream even an error retrying cannot fix
+//! pauses the shard (loudly); only a bounded source's (a file's) ends the
+//! task, reported to the main loop.
 
 use super::{lock, Batch, Event, Pipeline};
 use crate::source::{SourceError, StartAt};
@@ -72,14 +73,22 @@ impl ShardTask {
     /// backoff; true = reopen and go on, false = cancelled meanwhile); any
     /// other error ends the task.
     async fn outage(&self, failures: &mut u32, paused: &mut PausedGauge, e: SourceError) -> Result<bool, SourceError> {
-        if !e.is_retryable() {
+        let p = &self.pipeline;
+        // A file or generator that cannot be read is a mistake to report;
+        // a stream's shard that fails for good (deleted, aged out) must not
+        // take the worker, and every worker after it, down with it.
+        if !e.is_retryable() && p.source.bounded() {
             return Err(e);
         }
         paused.set(true);
         *failures += 1;
-        let p = &self.pipeline;
         let wait = p.pause_after(*failures);
-        tracing::warn!(shard = %self.id, error = %e, retry_in_s = wait.as_secs_f64(), "source unavailable: shard paused");
+        if e.is_retryable() {
+            tracing::warn!(shard = %self.id, error = %e, retry_in_s = wait.as_secs_f64(), "source unavailable: shard paused");
+        } else {
+            metrics::counter!("zigzag_ingest_shard_failures_total").increment(1);
+            tracing::error!(shard = %self.id, error = %e, retry_in_s = wait.as_secs_f64(), "shard cannot be read: paused");
+        }
         metrics::counter!("zigzag_ingest_shard_pauses_total").increment(1);
         p.counters.shard_pauses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(tokio::select! {

@@ -89,10 +89,18 @@ fn children_wait_for_finished_parents_and_then_start_at_trim_horizon() {
     assert_eq!((p.ready[0].shard.as_str(), p.ready[0].from_trim_horizon), ("c", true));
     // A parent neither leased nor listed has aged out: the child is readable.
     child.parents = vec!["aged-out".into()];
-    v.leases = vec![child];
+    v.leases = vec![child.clone()];
     let p = plan(&v, "me");
     assert_eq!(p.ready.len(), 1);
     assert!(!p.ready[0].from_trim_horizon, "no leased parent: the configured start applies");
+    // A leased parent that aged out before it was finished: not read, and
+    // its child goes on.
+    let stale = lease("gone", Some("me"));
+    child.parents = vec!["gone".into()];
+    v.leases = vec![stale, child];
+    let p = plan(&v, "me");
+    assert_eq!(p.ready.iter().map(|r| r.shard.as_str()).collect::<Vec<_>>(), vec!["c"]);
+    assert_eq!(p.aged_out, 1);
 }
 
 #[test]

@@ -1,0 +1,136 @@
+//! The coordinator against an in-memory table, with the interleavings a
+//! review found dangerous: a dead-looking lane whose owner opens a flush
+//! between another worker's decision to free it and the take; and a dead
+//! worker's committed, uncompleted flush on a lane that a worker of another
+//! stream frees.
+
+use async_trait::async_trait;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use zigzag_core::table::{
+    ItemResult, MemoryTable, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest,
+};
+use zigzag_lease::items::{self, shards_pk};
+use zigzag_lease::{Coordinator, IntentState, LeaseOptions, ShardInfo, ShardLease, ShardRange};
+use zigzag_model::Position;
+
+type Hook = Box<dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send>;
+
+/// Runs a hook once, just before the first update that takes a lane from
+/// another owner (a recovery's or a freeing's take).
+struct BeforeTake {
+    inner: Arc<dyn SortedTable>,
+    hook: Mutex<Option<Hook>>,
+}
+
+#[async_trait]
+impl SortedTable for BeforeTake {
+    async fn put(&self, item: zigzag_core::table::Item) -> Result<(), TableError> {
+        self.inner.put(item).await
+    }
+    async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
+        self.inner.query(req).await
+    }
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
+        let takes_from_another = req.pk == items::LANES_PK && req.guards.iter().any(|g| g.attr == "beat");
+        let takes_from_another = takes_from_another && req.actions.iter().any(|(a, _)| a == "owner");
+        if takes_from_another {
+            let hook = self.hook.lock().unwrap().take();
+            if let Some(h) = hook {
+                h().await;
+            }
+        }
+        self.inner.update(req).await
+    }
+    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
+        self.inner.update_batch(reqs).await
+    }
+}
+
+fn options(stream: &str, worker: &str) -> LeaseOptions {
+    LeaseOptions { failover: Duration::from_millis(60), ..LeaseOptions::new(stream, worker) }
+}
+
+fn shard(id: &str) -> ShardInfo {
+    ShardInfo::root(id)
+}
+
+#[tokio::test]
+async fn a_lane_whose_owner_opens_a_flush_while_it_is_being_freed_is_recovered_not_freed() {
+    let table: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
+    let w = Arc::new(Coordinator::new(table.clone(), options("st", "w")));
+    let w_lane = w.join().await.unwrap();
+    w.pass(Some(&[shard("s1")])).await.unwrap();
+    let lease = ShardLease::from_item(&table.get(&shards_pk("st"), b"s1").await.unwrap().unwrap()).unwrap();
+    assert_eq!(lease.owner.as_deref(), Some("w"));
+
+    // R sees W's lane, then W stays silent past the failover...
+    let hooked = Arc::new(BeforeTake { inner: table.clone(), hook: Mutex::new(None) });
+    let r = Coordinator::new(hooked.clone(), options("st", "r"));
+    r.join().await.unwrap();
+    r.pass(None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    // ... and opens and proves a flush just before R's take of its lane.
+    let range = ShardRange {
+        shard: "s1".into(),
+        lease: lease.lease,
+        from: None,
+        first: Some(Position::at(1)),
+        to: Position::at(5),
+        ends: false,
+        behind_ms: None,
+    };
+    let w2 = w.clone();
+    *hooked.hook.lock().unwrap() = Some(Box::new(move || {
+        Box::pin(async move {
+            let began = w2.begin(vec![range], "L").await.expect("W's flush opens and is proven");
+            assert_eq!(began.ranges.len(), 1);
+        })
+    }));
+    let plan = r.pass(None).await.unwrap();
+    assert_eq!(plan.free.len(), 1, "R decided to free W's lane");
+    let lanes = r.read_lanes().await.unwrap();
+    let taken = lanes.iter().find(|l| l.lane == w_lane).expect("W's lane");
+    assert_eq!(taken.owner.as_deref(), Some("r"), "R holds the lane it took: {taken:?}");
+    assert_eq!(taken.in_flight().map(|i| i.state), Some(IntentState::Valid), "the flush is still there");
+    // W is fenced; R's next pass recovers the flush instead of freeing it.
+    assert!(w.commit(&zigzag_lease::Began { lane: taken.lane, k: 1, ranges: vec![] }).await.is_err());
+    let plan = r.pass(None).await.unwrap();
+    assert_eq!(plan.recover, vec![taken.lane], "recovered, never released with a flush in flight");
+    assert!(plan.free.is_empty());
+}
+
+#[tokio::test]
+async fn a_lane_freed_by_another_streams_worker_completes_its_committed_ranges_first() {
+    let table: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
+    // D reads stream Y and commits a flush over Y's s1, then dies before
+    // moving s1's checkpoint.
+    let d = Coordinator::new(table.clone(), options("Y", "d"));
+    d.join().await.unwrap();
+    d.pass(Some(&[shard("s1")])).await.unwrap();
+    let lease = ShardLease::from_item(&table.get(&shards_pk("Y"), b"s1").await.unwrap().unwrap()).unwrap();
+    let range = ShardRange {
+        shard: "s1".into(),
+        lease: lease.lease,
+        from: None,
+        first: Some(Position::at(1)),
+        to: Position::at(9),
+        ends: false,
+        behind_ms: None,
+    };
+    let began = d.begin(vec![range], "L").await.unwrap();
+    d.commit(&began).await.unwrap();
+    // X's worker, with the same shard id in its own stream, frees the lane.
+    let x = Coordinator::new(table.clone(), options("X", "x"));
+    x.join().await.unwrap();
+    x.pass(Some(&[shard("s1")])).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let plan = x.pass(Some(&[shard("s1")])).await.unwrap();
+    assert_eq!(plan.free.len(), 1, "X frees D's lane");
+    let y = ShardLease::from_item(&table.get(&shards_pk("Y"), b"s1").await.unwrap().unwrap()).unwrap();
+    assert_eq!(y.checkpoint, Some(Position::at(9)), "Y's range was completed before the lane was freed");
+    let x_lease = ShardLease::from_item(&table.get(&shards_pk("X"), b"s1").await.unwrap().unwrap()).unwrap();
+    assert_eq!(x_lease.checkpoint, None, "X's own s1 is untouched");
+    let freed = x.read_lanes().await.unwrap().into_iter().find(|l| l.lane == began.lane).unwrap();
+    assert!(freed.owner.is_none() && freed.intent.is_some_and(|i| i.ranges.is_empty()), "freed, ranges cleared");
+}
