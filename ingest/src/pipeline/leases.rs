@@ -80,7 +80,7 @@ pub(super) async fn passes(
             Ok(plan) => {
                 // Created leases are in the table now: later passes need no listing
                 // until the next re-list.
-                if events.send(Event::Leases { plan, read_at }).is_err() {
+                if events.send(Event::Leases { plan: Box::new(plan), read_at }).is_err() {
                     return;
                 }
             }

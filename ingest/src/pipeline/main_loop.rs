@@ -48,7 +48,7 @@ impl Pipeline {
                 Event::Leases { plan, read_at } => {
                     self.on_plan(run, &plan, read_at).await?;
                     let finished = self.source.bounded() && plan.unfinished == 0 && run.job.is_none();
-                    run.last_plan = Some(plan);
+                    run.last_plan = Some(*plan);
                     if finished && run.shards.values().all(|s| s.reader.is_none()) {
                         tracing::info!("every shard is finished");
                         return Ok(());

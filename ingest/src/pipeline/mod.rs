@@ -140,7 +140,7 @@ enum Event {
     /// A lease pass finished: leases gained, lost, asked for; lanes to
     /// recover. `read_at`: when it began reading the table.
     Leases {
-        plan: Plan,
+        plan: Box<Plan>,
         read_at: Instant,
     },
     /// This worker's lane (held since its join number `joined`) was taken:
