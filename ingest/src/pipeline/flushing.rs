@@ -109,6 +109,7 @@ impl Pipeline {
             } else {
                 s.checkpoint = Some(r.to);
                 if r.ends {
+                    run.finished_at = Some(Instant::now());
                     let s = run.shards.remove(index).expect("present");
                     run.tombstones.insert(s.id, Tombstone::now(true));
                 }

@@ -38,6 +38,7 @@ impl Pipeline {
             match event {
                 Event::Tick | Event::GenerationFull => self.flush_step(run).await?,
                 Event::ShardEnded(index) => {
+                    run.finished_at = Some(Instant::now());
                     if let Some(s) = run.shards.get_mut(&index) {
                         s.ended = true;
                         s.reader = None;
@@ -49,6 +50,7 @@ impl Pipeline {
                     self.on_plan(run, &plan, read_at).await?;
                     let finished = self.source.bounded() && plan.unfinished == 0 && run.job.is_none();
                     run.last_plan = Some(*plan);
+                    run.last_plan_read_at = Some(read_at);
                     if finished && run.shards.values().all(|s| s.reader.is_none()) {
                         tracing::info!("every shard is finished");
                         return Ok(());
@@ -101,9 +103,14 @@ impl Pipeline {
     }
 
     /// Nothing unflushed, and no lease waiting to be taken.
+    /// Nothing unflushed, no lease waiting to be taken, no shard waiting
+    /// for its parents, and the last plan was read after the last shard
+    /// this worker finished (its children may appear only then).
     fn settled(&self, run: &Run) -> bool {
-        let waiting = run.last_plan.as_ref().is_none_or(|p| !p.take.is_empty() || p.steal.is_some());
-        !waiting && run.job.is_none() && lock_progress_empty(&run.gate)
+        let stale = run.last_plan_read_at.is_none_or(|read| run.finished_at.is_some_and(|f| f >= read));
+        let waiting =
+            run.last_plan.as_ref().is_none_or(|p| !p.take.is_empty() || p.steal.is_some() || p.waiting_for_parents > 0);
+        !stale && !waiting && run.job.is_none() && lock_progress_empty(&run.gate)
     }
 
     /// Reconciles a lease plan with what this worker reads.

@@ -215,6 +215,10 @@ struct Run {
     job_failures: u32,
     retry_at: Option<Instant>,
     last_plan: Option<Plan>,
+    /// When the last plan began reading the table.
+    last_plan_read_at: Option<Instant>,
+    /// When a shard this worker read last reached its end.
+    finished_at: Option<Instant>,
     drain_after: Option<Instant>,
     shards_read: std::collections::HashSet<String>,
 }
@@ -304,6 +308,8 @@ impl Pipeline {
             job_failures: 0,
             retry_at: None,
             last_plan: None,
+            last_plan_read_at: None,
+            finished_at: None,
             drain_after: None,
             shards_read: Default::default(),
         };
