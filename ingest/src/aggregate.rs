@@ -135,17 +135,35 @@ pub struct Generation {
     /// Partials of the finest rollup.
     pub partials: DashMap<AggKey, Partial, FxBuildHasher>,
     pub names: DashMap<Identity, KeyValues, FxBuildHasher>,
+    /// Memory the two maps hold, estimated per entry (see `PARTIAL_BYTES`).
+    bytes: std::sync::atomic::AtomicU64,
 }
+
+/// Estimated bytes of one partial in the map: key 32 + partial 48, the
+/// table's control byte and its spare room (a hash table is 50-87 % full).
+const PARTIAL_BYTES: u64 = 112;
+/// Estimated bytes of one key's names beyond their packed text: the map
+/// entry (16 + 8) with its spare room, and the allocation's header.
+const NAME_BYTES: u64 = 64;
 
 impl Default for Generation {
     fn default() -> Self {
-        Generation { partials: DashMap::with_hasher(FxBuildHasher), names: DashMap::with_hasher(FxBuildHasher) }
+        Generation {
+            partials: DashMap::with_hasher(FxBuildHasher),
+            names: DashMap::with_hasher(FxBuildHasher),
+            bytes: Default::default(),
+        }
     }
 }
 
 impl Generation {
     pub fn len(&self) -> usize {
         self.partials.len()
+    }
+
+    /// Estimated memory held, in bytes (bounded by `flush.max_memory_mb`).
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -162,7 +180,7 @@ impl Generation {
         rollups: &[Rollup],
         keep: impl Fn(u32) -> bool,
     ) -> (MergedPartials, DashMap<Identity, KeyValues, FxBuildHasher>) {
-        let Generation { partials, names } = self;
+        let Generation { partials, names, .. } = self;
         let mut merged: rustc_hash::FxHashMap<AggKey, Partial> = Default::default();
         merged.reserve(partials.len());
         for (key, p) in partials {
@@ -256,7 +274,13 @@ impl Aggregator {
         // i64 micro-units) were rejected there too.
         let cost = e.cost.and_then(cost_to_micros);
         let key = AggKey::new(shard, self.finest, self.finest.floor(e.ts_ms), id);
-        gen.partials.entry(key).or_default().add_event(click, cost);
+        match gen.partials.entry(key) {
+            dashmap::Entry::Occupied(mut e) => e.get_mut().add_event(click, cost),
+            dashmap::Entry::Vacant(e) => {
+                e.insert(Partial::default()).add_event(click, cost);
+                gen.bytes.fetch_add(PARTIAL_BYTES, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         Ok(())
     }
 
@@ -271,7 +295,11 @@ impl Aggregator {
                 b: values.iter().map(|s| s.to_string()).collect(),
             });
         }
-        gen.names.entry(id).or_insert_with(|| KeyValues::new(values));
+        if let dashmap::Entry::Vacant(e) = gen.names.entry(id) {
+            let packed = KeyValues::new(values);
+            gen.bytes.fetch_add(NAME_BYTES + packed.0.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            e.insert(packed);
+        }
         Ok(())
     }
 }
@@ -328,5 +356,32 @@ mod tests {
         assert_eq!(merged.len(), 1, "one item write for the key");
         let m = merged.values().next().unwrap().measures();
         assert_eq!((m.clicks, m.cost_sum), (2, 2_000_000), "shards 0 and 2 only");
+    }
+
+    #[test]
+    fn memory_is_counted_once_per_new_key_with_its_names() {
+        let keys = KeyModel::new(&Config::default()).unwrap();
+        let agg = Aggregator::new(&keys, DecodeLimits::default());
+        let gen = Generation::default();
+        let event = |referrer: &str| {
+            format!(
+                r#"{{"type":"click","ts":"2026-11-21T10:15:30Z","referrer":"{referrer}","campaign":"c","country":"DE","url":"/"}}"#
+            )
+        };
+        let mut batch = RecordBatch::default();
+        batch.push(Position::at(1), event("a").as_bytes());
+        batch.push(Position::at(2), event("a").as_bytes());
+        agg.add_batch(&gen, 0, &batch, &mut Vec::new()).unwrap();
+        let one = gen.bytes();
+        assert!(one >= PARTIAL_BYTES + NAME_BYTES, "{one}");
+        let mut batch = RecordBatch::default();
+        batch.push(Position::at(3), event(&"r".repeat(200)).as_bytes());
+        agg.add_batch(&gen, 0, &batch, &mut Vec::new()).unwrap();
+        assert!(gen.bytes() - one >= PARTIAL_BYTES + NAME_BYTES + 200, "a longer value costs more");
+        let mut batch = RecordBatch::default();
+        batch.push(Position::at(4), event("a").as_bytes());
+        let before = gen.bytes();
+        agg.add_batch(&gen, 1, &batch, &mut Vec::new()).unwrap();
+        assert_eq!(gen.bytes() - before, PARTIAL_BYTES, "another shard's partial of a known key: no new names");
     }
 }

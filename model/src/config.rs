@@ -16,6 +16,7 @@
 //! [flush]
 //! interval_ms = 2000
 //! max_keys = 1000000
+//! max_memory_mb = 1024                       # estimated memory of the live keys
 //! ```
 
 use crate::measures::Measure;
@@ -137,13 +138,17 @@ pub struct FlushConfig {
     pub interval_ms: u64,
     /// Live keys in memory before an early flush; sources wait meanwhile.
     pub max_keys: usize,
+    /// Memory the live keys may hold (an estimate, in MiB) before an early
+    /// flush; sources wait meanwhile. Long dimension values make a key
+    /// bigger: this bounds what `max_keys` cannot.
+    pub max_memory_mb: u64,
     /// Item updates in flight at once during a flush.
     pub concurrency: usize,
 }
 
 impl Default for FlushConfig {
     fn default() -> Self {
-        FlushConfig { interval_ms: 2_000, max_keys: 1_000_000, concurrency: 32 }
+        FlushConfig { interval_ms: 2_000, max_keys: 1_000_000, max_memory_mb: 1024, concurrency: 32 }
     }
 }
 
@@ -211,8 +216,14 @@ impl Config {
         if self.scatter.prefixes == 0 || self.scatter.prefixes > 1000 {
             return bad(format!("scatter.prefixes = {} must be in 1..=1000", self.scatter.prefixes));
         }
-        if self.flush.max_keys == 0 || self.flush.interval_ms == 0 || self.flush.concurrency == 0 {
-            return bad("flush.max_keys, flush.interval_ms and flush.concurrency must be positive".into());
+        if self.flush.max_keys == 0
+            || self.flush.interval_ms == 0
+            || self.flush.concurrency == 0
+            || self.flush.max_memory_mb == 0
+        {
+            return bad(
+                "flush.max_keys, flush.max_memory_mb, flush.interval_ms and flush.concurrency must be positive".into(),
+            );
         }
         Ok(())
     }

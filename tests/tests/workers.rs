@@ -327,3 +327,27 @@ async fn two_streams_with_the_same_shard_ids_add_up_in_one_table() {
     let shared = items.iter().filter(|i| i.attrs.keys().filter(|k| k.starts_with("w@")).count() == 2).count();
     assert!(shared > 0, "some items were written by both streams' workers, each under its own lane's mark");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bound_flushes_early_holds_readers_back_and_counts_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("z.db");
+    let gen = Generator::new(GenConfig {
+        seed: 9,
+        shards: 2,
+        records: 40_000,
+        referrers: 20_000,
+        span_ms: 24 * 3_600_000,
+        ..GenConfig::default()
+    });
+    let truth = truth::compute(&gen);
+    let mut opts = options("st", "m", dir.path(), 1000);
+    opts.config.flush.max_memory_mb = 1;
+    opts.config.flush.interval_ms = 60_000; // only the bound flushes
+    let pipeline = worker(&gen, None, open(&db), opts);
+    let s = within(60, "bounded run", pipeline.run(CancellationToken::new())).await.expect("run");
+    // ~1 MiB at ~200 bytes a key: a few thousand keys per generation.
+    assert!(s.max_generation_keys < 10_000, "{s:?}");
+    assert!(s.flushes >= 5, "the bound, not the interval, flushed: {s:?}");
+    assert_exact(&db, &truth).await;
+}

@@ -1,6 +1,7 @@
 //! The long-lived worker: one task per held shard reads and aggregates
 //! (source → decode → aggregate, `reader`); the main loop (`main_loop`)
-//! swaps the generation out on an interval or when it holds `max_keys` keys,
+//! swaps the generation out on an interval or when it holds `max_keys` keys
+//! or `max_memory_mb` of memory,
 //! and flushes it (`flushing`, `job`: intent → items → commit →
 //! checkpoints); two background loops keep the lease protocol going
 //! (`leases`: heartbeat and lease passes). `options`: what a worker is told
@@ -133,7 +134,7 @@ impl Counters {
 enum Event {
     /// The flush interval passed.
     Tick,
-    /// The generation reached `max_keys`.
+    /// The generation reached `max_keys` keys or `max_memory_mb`.
     GenerationFull,
     /// A reader aggregated its shard's last record (shard index).
     ShardEnded(u32),

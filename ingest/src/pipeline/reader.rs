@@ -1,7 +1,8 @@
 //! One shard's read → decode → aggregate task. It aggregates into the
 //! current generation under the read side of the gate (the swap takes the
 //! write side, so a generation holds exactly the records read between two
-//! swaps) and waits instead of growing the generation past `max_keys`.
+//! swaps) and waits instead of growing the generation past `max_keys` keys
+//! or `max_memory_mb` of memory.
 //!
 //! An outage does not end it: when the source's own retries are spent, the
 //! task pauses (capped backoff), reopens the shard after the last record it
@@ -100,6 +101,8 @@ impl ShardTask {
     async fn read(&mut self) -> Result<(), SourceError> {
         let p = self.pipeline.clone();
         let max_keys = p.opts.config.flush.max_keys;
+        let max_bytes = p.opts.config.flush.max_memory_mb.saturating_mul(1 << 20);
+        let full = |gen: &crate::aggregate::Generation| gen.len() >= max_keys || gen.bytes() >= max_bytes;
         let mut failures = 0;
         let mut paused = PausedGauge::default();
         'open: loop {
@@ -145,7 +148,7 @@ impl ShardTask {
                 // generation rather than grow past the key limit.
                 loop {
                     let guard = self.gate.read().await;
-                    if guard.gen.len() < max_keys {
+                    if !full(&guard.gen) {
                         // Cancelled while waiting: this batch is not ours to add.
                         if self.cancel.is_cancelled() {
                             return Ok(());
@@ -167,7 +170,7 @@ impl ShardTask {
                             prog.behind_ms = batch.millis_behind.or(prog.behind_ms);
                         }
                         p.counters.add(&batch, counts);
-                        if guard.gen.len() >= max_keys {
+                        if full(&guard.gen) {
                             self.full.notify_one();
                         }
                         break;
