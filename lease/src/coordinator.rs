@@ -18,6 +18,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use zigzag_core::query::run_key_range;
 use zigzag_core::retry::RetryPolicy;
 use zigzag_core::table::{Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome, UpdateRequest};
 
@@ -76,7 +77,7 @@ struct MyLane {
     joined: u64,
 }
 
-struct State {
+pub(crate) struct State {
     lane: Option<MyLane>,
     /// The lane `join` is taking (not yet ours in `lane`).
     joining: Option<u32>,
@@ -84,10 +85,10 @@ struct State {
     joins: u64,
     /// Dead workers' lanes this worker is recovering: (lane, beat). They
     /// are beaten with its own, so a long recovery is not taken over.
-    recovering: Vec<(u32, u64)>,
+    pub(crate) recovering: Vec<(u32, u64)>,
     observer: Observer,
     /// The lanes as the last pass read them (recovery takes from this view).
-    lanes: Vec<Lane>,
+    pub(crate) lanes: Vec<Lane>,
     /// The shard ids the stream listed last.
     listed: Option<HashSet<String>>,
 }
@@ -114,11 +115,11 @@ pub struct Recovery {
 pub struct Coordinator {
     table: Arc<dyn SortedTable>,
     opts: LeaseOptions,
-    state: Mutex<State>,
+    pub(crate) state: Mutex<State>,
     pub stats: LeaseStats,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -168,7 +169,7 @@ impl Coordinator {
         lock(&self.state).lane.ok_or(LeaseError::NotJoined)
     }
 
-    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, LeaseError> {
+    pub(crate) async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, LeaseError> {
         let out = self
             .opts
             .retry
@@ -180,28 +181,23 @@ impl Coordinator {
         Ok(out)
     }
 
-    /// Every item of a partition, strongly consistent, every page.
+    /// Every item of a partition, strongly consistent, every page (a page
+    /// that fails retryably reads the partition again: lease partitions are
+    /// a page or two).
     async fn read_all(&self, pk: &str) -> Result<Vec<Item>, LeaseError> {
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
-            req.consistent = true;
-            req.exclusive_start = start;
-            let page = self
-                .opts
-                .retry
-                .run(&self.stats.retries, || {
-                    self.stats.requests.fetch_add(1, Ordering::Relaxed);
-                    self.table.query(&req)
-                })
-                .await?;
-            items.extend(page.items);
-            match page.last_evaluated {
-                Some(k) => start = Some(k),
-                None => return Ok(items),
-            }
-        }
+        let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
+        req.consistent = true;
+        let out = self
+            .opts
+            .retry
+            .run(&self.stats.retries, || async {
+                let out = run_key_range(self.table.as_ref(), req.clone()).await.map_err(crate::table_error);
+                let requests = out.as_ref().map_or(1, |o| o.stats.requests);
+                self.stats.requests.fetch_add(requests, Ordering::Relaxed);
+                out
+            })
+            .await?;
+        Ok(out.items)
     }
 
     pub async fn read_leases(&self) -> Result<Vec<ShardLease>, LeaseError> {
@@ -413,43 +409,10 @@ impl Coordinator {
 
     /// The same for a committed flush of `stream` (a dead worker's lane may
     /// have read another stream than ours).
-    async fn complete_in(&self, stream: &str, ranges: &[ShardRange]) -> Result<(), LeaseError> {
+    pub(crate) async fn complete_in(&self, stream: &str, ranges: &[ShardRange]) -> Result<(), LeaseError> {
         for r in ranges {
             self.complete_one_in(stream, r).await?;
         }
-        Ok(())
-    }
-
-    /// Takes a dead worker's lane that has nothing in flight, completes its
-    /// last committed ranges, and frees it for reuse.
-    async fn free_dead_lane(&self, lane: u32, owner: &str, beat: u64) -> Result<(), LeaseError> {
-        let me = self.worker().to_string();
-        let UpdateOutcome::Applied(item) = self.update(&items::take_lane(lane, Some((owner, beat)), &me, "")).await?
-        else {
-            return Ok(()); // it beat again, or someone else freed it
-        };
-        let taken = Lane::from_item(&item)?;
-        match &taken.intent {
-            // Its owner opened an intent after the pass read the lane: the
-            // lane is ours now; a valid intent is recovered by our next pass
-            // (a lane we own that is not ours expires at once), an open one
-            // wrote nothing and is aborted.
-            Some(i) if i.state == IntentState::Valid => {
-                tracing::info!(lane, k = i.k, dead = %owner, "a dead worker's lane has a flush in flight: recovering it");
-                return Ok(());
-            }
-            Some(i) if i.state == IntentState::Open => {
-                self.update(&items::abort_intent(lane, &me, i.k)).await?;
-            }
-            // Its last committed ranges are completed before the lane is
-            // freed, whatever the stream: a freed lane's ranges are cleared
-            // and its next owner may be of another stream.
-            Some(i) => self.complete_in(&taken.stream, &i.ranges).await?,
-            None => {}
-        }
-        self.update(&items::release_lane(lane, &me)).await?;
-        self.stats.lanes_freed.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(lane, dead = %owner, "freed a dead worker's lane");
         Ok(())
     }
 
@@ -513,7 +476,7 @@ impl Coordinator {
         Ok(())
     }
 
-    async fn commit_lane(&self, lane: u32, k: u64, me: &str) -> Result<(), LeaseError> {
+    pub(crate) async fn commit_lane(&self, lane: u32, k: u64, me: &str) -> Result<(), LeaseError> {
         if let UpdateOutcome::ConditionFailed(old) = self.update(&items::commit_intent(lane, me, k)).await? {
             let applied = old.as_ref().map(Lane::from_item).transpose()?.is_some_and(|l| {
                 l.owner.as_deref() == Some(me)
@@ -553,72 +516,6 @@ impl Coordinator {
         self.update(&items::release_lane(my.lane, self.worker())).await?;
         tracing::info!(lane = my.lane, "left");
         Ok(())
-    }
-
-    /// Takes over an expired lane with an intent in flight (from the last
-    /// pass's view). An open intent wrote nothing: it is aborted and the
-    /// lane freed (None). A valid one is returned for re-application.
-    pub async fn take_for_recovery(&self, lane: u32, layout: &str) -> Result<Option<Recovery>, LeaseError> {
-        let seen = lock(&self.state).lanes.iter().find(|l| l.lane == lane).cloned();
-        let Some(Lane { owner: Some(owner), beat, intent, .. }) = seen else { return Ok(None) };
-        // Checked before the take: a worker that cannot recover the flush
-        // leaves the lane to one that can.
-        if let Some(i) = intent.filter(|i| i.state == IntentState::Valid && i.layout != layout) {
-            return Err(LeaseError::OtherLayout { lane, k: i.k });
-        }
-        let me = self.worker().to_string();
-        let UpdateOutcome::Applied(item) = self.update(&items::take_lane(lane, Some((&owner, beat)), &me, "")).await?
-        else {
-            return Ok(None);
-        };
-        let taken = Lane::from_item(&item)?;
-        self.stats.lanes_recovered.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("zigzag_lease_lanes_recovered_total").increment(1);
-        match taken.intent {
-            Some(i) if i.state == IntentState::Valid => {
-                lock(&self.state).recovering.push((lane, taken.beat));
-                tracing::info!(lane, k = i.k, shards = i.ranges.len(), dead = %owner, "recovering a dead worker's flush");
-                Ok(Some(Recovery { lane, k: i.k, ranges: i.ranges, layout: i.layout }))
-            }
-            Some(i) if i.state == IntentState::Open => {
-                self.update(&items::abort_intent(lane, &me, i.k)).await?;
-                self.update(&items::release_lane(lane, &me)).await?;
-                tracing::info!(lane, k = i.k, dead = %owner, "aborted a dead worker's unproven flush");
-                Ok(None)
-            }
-            Some(i) => {
-                self.complete(&i.ranges).await?;
-                self.update(&items::release_lane(lane, &me)).await?;
-                Ok(None)
-            }
-            None => {
-                self.update(&items::release_lane(lane, &me)).await?;
-                Ok(None)
-            }
-        }
-    }
-
-    /// Commits a recovered flush (its items re-applied), completes its
-    /// checkpoints and frees the lane.
-    pub async fn finish_recovery(&self, r: &Recovery) -> Result<(), LeaseError> {
-        let me = self.worker().to_string();
-        let done = async {
-            self.commit_lane(r.lane, r.k, &me).await?;
-            self.complete(&r.ranges).await?;
-            self.update(&items::release_lane(r.lane, &me)).await?;
-            Ok(())
-        }
-        .await;
-        if done.is_ok() || matches!(done, Err(LeaseError::LaneLost { .. })) {
-            self.abandon_recovery(r.lane);
-        }
-        done
-    }
-
-    /// Stops beating a lane this worker was recovering (finished, failed,
-    /// or taken by another worker; whoever holds it next finishes it).
-    pub fn abandon_recovery(&self, lane: u32) {
-        lock(&self.state).recovering.retain(|(l, _)| *l != lane);
     }
 }
 

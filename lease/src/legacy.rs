@@ -11,6 +11,7 @@
 use crate::items;
 use crate::LeaseError;
 use std::sync::Arc;
+use zigzag_core::query::run_key_range;
 use zigzag_core::table::{AttrValue, Item, QueryRequest, SortKeyCondition, SortedTable};
 use zigzag_model::{Position, SeqNo};
 
@@ -58,21 +59,12 @@ pub fn parse(item: &Item) -> Result<Option<LegacyCheckpoint>, LeaseError> {
 /// Moves the stream's old checkpoints into leases that have none; returns
 /// how many moved.
 pub async fn migrate(table: &Arc<dyn SortedTable>, stream: &str) -> Result<usize, LeaseError> {
+    let mut req = QueryRequest::new(stream, SortKeyCondition::Any);
+    req.consistent = true;
     let mut old = Vec::new();
-    let mut start = None;
-    loop {
-        let mut req = QueryRequest::new(stream, SortKeyCondition::Any);
-        req.consistent = true;
-        req.exclusive_start = start;
-        let page = table.query(&req).await?;
-        for item in &page.items {
-            if let Some(cp) = parse(item)? {
-                old.push(cp);
-            }
-        }
-        match page.last_evaluated {
-            Some(k) => start = Some(k),
-            None => break,
+    for item in &run_key_range(table.as_ref(), req).await.map_err(crate::table_error)?.items {
+        if let Some(cp) = parse(item)? {
+            old.push(cp);
         }
     }
     let mut moved = 0;

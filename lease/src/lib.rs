@@ -8,7 +8,8 @@
 //! - [`balance`]: one lease pass decided from a snapshot (take, steal,
 //!   recover, free, complete, which shards may be read);
 //! - [`coordinator`]: the worker's side over a `SortedTable`: join,
-//!   heartbeat, passes, flush intents, handoff, release, recovery;
+//!   heartbeat, passes, flush intents, handoff, release; `recovery`: dead
+//!   workers' lanes freed or recovered;
 //! - [`legacy`]: checkpoints of the single-writer format, migrated;
 //! - [`report`]: the lease table as operators read it (`ingest leases`).
 //!
@@ -19,6 +20,7 @@ pub mod coordinator;
 pub mod items;
 pub mod legacy;
 pub mod observer;
+mod recovery;
 pub mod report;
 
 pub use balance::{Plan, Ready, View};
@@ -52,6 +54,15 @@ pub enum LeaseError {
     /// with that layout can recover it.
     #[error("lane {lane}: flush {k} was begun under another layout; a worker with that layout must recover it")]
     OtherLayout { lane: u32, k: u64 },
+}
+
+/// A whole-partition read's error as the table's (its keys are never
+/// decoded, so only table errors occur).
+pub(crate) fn table_error(e: zigzag_core::query::QueryError) -> TableError {
+    match e {
+        zigzag_core::query::QueryError::Table(t) => t,
+        other => TableError::Store(Box::new(other)),
+    }
 }
 
 impl zigzag_core::retry::Retryable for LeaseError {

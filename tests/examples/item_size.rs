@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+use zigzag_core::query::run_key_range;
 use zigzag_core::table::{Item, QueryRequest, SortKeyCondition, SortedTable};
 use zigzag_ingest::source::{ShardInfo, ShardReader, Source, SourceError, StartAt};
 use zigzag_ingest::{Pipeline, PipelineOptions};
@@ -95,18 +96,11 @@ async fn items(db: &std::path::Path) -> Vec<Item> {
         for rollup in km.rollups() {
             for day in -1..=2i64 {
                 let t = 1_795_132_800_000 + day * 86_400_000;
-                let mut req = QueryRequest::new(
+                let req = QueryRequest::new(
                     KeyModel::partition_key(prefix, rollup, rollup.bin().start_of(t)),
                     SortKeyCondition::Any,
                 );
-                loop {
-                    let page = table.query(&req).await.unwrap();
-                    out.extend(page.items);
-                    match page.last_evaluated {
-                        Some(k) => req.exclusive_start = Some(k),
-                        None => break,
-                    }
-                }
+                out.extend(run_key_range(&table, req).await.unwrap().items);
             }
         }
     }

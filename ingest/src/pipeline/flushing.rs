@@ -5,7 +5,6 @@
 
 use super::job::FlushJob;
 use super::{lock, Batch, Pipeline, PipelineError, Run, Tombstone};
-use crate::source::SourceError;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::RwLock;
@@ -176,9 +175,7 @@ impl Pipeline {
                 break;
             }
             if Instant::now() >= deadline {
-                return Err(PipelineError::FinalFlush(Box::new(PipelineError::Source(SourceError::Unavailable(
-                    "the store stayed unavailable".into(),
-                )))));
+                return Err(PipelineError::FinalFlush { waited: self.opts.failover * 2 });
             }
             tokio::time::sleep(self.pause_after(run.job_failures).min(Duration::from_secs(2))).await;
         }

@@ -69,9 +69,10 @@ pub enum PipelineError {
     #[error(transparent)]
     Layout(#[from] zigzag_model::layout::LayoutError),
     #[error(
-        "the final flush did not complete before giving up ({0}); the leases expire and another worker recovers it"
+        "the final flush did not complete: the store stayed unavailable for {waited:?}; the leases expire and \
+         another worker recovers it"
     )]
-    FinalFlush(Box<PipelineError>),
+    FinalFlush { waited: Duration },
 }
 
 impl Retryable for PipelineError {
@@ -330,16 +331,18 @@ impl Pipeline {
         result.map(|()| self.summary(run.shards_read.len()))
     }
 
-    /// Moves checkpoints of the old format, checks the table's layout
-    /// (recording it if the table has none) and takes a lane, waiting out an
-    /// outage.
+    /// Takes a lane, waiting out an outage; the first time, also moves
+    /// checkpoints of the old format and checks the table's layout
+    /// (recording it if the table has none).
     async fn join(&self, stop: &CancellationToken) -> Result<(), PipelineError> {
         let mut failures = 0;
         let layout = zigzag_model::layout::Layout::of(&self.opts.config);
         loop {
             let joined = async {
-                zigzag_lease::legacy::migrate(&self.lease_table, &self.opts.stream).await?;
-                zigzag_model::layout::ensure(self.aggregates.as_ref(), &layout).await?;
+                if self.coord.joined() == 0 {
+                    zigzag_lease::legacy::migrate(&self.lease_table, &self.opts.stream).await?;
+                    zigzag_model::layout::ensure(self.aggregates.as_ref(), &layout).await?;
+                }
                 self.coord.join().await?;
                 Ok::<(), PipelineError>(())
             };

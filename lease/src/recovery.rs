@@ -1,0 +1,112 @@
+//! Taking over dead workers' lanes: freeing one with nothing in flight
+//! (its last committed ranges completed first), and recovering one with a
+//! flush in flight (aborting an open intent; handing a valid one to the
+//! pipeline to re-apply, then committing it and freeing the lane). The
+//! lanes being recovered are beaten with the worker's own.
+
+use crate::coordinator::{lock, Coordinator, Recovery};
+use crate::items::{self, IntentState, Lane};
+use crate::LeaseError;
+use std::sync::atomic::Ordering;
+use zigzag_core::table::UpdateOutcome;
+
+impl Coordinator {
+    /// Takes a dead worker's lane that has nothing in flight, completes its
+    /// last committed ranges, and frees it for reuse.
+    pub(crate) async fn free_dead_lane(&self, lane: u32, owner: &str, beat: u64) -> Result<(), LeaseError> {
+        let me = self.worker().to_string();
+        let UpdateOutcome::Applied(item) = self.update(&items::take_lane(lane, Some((owner, beat)), &me, "")).await?
+        else {
+            return Ok(()); // it beat again, or someone else freed it
+        };
+        let taken = Lane::from_item(&item)?;
+        match &taken.intent {
+            // Its owner opened an intent after the pass read the lane: the
+            // lane is ours now; a valid intent is recovered by our next pass
+            // (a lane we own that is not ours expires at once), an open one
+            // wrote nothing and is aborted.
+            Some(i) if i.state == IntentState::Valid => {
+                tracing::info!(lane, k = i.k, dead = %owner, "a dead worker's lane has a flush in flight: recovering it");
+                return Ok(());
+            }
+            Some(i) if i.state == IntentState::Open => {
+                self.update(&items::abort_intent(lane, &me, i.k)).await?;
+            }
+            // Its last committed ranges are completed before the lane is
+            // freed, whatever the stream: a freed lane's ranges are cleared
+            // and its next owner may be of another stream.
+            Some(i) => self.complete_in(&taken.stream, &i.ranges).await?,
+            None => {}
+        }
+        self.update(&items::release_lane(lane, &me)).await?;
+        self.stats.lanes_freed.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(lane, dead = %owner, "freed a dead worker's lane");
+        Ok(())
+    }
+
+    /// Takes over an expired lane with an intent in flight (from the last
+    /// pass's view). An open intent wrote nothing: it is aborted and the
+    /// lane freed (None). A valid one is returned for re-application.
+    pub async fn take_for_recovery(&self, lane: u32, layout: &str) -> Result<Option<Recovery>, LeaseError> {
+        let seen = lock(&self.state).lanes.iter().find(|l| l.lane == lane).cloned();
+        let Some(Lane { owner: Some(owner), beat, intent, .. }) = seen else { return Ok(None) };
+        // Checked before the take: a worker that cannot recover the flush
+        // leaves the lane to one that can.
+        if let Some(i) = intent.filter(|i| i.state == IntentState::Valid && i.layout != layout) {
+            return Err(LeaseError::OtherLayout { lane, k: i.k });
+        }
+        let me = self.worker().to_string();
+        let UpdateOutcome::Applied(item) = self.update(&items::take_lane(lane, Some((&owner, beat)), &me, "")).await?
+        else {
+            return Ok(None);
+        };
+        let taken = Lane::from_item(&item)?;
+        self.stats.lanes_recovered.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("zigzag_lease_lanes_recovered_total").increment(1);
+        match taken.intent {
+            Some(i) if i.state == IntentState::Valid => {
+                lock(&self.state).recovering.push((lane, taken.beat));
+                tracing::info!(lane, k = i.k, shards = i.ranges.len(), dead = %owner, "recovering a dead worker's flush");
+                Ok(Some(Recovery { lane, k: i.k, ranges: i.ranges, layout: i.layout }))
+            }
+            Some(i) if i.state == IntentState::Open => {
+                self.update(&items::abort_intent(lane, &me, i.k)).await?;
+                self.update(&items::release_lane(lane, &me)).await?;
+                tracing::info!(lane, k = i.k, dead = %owner, "aborted a dead worker's unproven flush");
+                Ok(None)
+            }
+            Some(i) => {
+                self.complete(&i.ranges).await?;
+                self.update(&items::release_lane(lane, &me)).await?;
+                Ok(None)
+            }
+            None => {
+                self.update(&items::release_lane(lane, &me)).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Commits a recovered flush (its items re-applied), completes its
+    /// checkpoints and frees the lane.
+    pub async fn finish_recovery(&self, r: &Recovery) -> Result<(), LeaseError> {
+        let me = self.worker().to_string();
+        let done = async {
+            self.commit_lane(r.lane, r.k, &me).await?;
+            self.complete(&r.ranges).await?;
+            self.update(&items::release_lane(r.lane, &me)).await?;
+            Ok(())
+        }
+        .await;
+        if done.is_ok() || matches!(done, Err(LeaseError::LaneLost { .. })) {
+            self.abandon_recovery(r.lane);
+        }
+        done
+    }
+
+    /// Stops beating a lane this worker was recovering (finished, failed,
+    /// or taken by another worker; whoever holds it next finishes it).
+    pub fn abandon_recovery(&self, lane: u32) {
+        lock(&self.state).recovering.retain(|(l, _)| *l != lane);
+    }
+}
