@@ -1,9 +1,9 @@
 //! `gather check`: the store against a generator's ground truth
-//! ([`Truth`], written by `loadgen`), exactly: totals, per UTC day, per
-//! country and per campaign, in every configured rollup (a flush writes
-//! each rollup separately, so each can be wrong on its own). Each rollup is
-//! read once over the whole UTC days from the first event to the last and
-//! summed four ways.
+//! ([`Truth`], written by `loadgen`), exactly: every measure in totals, per
+//! UTC day and per value of every dimension the truth and the layout
+//! share, in every configured rollup (a flush writes each rollup
+//! separately, so each can be wrong on its own). Each rollup is read once
+//! over the whole UTC days from the first event to the last.
 
 use crate::error::{GatherError, Result};
 use crate::execute::{execute, Actual, ExecOptions};
@@ -15,8 +15,8 @@ use chrono::{TimeZone, Utc};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::collections::{BTreeMap, BTreeSet};
 use zigzag_core::table::SortedTable;
-use zigzag_model::measures::format_micros;
-use zigzag_model::{Field, KeyModel, Measures, Rollup, Truth, TruthMeasures};
+use zigzag_model::truth::Named;
+use zigzag_model::{KeyModel, MeasureSet, MeasureValues, Rollup, Truth};
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -32,16 +32,18 @@ pub enum Status {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckRow {
     pub rollup: Rollup,
-    /// `total`, `day`, `country` or `campaign`.
-    pub check: &'static str,
+    /// `total`, `day`, or a dimension's name.
+    pub check: String,
     pub key: String,
-    pub store: Measures,
-    pub truth: Measures,
+    pub store: MeasureValues,
+    pub truth: MeasureValues,
     pub status: Status,
 }
 
 #[derive(Debug, Clone)]
 pub struct CheckReport {
+    /// The layout's measures (the rows' values, in order).
+    pub set: MeasureSet,
     pub rows: Vec<CheckRow>,
     /// The plan of each rollup read, finest first.
     pub plans: Vec<Plan>,
@@ -56,18 +58,19 @@ impl CheckReport {
 }
 
 fn compare(
+    set: &MeasureSet,
     rollup: Rollup,
-    check: &'static str,
-    store: BTreeMap<String, Measures>,
-    truth: &BTreeMap<String, TruthMeasures>,
+    check: &str,
+    store: BTreeMap<String, MeasureValues>,
+    truth: &BTreeMap<String, Named>,
 ) -> Vec<CheckRow> {
     let keys: BTreeSet<&String> = store.keys().chain(truth.keys()).collect();
     keys.into_iter()
         .map(|k| {
-            let s = store.get(k).copied().unwrap_or_default();
-            let t = truth.get(k).map(|t| Measures::from(*t)).unwrap_or_default();
+            let s = store.get(k).cloned().unwrap_or_else(|| set.zero());
+            let t = truth.get(k).map_or_else(|| set.zero(), |t| MeasureValues::from_named(set, t));
             let status = if s == t { Status::Match } else { Status::Mismatch };
-            CheckRow { rollup, check, key: k.clone(), store: s, truth: t, status }
+            CheckRow { rollup, check: check.to_string(), key: k.clone(), store: s, truth: t, status }
         })
         .collect()
 }
@@ -94,9 +97,10 @@ pub async fn check<T: SortedTable + ?Sized>(
     if rollups.is_empty() {
         return Err(GatherError::Config("no rollups".into()));
     }
-    let mut report = CheckReport { rows: Vec::new(), plans: Vec::new(), actual: Actual::default() };
+    let set = km.measures();
+    let mut report = CheckReport { set: set.clone(), rows: Vec::new(), plans: Vec::new(), actual: Actual::default() };
     for rollup in rollups {
-        let (rows, plan, actual) = check_rollup(table, km, truth, rollup, (start, end), now, opts).await?;
+        let (rows, plan, actual) = check_rollup(table, km, set, truth, rollup, (start, end), now, opts).await?;
         report.rows.extend(rows);
         report.plans.push(plan);
         report.actual.queries += actual.queries;
@@ -108,9 +112,11 @@ pub async fn check<T: SortedTable + ?Sized>(
     Ok(report)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn check_rollup<T: SortedTable + ?Sized>(
     table: &T,
     km: &KeyModel,
+    set: &MeasureSet,
     truth: &Truth,
     rollup: Rollup,
     (start, end): (i64, i64),
@@ -126,85 +132,92 @@ async fn check_rollup<T: SortedTable + ?Sized>(
         now,
     };
     let plan = plan(km, req)?;
-    let has = |f: Field| km.fields().contains(&f);
-    let mut total = Aggregation::new(None, vec![]);
-    let mut by_day = Aggregation::new(Some(DAY_MS), vec![]);
-    let mut by_country = has(Field::Country).then(|| Aggregation::new(None, vec![Field::Country]));
-    let mut by_campaign = has(Field::Campaign).then(|| Aggregation::new(None, vec![Field::Campaign]));
+    let mut total = Aggregation::new(None, vec![], set.clone());
+    let mut by_day = Aggregation::new(Some(DAY_MS), vec![], set.clone());
+    let mut by_dim: Vec<(String, Option<Aggregation>)> = truth
+        .by
+        .keys()
+        .map(|d| (d.clone(), km.dim(d).map(|_| Aggregation::new(None, vec![d.clone()], set.clone()))))
+        .collect();
     let actual = execute(table, &plan, opts, |item| {
         total.add_item(item)?;
         by_day.add_item(item)?;
-        for a in [&mut by_country, &mut by_campaign].into_iter().flatten() {
+        for a in by_dim.iter_mut().filter_map(|(_, a)| a.as_mut()) {
             a.add_item(item)?;
         }
         Ok(())
     })
     .await?;
 
-    let mut rows = compare(rollup, "total", BTreeMap::from([("all".to_string(), total.total())]), &{
-        BTreeMap::from([("all".to_string(), truth.totals)])
-    });
-    let days = by_day.groups.iter().map(|(k, m)| (day_label(k.bucket.unwrap_or_default()), *m)).collect();
-    rows.extend(compare(rollup, "day", days, &truth.by_day));
-    for (check, agg, expected, field) in [
-        ("country", &by_country, &truth.by_country, Field::Country),
-        ("campaign", &by_campaign, &truth.by_campaign, Field::Campaign),
-    ] {
+    let all = |v: MeasureValues| BTreeMap::from([("all".to_string(), v)]);
+    let mut rows =
+        compare(set, rollup, "total", all(total.total()), &BTreeMap::from([("all".into(), truth.totals.clone())]));
+    let days = by_day.groups.iter().map(|(k, m)| (day_label(k.bucket.unwrap_or_default()), m.clone())).collect();
+    rows.extend(compare(set, rollup, "day", days, &truth.by_day));
+    for (dim, agg) in &by_dim {
         match agg {
             Some(a) => {
                 let store = a.by_values().into_iter().map(|(k, m)| (k.join(","), m)).collect();
-                rows.extend(compare(rollup, check, store, expected));
+                rows.extend(compare(set, rollup, dim, store, &truth.by[dim]));
             }
             None => rows.push(CheckRow {
                 rollup,
-                check,
+                check: dim.clone(),
                 key: "-".into(),
-                store: Measures::default(),
-                truth: Measures::default(),
-                status: Status::Skipped(format!("{field} is not a configured dimension")),
+                store: set.zero(),
+                truth: set.zero(),
+                status: Status::Skipped(format!("{dim} is not a dimension of the layout")),
             }),
         }
     }
     Ok((rows, plan, actual))
 }
 
-fn both<V: PartialEq + ToString>(s: V, t: V) -> String {
+fn both(s: String, t: String) -> String {
     if s == t {
-        s.to_string()
+        s
     } else {
-        format!("{} != {} (truth)", s.to_string(), t.to_string())
+        format!("{s} != {t} (truth)")
     }
 }
 
-fn micros(v: Option<i64>) -> String {
-    v.map_or_else(String::new, |v| format_micros(v as i128))
-}
-
-/// The comparison as a table, mismatches showing store != truth.
+/// The comparison as a table: every total and day row, and of each
+/// dimension's groups the ones that do not match (a dimension can have
+/// thousands of values), then one line per dimension saying how many
+/// matched. Mismatches show store != truth.
 pub fn render(report: &CheckReport) -> String {
+    let set = &report.set;
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["rollup", "check", "key", "clicks", "impressions", "cost", "cost_min", "cost_max", "status"]);
-    for r in &report.rows {
+    let mut header: Vec<String> = vec!["rollup".into(), "check".into(), "key".into()];
+    header.extend(set.measures().iter().map(|m| m.name.clone()));
+    header.push("status".into());
+    t.set_header(header);
+    let shown = |r: &&CheckRow| r.check == "total" || r.check == "day" || r.status != Status::Match;
+    for r in report.rows.iter().filter(shown) {
         let status = match &r.status {
             Status::Match => "MATCH".to_string(),
             Status::Mismatch => "MISMATCH".to_string(),
             Status::Skipped(why) => format!("SKIPPED: {why}"),
         };
-        let (s, u) = (&r.store, &r.truth);
-        t.add_row([
-            r.rollup.to_string(),
-            r.check.to_string(),
-            r.key.clone(),
-            both(s.clicks, u.clicks),
-            both(s.impressions, u.impressions),
-            both(format_micros(s.cost_sum), format_micros(u.cost_sum)),
-            both(micros(s.cost_min), micros(u.cost_min)),
-            both(micros(s.cost_max), micros(u.cost_max)),
-            status,
-        ]);
+        let mut row = vec![r.rollup.to_string(), r.check.clone(), r.key.clone()];
+        for ((m, s), u) in set.measures().iter().zip(&r.store.0).zip(&r.truth.0) {
+            row.push(both(s.text(m.scale), u.text(m.scale)));
+        }
+        row.push(status);
+        t.add_row(row);
+    }
+    let mut counts: BTreeMap<(Rollup, &str), (usize, usize)> = BTreeMap::new();
+    for r in report.rows.iter().filter(|r| r.check != "total" && r.check != "day") {
+        let c = counts.entry((r.rollup, r.check.as_str())).or_default();
+        c.0 += usize::from(r.status == Status::Match);
+        c.1 += 1;
+    }
+    let mut lines = String::new();
+    for ((rollup, check), (matched, all)) in counts {
+        lines.push_str(&format!("{rollup} by {check}: {matched} of {all} groups MATCH\n"));
     }
     let n = report.mismatches();
     let verdict = if n == 0 { "all groups MATCH".to_string() } else { format!("{n} group(s) MISMATCH") };
-    format!("{t}\n{verdict}\n")
+    format!("{t}\n{lines}{verdict}\n")
 }

@@ -8,8 +8,8 @@
 //! FIELD >= VALUE         range (also > <= <)   referrer>=m
 //! ```
 //!
-//! FIELD is one of the configured dimensions (`referrer`, `campaign`,
-//! `country`, `url`); values compare as UTF-8 bytes, like the store does.
+//! FIELD is one of the layout's dimensions; values compare as UTF-8 bytes
+//! (text dimensions) or as numbers (integer dimensions), like the store does.
 //!
 //! Each filter on an indexed dimension narrows the Z-box (equality, IN
 //! and ranges on `string` dimensions, equality on `hash` ones). Z-strings
@@ -22,7 +22,8 @@
 use crate::error::{GatherError, Result};
 use zigzag_core::schema::{Constraint, Encoding, Schema, Value};
 use zigzag_core::table::{AttrValue, Filter, Item, Test};
-use zigzag_model::{Config, Field};
+use zigzag_model::schema::FieldType;
+use zigzag_model::Config;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
@@ -38,7 +39,10 @@ pub enum Op {
 /// One parsed `--where` expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Predicate {
-    pub field: Field,
+    /// The dimension (its item attribute).
+    pub field: String,
+    /// An integer dimension: values compare as numbers.
+    pub numeric: bool,
     pub op: Op,
     /// The expression as written (for messages).
     pub expr: String,
@@ -48,32 +52,62 @@ fn filter_err(expr: &str, why: impl Into<String>) -> GatherError {
     GatherError::Filter { expr: expr.to_string(), why: why.into() }
 }
 
-/// The field names, for messages.
-pub fn field_list(fields: impl IntoIterator<Item = Field>) -> String {
-    fields.into_iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
-}
-
-/// Resolves a field name against the configured dimensions.
-pub fn configured_field(name: &str, config: &Config) -> std::result::Result<Field, String> {
-    let configured = || field_list(config.dimensions.iter().map(|d| d.field));
-    match Field::parse(name) {
-        None => Err(format!("unknown field {name:?}; the dimensions are {}", configured())),
-        Some(f) if !config.dimensions.iter().any(|d| d.field == f) => Err(format!(
+/// Resolves a name against the layout's dimensions.
+pub fn configured_dimension(name: &str, config: &Config) -> std::result::Result<String, String> {
+    let dims = || config.dimensions.iter().map(|d| d.field.as_str()).collect::<Vec<_>>().join(", ");
+    match (config.dimensions.iter().any(|d| d.field == name), config.field(name)) {
+        (true, _) => Ok(name.to_string()),
+        (false, Some(_)) => Err(format!(
             "{name} is not a configured dimension, so aggregates are summed over it; the dimensions are {}",
-            configured()
+            dims()
         )),
-        Some(f) => Ok(f),
+        (false, None) => Err(format!("unknown field {name:?}; the dimensions are {}", dims())),
     }
 }
 
 impl Predicate {
     pub fn parse(expr: &str, config: &Config) -> Result<Predicate> {
         let (name, op) = split(expr)?;
-        let field = configured_field(name, config).map_err(|why| filter_err(expr, why))?;
-        Ok(Predicate { field, op, expr: expr.to_string() })
+        let field = configured_dimension(name, config).map_err(|why| filter_err(expr, why))?;
+        let numeric = config.field(&field).is_some_and(|f| matches!(f.kind, FieldType::Integer { .. }));
+        let p = Predicate { field, numeric, op, expr: expr.to_string() };
+        if numeric {
+            for v in p.values() {
+                v.parse::<i64>().map_err(|_| filter_err(expr, format!("{v:?} is not an integer")))?;
+            }
+        }
+        Ok(p)
     }
 
-    /// The exact test on a stored value.
+    fn values(&self) -> Vec<&String> {
+        match &self.op {
+            Op::Eq(x) | Op::Ne(x) | Op::Ge(x) | Op::Gt(x) | Op::Le(x) | Op::Lt(x) => vec![x],
+            Op::In(xs) => xs.iter().collect(),
+        }
+    }
+
+    /// The exact test on a stored attribute.
+    pub fn matches_attr(&self, v: &AttrValue) -> bool {
+        match v {
+            AttrValue::S(s) if !self.numeric => self.matches(s),
+            AttrValue::N(n) if self.numeric => {
+                let cmp = |x: &String| x.parse::<rust_decimal::Decimal>().ok().map(|x| n.cmp(&x));
+                use std::cmp::Ordering::*;
+                match &self.op {
+                    Op::Eq(x) => cmp(x) == Some(Equal),
+                    Op::Ne(x) => cmp(x) != Some(Equal),
+                    Op::In(xs) => xs.iter().any(|x| cmp(x) == Some(Equal)),
+                    Op::Ge(x) => matches!(cmp(x), Some(Greater | Equal)),
+                    Op::Gt(x) => cmp(x) == Some(Greater),
+                    Op::Le(x) => matches!(cmp(x), Some(Less | Equal)),
+                    Op::Lt(x) => cmp(x) == Some(Less),
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// The exact test on a stored text value.
     pub fn matches(&self, v: &str) -> bool {
         let v = v.as_bytes();
         match &self.op {
@@ -90,23 +124,30 @@ impl Predicate {
     /// The Z-box constraint, if this filter can narrow a dimension of this
     /// encoding (exclusive bounds become inclusive: still a superset).
     pub fn constraint(&self, encoding: &Encoding) -> Option<Constraint<'_>> {
-        fn s(x: &str) -> Value<'_> {
-            Value::Str(x)
+        fn value(x: &str, numeric: bool) -> Value<'_> {
+            match x.parse::<i128>() {
+                Ok(n) if numeric => Value::Int(n),
+                _ => Value::Str(x),
+            }
         }
+        let n = self.numeric;
         let hash = matches!(encoding, Encoding::Hash);
         match &self.op {
-            Op::Eq(x) => Some(Constraint::Eq(s(x))),
-            Op::In(xs) if xs.len() == 1 => Some(Constraint::Eq(s(&xs[0]))),
-            Op::In(xs) if !hash => Some(Constraint::In(xs.iter().map(|x| s(x)).collect())),
-            Op::Ge(x) | Op::Gt(x) if !hash => Some(Constraint::Range(Some(s(x)), None)),
-            Op::Le(x) | Op::Lt(x) if !hash => Some(Constraint::Range(None, Some(s(x)))),
+            Op::Eq(x) => Some(Constraint::Eq(value(x, n))),
+            Op::In(xs) if xs.len() == 1 => Some(Constraint::Eq(value(&xs[0], n))),
+            Op::In(xs) if !hash => Some(Constraint::In(xs.iter().map(|x| value(x, n)).collect())),
+            Op::Ge(x) | Op::Gt(x) if !hash => Some(Constraint::Range(Some(value(x, n)), None)),
+            Op::Le(x) | Op::Lt(x) if !hash => Some(Constraint::Range(None, Some(value(x, n)))),
             _ => None,
         }
     }
 
     /// The store-side filter test (saves bandwidth, not capacity), if any.
     fn server_test(&self) -> Option<Test> {
-        let s = |x: &String| AttrValue::S(x.clone());
+        let s = |x: &String| match x.parse::<rust_decimal::Decimal>() {
+            Ok(n) if self.numeric => AttrValue::N(n),
+            _ => AttrValue::S(x.clone()),
+        };
         match &self.op {
             Op::Eq(x) => Some(Test::Eq(s(x))),
             Op::In(xs) => Some(Test::In(xs.iter().map(s).collect())),
@@ -171,17 +212,14 @@ impl FilterSet {
     /// The exact test, on the item's stored dimension values. An item
     /// without the attribute, or with a non-string one, does not match.
     pub fn matches(&self, item: &Item) -> bool {
-        self.predicates.iter().all(|p| match item.attrs.get(p.field.name()) {
-            Some(AttrValue::S(v)) => p.matches(v),
-            _ => false,
-        })
+        self.predicates.iter().all(|p| item.attrs.get(&p.field).is_some_and(|v| p.matches_attr(v)))
     }
 
     /// Z-box constraints by schema dimension index.
     pub fn constraints<'a>(&'a self, schema: &Schema) -> Vec<(usize, Constraint<'a>)> {
         let mut out = Vec::new();
         for p in &self.predicates {
-            let Some(d) = schema.index_of(p.field.name()) else { continue };
+            let Some(d) = schema.index_of(&p.field) else { continue };
             if let Some(c) = p.constraint(&schema.dims()[d].encoding) {
                 out.push((d, c));
             }
@@ -194,7 +232,7 @@ impl FilterSet {
         let mut f = Filter::none();
         for p in &self.predicates {
             if let Some(t) = p.server_test() {
-                f = f.and(p.field.name(), t);
+                f = f.and(&p.field, t);
             }
         }
         f
@@ -206,7 +244,7 @@ impl FilterSet {
             .iter()
             .map(|p| {
                 let boxed =
-                    schema.index_of(p.field.name()).is_some_and(|d| p.constraint(&schema.dims()[d].encoding).is_some());
+                    schema.index_of(&p.field).is_some_and(|d| p.constraint(&schema.dims()[d].encoding).is_some());
                 let how = if boxed { "narrows the Z-box, then exact on the value" } else { "exact, after reading" };
                 format!("{}: {how}", p.expr)
             })

@@ -11,7 +11,7 @@ use zigzag_dynamodb::cli::DynamoArgs;
 use zigzag_gather::execute::{ExecOptions, StrategyChoice, DEFAULT_CONCURRENCY};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
-use zigzag_gather::render::{render, write_chart, Format};
+use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
 use zigzag_gather::report::{self, RankBy};
 use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
 use zigzag_gather::{check, explain, merge, zbench};
@@ -56,9 +56,9 @@ enum Command {
         /// Also draw a chart: PATH.svg or PATH.png
         #[arg(long, value_name = "PATH")]
         chart: Option<PathBuf>,
-        /// Measure the chart draws
-        #[arg(long, value_enum, default_value = "clicks")]
-        measure: ByArg,
+        /// Measure or ratio the chart draws (a name from the layout)
+        #[arg(long, default_value = "clicks")]
+        measure: String,
     },
     /// The N groups with the largest measure (needs --group-by)
     Top {
@@ -66,12 +66,13 @@ enum Command {
         common: Common,
         #[arg(short = 'n', default_value_t = 10)]
         n: usize,
-        /// Measure to rank by
-        #[arg(long, value_enum, default_value = "clicks")]
-        by: ByArg,
+        /// Measure or ratio to rank by (a name from the layout)
+        #[arg(long, default_value = "clicks")]
+        by: String,
     },
-    /// Clicks, impressions and click-through rate (per group)
-    Ctr {
+    /// Each declared ratio with its two measures, e.g. clicks, impressions and CTR (per group)
+    #[command(alias = "ctr")]
+    Ratios {
         #[command(flatten)]
         common: Common,
     },
@@ -108,25 +109,6 @@ enum FormatArg {
     Table,
     Csv,
     Json,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum ByArg {
-    Clicks,
-    Impressions,
-    Cost,
-    Ctr,
-}
-
-impl ByArg {
-    fn rank(self) -> RankBy {
-        match self {
-            ByArg::Clicks => RankBy::Clicks,
-            ByArg::Impressions => RankBy::Impressions,
-            ByArg::Cost => RankBy::Cost,
-            ByArg::Ctr => RankBy::Ctr,
-        }
-    }
 }
 
 #[derive(clap::Args)]
@@ -244,9 +226,9 @@ fn exec_options(c: &Common) -> Result<ExecOptions> {
 }
 
 enum Kind {
-    Timeseries { chart: Option<PathBuf>, measure: RankBy },
-    Top { n: usize, by: RankBy },
-    Ctr,
+    Timeseries { chart: Option<PathBuf>, measure: String },
+    Top { n: usize, by: String },
+    Ratios,
     Totals,
 }
 
@@ -272,12 +254,17 @@ async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: K
         bail!("top ranks groups: give --group-by FIELD");
     }
     let opts = exec_options(&c)?;
+    let set = config.measure_set()?;
+    let rank = match &kind {
+        Kind::Timeseries { measure: name, .. } | Kind::Top { by: name, .. } => Some(RankBy::parse(name, &set)?),
+        _ => None,
+    };
     let g = zigzag_gather::gather(table.as_ref(), &km, req, group_by, &opts).await?;
-    let report = match &kind {
-        Kind::Timeseries { .. } => report::timeseries(&g.aggregation, &g.plan.window)?,
-        Kind::Top { n, by } => report::top(&g.aggregation, *n, *by)?,
-        Kind::Ctr => report::ctr(&g.aggregation),
-        Kind::Totals => report::totals(&g.aggregation),
+    let report = match (&kind, rank) {
+        (Kind::Top { n, .. }, Some(by)) => report::top(&g.aggregation, *n, by)?,
+        (Kind::Ratios, _) => report::ratios(&g.aggregation)?,
+        (Kind::Totals, _) => report::totals(&g.aggregation),
+        _ => report::timeseries(&g.aggregation, &g.plan.window)?,
     };
     let format = match c.format {
         FormatArg::Table => Format::Table,
@@ -285,8 +272,8 @@ async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: K
         FormatArg::Json => Format::Json,
     };
     print!("{}", render(&report, format)?);
-    if let Kind::Timeseries { chart: Some(path), measure } = &kind {
-        write_chart(&report, *measure, path)?;
+    if let (Kind::Timeseries { chart: Some(path), .. }, Some(m)) = (&kind, rank) {
+        write_chart(&report, &ChartMeasure { name: m.name(&set).to_string(), ratio: m.is_ratio() }, path)?;
     }
     if c.explain {
         let text = explain::explain(&g.plan, &opts, Some(&g.actual));
@@ -309,7 +296,8 @@ async fn check_cmd(
     let truth: Truth = serde_json::from_str(&read(truth, "truth file")?)
         .with_context(|| format!("in the truth file {}", truth.display()))?;
     let table = store.open().await?;
-    let km = KeyModel::new(&resolve_config(table.as_ref(), config).await?)?;
+    let config = resolve_config(table.as_ref(), config).await?;
+    let km = KeyModel::new(&config)?;
     let opts = ExecOptions { concurrency: concurrency.max(1), ..ExecOptions::default() };
     let now = chrono::Utc::now().timestamp_millis();
     let report = check::check(table.as_ref(), &km, &truth, now, &opts).await?;
@@ -401,10 +389,10 @@ async fn main() -> Result<()> {
     match cli.command {
         Command::Zbench(args) => zbench_cmd(args).await,
         Command::Timeseries { common, chart, measure } => {
-            report_cmd(&store, config, common, Kind::Timeseries { chart, measure: measure.rank() }).await
+            report_cmd(&store, config, common, Kind::Timeseries { chart, measure }).await
         }
-        Command::Top { common, n, by } => report_cmd(&store, config, common, Kind::Top { n, by: by.rank() }).await,
-        Command::Ctr { common } => report_cmd(&store, config, common, Kind::Ctr).await,
+        Command::Top { common, n, by } => report_cmd(&store, config, common, Kind::Top { n, by }).await,
+        Command::Ratios { common } => report_cmd(&store, config, common, Kind::Ratios).await,
         Command::Totals { common } => report_cmd(&store, config, common, Kind::Totals).await,
         Command::Check { truth, concurrency, explain } => {
             if !check_cmd(&store, config, &truth, concurrency, explain).await? {

@@ -4,17 +4,18 @@
 //! min/max, so the result does not depend on the order items arrive in.
 
 use crate::error::{GatherError, Result};
-use crate::filter::configured_field;
+use crate::filter::configured_dimension;
 use std::collections::BTreeMap;
 use zigzag_core::table::{AttrValue, Item};
-use zigzag_model::measures::TIME_ATTR;
-use zigzag_model::{Config, Field, Measures};
+use zigzag_model::keys::TIME_ATTR;
+use zigzag_model::{Config, MeasureSet, MeasureValues};
 
-/// Group-by fields, checked against the configuration.
-pub fn parse_group_by<S: AsRef<str>>(names: &[S], config: &Config) -> Result<Vec<Field>> {
-    let mut out: Vec<Field> = Vec::new();
+/// Group-by dimensions, checked against the configuration.
+pub fn parse_group_by<S: AsRef<str>>(names: &[S], config: &Config) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
     for name in names.iter().flat_map(|n| n.as_ref().split(',')).map(str::trim).filter(|n| !n.is_empty()) {
-        let f = configured_field(name, config).map_err(|why| GatherError::GroupBy { field: name.to_string(), why })?;
+        let f =
+            configured_dimension(name, config).map_err(|why| GatherError::GroupBy { field: name.to_string(), why })?;
         if out.contains(&f) {
             return Err(GatherError::GroupBy { field: name.to_string(), why: "is listed twice".into() });
         }
@@ -31,11 +32,13 @@ pub fn bucket_of(item: &Item) -> Result<i64> {
     }
 }
 
-/// A dimension value of an aggregate item.
-pub fn value_of(item: &Item, field: Field) -> Result<&str> {
-    match item.attrs.get(field.name()) {
-        Some(AttrValue::S(s)) => Ok(s),
-        other => Err(item_err(item, format!("`{field}` is {other:?}, not a string (is the configuration ingest's?)"))),
+/// A dimension value of an aggregate item, as text (numbers in their
+/// shortest exact form).
+pub fn value_of(item: &Item, dim: &str) -> Result<String> {
+    match item.attrs.get(dim) {
+        Some(AttrValue::S(s)) => Ok(s.clone()),
+        Some(AttrValue::N(n)) => Ok(n.normalize().to_string()),
+        other => Err(item_err(item, format!("`{dim}` is {other:?}, not a dimension value (is the layout ingest's?)"))),
     }
 }
 
@@ -55,13 +58,14 @@ pub struct GroupKey {
 pub struct Aggregation {
     /// Bucket width; None: no time grouping.
     pub step: Option<i64>,
-    pub group_by: Vec<Field>,
-    pub groups: BTreeMap<GroupKey, Measures>,
+    pub group_by: Vec<String>,
+    pub set: MeasureSet,
+    pub groups: BTreeMap<GroupKey, MeasureValues>,
 }
 
 impl Aggregation {
-    pub fn new(step: Option<i64>, group_by: Vec<Field>) -> Self {
-        Aggregation { step, group_by, groups: BTreeMap::new() }
+    pub fn new(step: Option<i64>, group_by: Vec<String>, set: MeasureSet) -> Self {
+        Aggregation { step, group_by, set, groups: BTreeMap::new() }
     }
 
     /// The start of the step-wide bucket holding `t` (epoch-aligned).
@@ -72,21 +76,26 @@ impl Aggregation {
     /// Adds one aggregate item.
     pub fn add_item(&mut self, item: &Item) -> Result<()> {
         let t = bucket_of(item)?;
-        let values = self.group_by.iter().map(|f| value_of(item, *f).map(str::to_string)).collect::<Result<_>>()?;
-        let m = Measures::from_item(item).map_err(|why| item_err(item, why))?;
+        let values = self.group_by.iter().map(|f| value_of(item, f)).collect::<Result<_>>()?;
+        let m = MeasureValues::from_item(&self.set, item).map_err(|why| item_err(item, why))?;
         self.add(t, values, &m);
         Ok(())
     }
 
     /// Adds measures at instant `t` for a group.
-    pub fn add(&mut self, t: i64, values: Vec<String>, m: &Measures) {
+    pub fn add(&mut self, t: i64, values: Vec<String>, m: &MeasureValues) {
         let key = GroupKey { bucket: self.bucket(t), values };
-        self.groups.entry(key).or_default().merge(m);
+        match self.groups.get_mut(&key) {
+            Some(g) => g.merge(m),
+            None => {
+                self.groups.insert(key, m.clone());
+            }
+        }
     }
 
     /// Everything summed.
-    pub fn total(&self) -> Measures {
-        let mut m = Measures::default();
+    pub fn total(&self) -> MeasureValues {
+        let mut m = self.set.zero();
         for g in self.groups.values() {
             m.merge(g);
         }
@@ -94,10 +103,10 @@ impl Aggregation {
     }
 
     /// Drops the time buckets: measures per group-by values.
-    pub fn by_values(&self) -> BTreeMap<Vec<String>, Measures> {
-        let mut out: BTreeMap<Vec<String>, Measures> = BTreeMap::new();
+    pub fn by_values(&self) -> BTreeMap<Vec<String>, MeasureValues> {
+        let mut out: BTreeMap<Vec<String>, MeasureValues> = BTreeMap::new();
         for (k, m) in &self.groups {
-            out.entry(k.values.clone()).or_default().merge(m);
+            out.entry(k.values.clone()).or_insert_with(|| self.set.zero()).merge(m);
         }
         out
     }
@@ -116,7 +125,8 @@ mod tests {
             i
         };
         let items = [item(0, "DE", 2, "0.1"), item(3_600_000, "DE", 3, "0.2"), item(60_000, "FR", 1, "0.000001")];
-        let mut a = Aggregation::new(Some(3_600_000), vec![Field::Country]);
+        let set = Config::default().measure_set().unwrap();
+        let mut a = Aggregation::new(Some(3_600_000), vec!["country".into()], set);
         let mut b = a.clone();
         for i in &items {
             a.add_item(i).unwrap();
@@ -127,8 +137,9 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.groups.len(), 3);
         let t = a.total();
-        assert_eq!((t.clicks, t.cost_sum, t.cost_min), (6, 300_001, Some(1)));
-        assert_eq!(a.by_values()[&vec!["DE".to_string()]].clicks, 5);
+        use zigzag_model::MeasureValue::*;
+        assert_eq!((t.0[0], t.0[2], t.0[3]), (Count(6), Sum(300_001), Min(Some(1))));
+        assert_eq!(a.by_values()[&vec!["DE".to_string()]].0[0], Count(5));
         let e = a.add_item(&Item::new("p", vec![1]).with("t", 0)).unwrap_err().to_string();
         assert!(e.contains("`country`"), "{e}");
     }
@@ -136,7 +147,7 @@ mod tests {
     #[test]
     fn group_by_names() {
         let c = Config::default();
-        assert_eq!(parse_group_by(&["country,campaign"], &c).unwrap(), vec![Field::Country, Field::Campaign]);
+        assert_eq!(parse_group_by(&["country,campaign"], &c).unwrap(), vec!["country", "campaign"]);
         let e = parse_group_by(&["country", "city"], &c).unwrap_err().to_string();
         assert!(e.contains("--group-by \"city\""), "{e}");
         assert!(parse_group_by(&["country,country"], &c).is_err());

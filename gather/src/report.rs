@@ -1,17 +1,21 @@
 //! Reports: an [`Aggregation`] shaped into rows of typed cells, which the
-//! renderers turn into a table, CSV, JSON or a chart.
+//! renderers turn into a table, CSV, JSON or a chart. Columns are the
+//! layout's measures, then its ratios, by their declared names.
 //!
 //! - `timeseries`: one row per bucket (and group); without a group-by,
 //!   every bucket of the window is listed, zeros included;
-//! - `top`: the N groups with the largest measure (ties by group values);
-//! - `ctr`: clicks, impressions and click-through rate per group;
+//! - `top`: the N groups with the largest measure or ratio (ties by group
+//!   values);
+//! - `ratios` (`ctr` for the shipped layout): each ratio with its two
+//!   measures, per group;
 //! - `totals`: every measure per group (one row without a group-by).
 
 use crate::error::{GatherError, Result};
 use crate::merge::Aggregation;
 use crate::window::Window;
 use std::cmp::Ordering;
-use zigzag_model::Measures;
+use zigzag_model::measure::MeasureKind;
+use zigzag_model::{MeasureSet, MeasureValues};
 
 /// One value of a report.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,17 +24,34 @@ pub enum Cell {
     /// An instant, ms since the epoch.
     Time(i64),
     Count(u64),
-    /// An amount in micro-units (None: no event had one).
-    Micros(Option<i128>),
+    /// An exact amount in units of 10^-scale (None: no event had one).
+    Decimal {
+        units: Option<i128>,
+        scale: u32,
+    },
     /// A ratio (None: undefined, e.g. CTR without impressions).
     Ratio(Option<f64>),
 }
 
+impl Cell {
+    /// The value as a number (charts).
+    pub fn number(&self) -> Option<f64> {
+        match self {
+            Cell::Count(n) => Some(*n as f64),
+            Cell::Decimal { units, scale } => units.map(|u| u as f64 / 10f64.powi(*scale as i32)),
+            Cell::Ratio(r) => *r,
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
-    /// `timeseries`, `top`, `ctr` or `totals`.
+    /// `timeseries`, `top`, `ratios` or `totals`.
     pub kind: &'static str,
     pub columns: Vec<String>,
+    /// Leading columns that name a row (time, rank, group values).
+    pub keys: usize,
     pub rows: Vec<Vec<Cell>>,
 }
 
@@ -40,79 +61,86 @@ impl Report {
     }
 }
 
-/// What `top` ranks by (and what a chart draws).
+/// What `top` ranks by (and what a chart draws): a measure or a ratio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankBy {
-    Clicks,
-    Impressions,
-    Cost,
-    Ctr,
+    Measure(usize),
+    Ratio(usize),
 }
 
 impl RankBy {
-    pub fn parse(text: &str) -> Option<RankBy> {
-        match text {
-            "clicks" => Some(RankBy::Clicks),
-            "impressions" => Some(RankBy::Impressions),
-            "cost" => Some(RankBy::Cost),
-            "ctr" => Some(RankBy::Ctr),
-            _ => None,
+    pub fn parse(text: &str, set: &MeasureSet) -> Result<RankBy> {
+        if let Some(i) = set.position(text) {
+            return Ok(RankBy::Measure(i));
+        }
+        if let Some(i) = set.ratios().iter().position(|r| r.name == text) {
+            return Ok(RankBy::Ratio(i));
+        }
+        let names: Vec<&str> = set
+            .measures()
+            .iter()
+            .map(|m| m.name.as_str())
+            .chain(set.ratios().iter().map(|r| r.name.as_str()))
+            .collect();
+        Err(GatherError::Report(format!("{text:?} is not a measure or ratio of the layout ({})", names.join(", "))))
+    }
+
+    pub fn name(self, set: &MeasureSet) -> &str {
+        match self {
+            RankBy::Measure(i) => &set.measures()[i].name,
+            RankBy::Ratio(i) => &set.ratios()[i].name,
         }
     }
 
-    pub fn name(self) -> &'static str {
-        match self {
-            RankBy::Clicks => "clicks",
-            RankBy::Impressions => "impressions",
-            RankBy::Cost => "cost",
-            RankBy::Ctr => "ctr",
-        }
+    /// Ratios are undefined where a group has no row; measures are zero.
+    pub fn is_ratio(self) -> bool {
+        matches!(self, RankBy::Ratio(_))
     }
 
-    /// The measure as a number (for ranking and charts).
-    pub fn value(self, m: &Measures) -> Option<f64> {
+    /// Exact comparison: measures as integers, ratios as cross products.
+    fn compare(self, set: &MeasureSet, a: &MeasureValues, b: &MeasureValues) -> Ordering {
         match self {
-            RankBy::Clicks => Some(m.clicks as f64),
-            RankBy::Impressions => Some(m.impressions as f64),
-            RankBy::Cost => Some(m.cost_sum as f64 / 1e6),
-            RankBy::Ctr => m.ctr(),
-        }
-    }
-
-    /// Exact comparison: integers as integers, CTR as a cross product.
-    fn compare(self, a: &Measures, b: &Measures) -> Ordering {
-        match self {
-            RankBy::Clicks => a.clicks.cmp(&b.clicks),
-            RankBy::Impressions => a.impressions.cmp(&b.impressions),
-            RankBy::Cost => a.cost_sum.cmp(&b.cost_sum),
-            RankBy::Ctr => match (a.impressions, b.impressions) {
-                (0, 0) => Ordering::Equal,
-                (0, _) => Ordering::Less,
-                (_, 0) => Ordering::Greater,
-                (ia, ib) => (a.clicks as u128 * ib as u128).cmp(&(b.clicks as u128 * ia as u128)),
-            },
+            RankBy::Measure(i) => a.0[i].compare(&b.0[i]),
+            RankBy::Ratio(i) => {
+                let r = &set.ratios()[i];
+                let parts = |v: &MeasureValues| {
+                    (v.0[r.numerator].units().unwrap_or(0), v.0[r.denominator].units().unwrap_or(0))
+                };
+                let ((na, da), (nb, db)) = (parts(a), parts(b));
+                match (da, db) {
+                    (0, 0) => Ordering::Equal,
+                    (0, _) => Ordering::Less,
+                    (_, 0) => Ordering::Greater,
+                    _ => match (na.checked_mul(db), nb.checked_mul(da)) {
+                        // Same sign of denominators assumed positive (counts, sums of positives).
+                        (Some(x), Some(y)) => x.cmp(&y),
+                        _ => (na as f64 / da as f64).total_cmp(&(nb as f64 / db as f64)),
+                    },
+                }
+            }
         }
     }
 }
 
-const ALL_MEASURES: [&str; 6] = ["clicks", "impressions", "ctr", "cost", "cost_min", "cost_max"];
-
-fn all_cells(m: &Measures) -> Vec<Cell> {
-    vec![
-        Cell::Count(m.clicks),
-        Cell::Count(m.impressions),
-        Cell::Ratio(m.ctr()),
-        Cell::Micros(Some(m.cost_sum)),
-        Cell::Micros(m.cost_min.map(i128::from)),
-        Cell::Micros(m.cost_max.map(i128::from)),
-    ]
+fn measure_columns(set: &MeasureSet) -> Vec<String> {
+    set.measures().iter().map(|m| m.name.clone()).chain(set.ratios().iter().map(|r| r.name.clone())).collect()
 }
 
-fn columns(agg: &Aggregation, first: &[&str], measures: &[&str]) -> Vec<String> {
+fn all_cells(set: &MeasureSet, v: &MeasureValues) -> Vec<Cell> {
+    let measures = set.measures().iter().zip(&v.0).map(|(m, x)| match m.kind {
+        MeasureKind::Count => Cell::Count(x.units().unwrap_or(0) as u64),
+        _ => Cell::Decimal { units: x.units(), scale: m.scale },
+    });
+    let ratios = set.ratios().iter().map(|r| Cell::Ratio(set.ratio(r, v)));
+    measures.chain(ratios).collect()
+}
+
+fn columns(agg: &Aggregation, first: &[&str], measures: Vec<String>) -> (Vec<String>, usize) {
     let mut c: Vec<String> = first.iter().map(|s| s.to_string()).collect();
-    c.extend(agg.group_by.iter().map(|f| f.name().to_string()));
-    c.extend(measures.iter().map(|s| s.to_string()));
-    c
+    c.extend(agg.group_by.iter().cloned());
+    let keys = c.len();
+    c.extend(measures);
+    (c, keys)
 }
 
 fn texts(values: &[String]) -> impl Iterator<Item = Cell> + '_ {
@@ -122,25 +150,27 @@ fn texts(values: &[String]) -> impl Iterator<Item = Cell> + '_ {
 /// One row per bucket (and group). Buckets are `step` wide, epoch-aligned.
 pub fn timeseries(agg: &Aggregation, window: &Window) -> Result<Report> {
     let step = agg.step.ok_or_else(|| GatherError::Report("a time series needs a step".into()))?;
+    let set = &agg.set;
     let mut rows = Vec::new();
     if agg.group_by.is_empty() {
         let mut b = window.start.div_euclid(step) * step;
-        let zero = Measures::default();
+        let zero = set.zero();
         while b < window.end {
             let key = crate::merge::GroupKey { bucket: Some(b), values: Vec::new() };
             let m = agg.groups.get(&key).unwrap_or(&zero);
-            rows.push([vec![Cell::Time(b)], all_cells(m)].concat());
+            rows.push([vec![Cell::Time(b)], all_cells(set, m)].concat());
             b += step;
         }
     } else {
         for (k, m) in &agg.groups {
             let mut row = vec![Cell::Time(k.bucket.unwrap_or_default())];
             row.extend(texts(&k.values));
-            row.extend(all_cells(m));
+            row.extend(all_cells(set, m));
             rows.push(row);
         }
     }
-    Ok(Report { kind: "timeseries", columns: columns(agg, &["time"], &ALL_MEASURES), rows })
+    let (columns, keys) = columns(agg, &["time"], measure_columns(set));
+    Ok(Report { kind: "timeseries", columns, keys, rows })
 }
 
 /// The `n` groups with the largest `by`.
@@ -148,8 +178,9 @@ pub fn top(agg: &Aggregation, n: usize, by: RankBy) -> Result<Report> {
     if agg.group_by.is_empty() {
         return Err(GatherError::Report("top needs --group-by: the groups to rank".into()));
     }
-    let mut groups: Vec<(Vec<String>, Measures)> = agg.by_values().into_iter().collect();
-    groups.sort_by(|a, b| by.compare(&b.1, &a.1).then_with(|| a.0.cmp(&b.0)));
+    let set = &agg.set;
+    let mut groups: Vec<(Vec<String>, MeasureValues)> = agg.by_values().into_iter().collect();
+    groups.sort_by(|a, b| by.compare(set, &b.1, &a.1).then_with(|| a.0.cmp(&b.0)));
     let rows = groups
         .iter()
         .take(n)
@@ -157,61 +188,91 @@ pub fn top(agg: &Aggregation, n: usize, by: RankBy) -> Result<Report> {
         .map(|(i, (values, m))| {
             let mut row = vec![Cell::Count(i as u64 + 1)];
             row.extend(texts(values));
-            row.extend(all_cells(m));
+            row.extend(all_cells(set, m));
             row
         })
         .collect();
-    Ok(Report { kind: "top", columns: columns(agg, &["rank"], &ALL_MEASURES), rows })
+    let (columns, keys) = columns(agg, &["rank"], measure_columns(set));
+    Ok(Report { kind: "top", columns, keys, rows })
 }
 
-fn per_group(agg: &Aggregation, cells: impl Fn(&Measures) -> Vec<Cell>) -> Vec<Vec<Cell>> {
-    let groups = agg.by_values();
+fn per_group(agg: &Aggregation, cells: impl Fn(&MeasureValues) -> Vec<Cell>) -> Vec<Vec<Cell>> {
     if agg.group_by.is_empty() {
         return vec![cells(&agg.total())];
     }
-    groups.iter().map(|(values, m)| texts(values).chain(cells(m)).collect()).collect()
+    agg.by_values().iter().map(|(values, m)| texts(values).chain(cells(m)).collect()).collect()
 }
 
-/// Clicks, impressions and CTR per group.
-pub fn ctr(agg: &Aggregation) -> Report {
-    let rows = per_group(agg, |m| vec![Cell::Count(m.clicks), Cell::Count(m.impressions), Cell::Ratio(m.ctr())]);
-    Report { kind: "ctr", columns: columns(agg, &[], &["clicks", "impressions", "ctr"]), rows }
+/// Each ratio with its numerator and denominator, per group.
+pub fn ratios(agg: &Aggregation) -> Result<Report> {
+    let set = &agg.set;
+    if set.ratios().is_empty() {
+        return Err(GatherError::Report("the layout declares no [[ratio]]".into()));
+    }
+    let mut names = Vec::new();
+    for r in set.ratios() {
+        for i in [r.numerator, r.denominator] {
+            let name = &set.measures()[i].name;
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names.push(r.name.clone());
+    }
+    let cells = |v: &MeasureValues| {
+        let all = all_cells(set, v);
+        let everything = measure_columns(set);
+        names.iter().map(|n| all[everything.iter().position(|c| c == n).unwrap_or(0)].clone()).collect()
+    };
+    let rows = per_group(agg, cells);
+    let (columns, keys) = columns(agg, &[], names.clone());
+    Ok(Report { kind: "ratios", columns, keys, rows })
 }
 
 /// Every measure per group.
 pub fn totals(agg: &Aggregation) -> Report {
-    Report { kind: "totals", columns: columns(agg, &[], &ALL_MEASURES), rows: per_group(agg, all_cells) }
+    let (columns, keys) = columns(agg, &[], measure_columns(&agg.set));
+    Report { kind: "totals", columns, keys, rows: per_group(agg, |v| all_cells(&agg.set, v)) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zigzag_model::Field;
+    use zigzag_model::{Config, MeasureValue};
 
-    fn m(clicks: u64, impressions: u64) -> Measures {
-        Measures { clicks, impressions, ..Measures::default() }
+    fn m(clicks: u64, impressions: u64) -> MeasureValues {
+        let mut v = Config::default().measure_set().unwrap().zero();
+        v.0[0] = MeasureValue::Count(clicks);
+        v.0[1] = MeasureValue::Count(impressions);
+        v
     }
 
     #[test]
     fn shapes() {
-        let mut a = Aggregation::new(Some(60_000), vec![]);
+        let set = Config::default().measure_set().unwrap();
+        let mut a = Aggregation::new(Some(60_000), vec![], set.clone());
         a.add(120_000, vec![], &m(1, 4));
         let r = timeseries(&a, &Window { start: 60_000, end: 240_000 }).unwrap();
         assert_eq!(r.rows.len(), 3, "zeros included");
-        assert_eq!(r.rows[1][1], Cell::Count(1));
-        assert_eq!(r.rows[0][3], Cell::Ratio(None));
-        let mut g = Aggregation::new(None, vec![Field::Country]);
+        assert_eq!(r.rows[1][r.column("clicks").unwrap()], Cell::Count(1));
+        assert_eq!(r.rows[0][r.column("ctr").unwrap()], Cell::Ratio(None));
+        assert_eq!(r.keys, 1);
+        let mut g = Aggregation::new(None, vec!["country".into()], set.clone());
         g.add(0, vec!["DE".into()], &m(1, 2));
         g.add(0, vec!["FR".into()], &m(3, 100));
         g.add(0, vec!["US".into()], &m(0, 0));
-        let t = top(&g, 2, RankBy::Ctr).unwrap();
+        let ctr = RankBy::parse("ctr", &set).unwrap();
+        let t = top(&g, 2, ctr).unwrap();
         assert_eq!(t.rows.len(), 2);
         assert_eq!(t.rows[0][1], Cell::Text("DE".into()));
-        let t = top(&g, 5, RankBy::Clicks).unwrap();
+        let t = top(&g, 5, RankBy::parse("clicks", &set).unwrap()).unwrap();
         assert_eq!(t.rows[0][1], Cell::Text("FR".into()));
         assert_eq!(t.rows[2][1], Cell::Text("US".into()));
-        assert!(top(&Aggregation::new(None, vec![]), 3, RankBy::Clicks).is_err());
-        assert_eq!(ctr(&g).rows.len(), 3);
-        assert_eq!(totals(&Aggregation::new(None, vec![])).rows.len(), 1);
+        assert!(RankBy::parse("revenue", &set).unwrap_err().to_string().contains("cost_max"));
+        assert!(top(&Aggregation::new(None, vec![], set.clone()), 3, ctr).is_err());
+        let r = ratios(&g).unwrap();
+        assert_eq!(r.columns, ["country", "clicks", "impressions", "ctr"]);
+        assert_eq!(r.rows.len(), 3);
+        assert_eq!(totals(&Aggregation::new(None, vec![], set)).rows.len(), 1);
     }
 }

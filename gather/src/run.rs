@@ -5,7 +5,7 @@ use crate::execute::{execute, Actual, ExecOptions};
 use crate::merge::Aggregation;
 use crate::plan::{plan, Plan, PlanRequest};
 use zigzag_core::table::SortedTable;
-use zigzag_model::{Field, KeyModel};
+use zigzag_model::KeyModel;
 
 /// A plan, what it read (merged), and what reading cost.
 #[derive(Debug, Clone)]
@@ -21,11 +21,11 @@ pub async fn gather<T: SortedTable + ?Sized>(
     table: &T,
     km: &KeyModel,
     req: PlanRequest,
-    group_by: Vec<Field>,
+    group_by: Vec<String>,
     opts: &ExecOptions,
 ) -> Result<Gathered> {
     let plan = plan(km, req)?;
-    let mut aggregation = Aggregation::new(plan.step, group_by);
+    let mut aggregation = Aggregation::new(plan.step, group_by, km.measures().clone());
     let actual = execute(table, &plan, opts, |item| aggregation.add_item(item)).await?;
     Ok(Gathered { plan, aggregation, actual })
 }

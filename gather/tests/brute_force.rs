@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::Field;
 use common::*;
 use proptest::prelude::*;
 use std::sync::OnceLock;
@@ -15,7 +16,7 @@ use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::report;
 use zigzag_gather::window::WindowSpec;
-use zigzag_model::{Config, Field, KeyModel, Rollup, ScatterMode};
+use zigzag_model::{Config, KeyModel, Rollup, ScatterMode};
 use zigzag_sqlite::SqliteTable;
 
 struct Store {
@@ -178,8 +179,11 @@ fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
     };
     let opts = ExecOptions { concurrency: c.concurrency, strategy, ..ExecOptions::default() };
     let km = KeyModel::new(&store.config).unwrap();
-    let g = w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &km, req, c.group_by.clone(), &opts)).unwrap();
-    let got = g.aggregation.groups.iter().map(|(k, m)| ((k.bucket, k.values.clone()), *m)).collect();
+    let g =
+        w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &km, req, common::names(&c.group_by), &opts))
+            .unwrap();
+    let got =
+        g.aggregation.groups.iter().map(|(k, m)| ((k.bucket, k.values.clone()), common::Measures::of(m))).collect();
     (got, g)
 }
 
@@ -259,7 +263,7 @@ fn rcu_budget_paces_reads() {
     let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };
     let km = KeyModel::new(&store.config).unwrap();
     let paced = w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &km, req, vec![], &opts)).unwrap();
-    assert_eq!(paced.aggregation.groups.values().next(), free.values().next());
+    assert_eq!(paced.aggregation.groups.values().next().map(common::Measures::of).as_ref(), free.values().next());
     assert!(rcu > 20.0, "enough reading to pace: {rcu}");
     // One second of burst, then `rate`: at least (rcu - rate - one page of
     // 3 items, 0.5 RCU) / rate seconds, about 2 s.

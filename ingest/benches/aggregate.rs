@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use zigzag_ingest::aggregate::{Aggregator, Generation};
-use zigzag_ingest::decode::{decode, DecodeLimits};
+use zigzag_ingest::decode::{DecodeLimits, Decoder};
 use zigzag_ingest::source::RecordBatch;
 use zigzag_loadgen::{GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, Position};
@@ -34,23 +34,27 @@ fn bench(c: &mut Criterion) {
     eprintln!("mean record: {} bytes", bytes / b.records.len());
     let limits = DecodeLimits::default();
     let keys = KeyModel::new(&Config::default()).unwrap();
-    let agg = Aggregator::new(&keys, limits);
+    let aggregator = |keys: &KeyModel, cfg: &Config| {
+        Aggregator::new(keys, Decoder::new(cfg, limits).unwrap(), cfg.measure_set().unwrap())
+    };
+    let agg = aggregator(&keys, &Config::default());
+    let decoder = Decoder::shipped();
     let mut g = c.benchmark_group("ingest");
     g.throughput(Throughput::Elements(N));
     g.bench_function("decode", |bn| {
         bn.iter(|| {
             let mut ok = 0u32;
             for (_, r) in b.iter() {
-                ok += decode(r, &limits).is_ok() as u32;
+                ok += decoder.decode(r).is_ok() as u32;
             }
             ok
         })
     });
-    let events: Vec<_> = b.iter().map(|(_, r)| decode(r, &limits).unwrap()).collect();
+    let events: Vec<_> = b.iter().map(|(_, r)| decoder.decode(r).unwrap()).collect();
     for rollups in [1usize, 3] {
         let mut cfg = Config::default();
         cfg.rollups.truncate(rollups);
-        let agg_n = Aggregator::new(&KeyModel::new(&cfg).unwrap(), limits);
+        let agg_n = aggregator(&KeyModel::new(&cfg).unwrap(), &cfg);
         g.bench_with_input(BenchmarkId::new("aggregate_decoded", format!("{rollups}_rollups")), &events, |bn, evs| {
             bn.iter_batched_ref(
                 Generation::default,

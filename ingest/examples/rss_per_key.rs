@@ -6,7 +6,7 @@
 //! `cargo run --release -p zigzag-ingest --example rss_per_key [-- N]`
 
 use zigzag_ingest::aggregate::{Aggregator, Generation};
-use zigzag_ingest::decode::{DecodeLimits, Event, EventType};
+use zigzag_ingest::decode::{Decoder, Event, FieldValue};
 use zigzag_model::{Config, KeyModel};
 
 fn rss_kb() -> u64 {
@@ -22,21 +22,28 @@ fn rss_kb() -> u64 {
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
     let keys = KeyModel::new(&Config::default()).expect("default config");
-    let agg = Aggregator::new(&keys, DecodeLimits::default());
+    let agg = Aggregator::new(&keys, Decoder::shipped(), Config::default().measure_set().expect("shipped"));
     let gen = Generation::default();
     let before = rss_kb();
     // ~20-byte referrers, like the generator's.
     for i in 0..n {
         let referrer = format!("ref{i:07}.example.com");
+        let ts_ms = 1_795_132_800_000 + (i as i64 % 1440) * 60_000;
+        let s = |x: &str| FieldValue::Str(x.to_string().into());
         let e = Event {
-            kind: if i % 20 == 0 { EventType::Click } else { EventType::Impression },
-            ts_ms: 1_795_132_800_000 + (i as i64 % 1440) * 60_000,
-            referrer: referrer.as_str().into(),
-            campaign: "camp-001".into(),
-            country: "DE".into(),
-            url: "/p/1".into(),
-            cost: (i % 20 == 0).then_some(0.25),
-            user_id: None,
+            ts_ms,
+            values: [
+                s(if i % 20 == 0 { "click" } else { "impression" }),
+                FieldValue::Time(ts_ms),
+                s(&referrer),
+                s("camp-001"),
+                s("DE"),
+                s("/p/1"),
+                if i % 20 == 0 { FieldValue::Dec(250_000) } else { FieldValue::Absent },
+                FieldValue::Absent,
+            ]
+            .into_iter()
+            .collect(),
         };
         agg.add_event(&gen, 0, &e).expect("no identity collisions");
     }

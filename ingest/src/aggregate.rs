@@ -13,14 +13,15 @@
 //! Partials are kept per source shard until the flush, which merges the
 //! shards whose leases it proved still held and drops the others.
 
-use crate::decode::{decode, DecodeError, DecodeLimits, Event, EventType};
+use crate::decode::{DecodeError, Decoder, Event, FieldValue};
 use crate::source::RecordBatch;
 use dashmap::DashMap;
 use rustc_hash::FxBuildHasher;
+use std::borrow::Cow;
 use std::sync::Arc;
-use zigzag_model::config::Field;
-use zigzag_model::measures::cost_to_micros;
-use zigzag_model::{Identity, KeyModel, Measures, Position, Rollup};
+use zigzag_model::measure::Partial;
+use zigzag_model::schema::value::display;
+use zigzag_model::{Identity, KeyModel, MeasureSet, Position, Rollup};
 
 /// Packed: 32 bytes (the identity as two u64 keeps the alignment at 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,58 +40,6 @@ impl AggKey {
 
     pub fn id(&self) -> Identity {
         (self.id[0] as u128) << 64 | self.id[1] as u128
-    }
-}
-
-/// Measures of one key within one generation, compact (48 bytes): min/max
-/// use sentinels instead of options. Widened to [`Measures`] at flush.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Partial {
-    cost_sum: i128,
-    clicks: u64,
-    impressions: u64,
-    cost_min: i64,
-    cost_max: i64,
-}
-
-impl Default for Partial {
-    fn default() -> Self {
-        Partial { cost_sum: 0, clicks: 0, impressions: 0, cost_min: i64::MAX, cost_max: i64::MIN }
-    }
-}
-
-impl Partial {
-    #[inline]
-    fn add_event(&mut self, click: bool, cost: Option<i64>) {
-        if click {
-            self.clicks += 1;
-        } else {
-            self.impressions += 1;
-        }
-        if let Some(c) = cost {
-            self.cost_sum += c as i128;
-            self.cost_min = self.cost_min.min(c);
-            self.cost_max = self.cost_max.max(c);
-        }
-    }
-
-    fn merge(&mut self, o: &Partial) {
-        self.cost_sum += o.cost_sum;
-        self.clicks += o.clicks;
-        self.impressions += o.impressions;
-        self.cost_min = self.cost_min.min(o.cost_min);
-        self.cost_max = self.cost_max.max(o.cost_max);
-    }
-
-    pub fn measures(&self) -> Measures {
-        let has_cost = self.cost_min <= self.cost_max;
-        Measures {
-            clicks: self.clicks,
-            impressions: self.impressions,
-            cost_sum: self.cost_sum,
-            cost_min: has_cost.then_some(self.cost_min),
-            cost_max: has_cost.then_some(self.cost_max),
-        }
     }
 }
 
@@ -139,9 +88,10 @@ pub struct Generation {
     bytes: std::sync::atomic::AtomicU64,
 }
 
-/// Estimated bytes of one partial in the map: key 32 + partial 48, the
-/// table's control byte and its spare room (a hash table is 50-87 % full).
-const PARTIAL_BYTES: u64 = 112;
+/// Estimated bytes of one partial in the map: key 32 + partial 64 (six
+/// accumulator words inline), the table's control byte and its spare room
+/// (a hash table is 50-87 % full).
+const PARTIAL_BYTES: u64 = 136;
 /// Estimated bytes of one key's names beyond their packed text: the map
 /// entry (16 + 8) with its spare room, and the allocation's header.
 const NAME_BYTES: u64 = 64;
@@ -177,6 +127,7 @@ impl Generation {
     /// the units nest).
     pub fn into_rollups(
         self,
+        set: &MeasureSet,
         rollups: &[Rollup],
         keep: impl Fn(u32) -> bool,
     ) -> (MergedPartials, DashMap<Identity, KeyValues, FxBuildHasher>) {
@@ -189,7 +140,12 @@ impl Generation {
             }
             for &r in rollups {
                 let k = AggKey { rollup: r, bucket: r.floor(key.bucket), shard: 0, ..key };
-                merged.entry(k).or_default().merge(&p);
+                match merged.entry(k) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().merge(set, &p),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(p.clone());
+                    }
+                }
             }
         }
         (merged, names)
@@ -199,12 +155,15 @@ impl Generation {
 /// A flush's partials merged across shards, every rollup, one per item.
 pub type MergedPartials = rustc_hash::FxHashMap<AggKey, Partial>;
 
-/// The aggregation rules: which fields key an aggregate, which rollups.
+/// The aggregation rules: how records decode, which fields key an
+/// aggregate (each dimension's field index), which measures, which rollup.
 #[derive(Debug, Clone)]
 pub struct Aggregator {
-    fields: Vec<Field>,
+    decoder: Decoder,
+    /// Per key dimension: its field's index and declaration.
+    dims: Vec<(usize, zigzag_model::schema::FieldSpec)>,
+    measures: MeasureSet,
     finest: Rollup,
-    limits: DecodeLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -220,21 +179,24 @@ pub struct IdentityCollision {
 pub struct BatchCounts {
     pub valid: u64,
     pub rejected: u64,
-}
-
-fn field_value<'e>(e: &'e Event, f: Field) -> &'e str {
-    match f {
-        Field::Referrer => &e.referrer,
-        Field::Campaign => &e.campaign,
-        Field::Country => &e.country,
-        Field::Url => &e.url,
-    }
+    /// CSV header rows skipped.
+    pub headers: u64,
 }
 
 impl Aggregator {
-    pub fn new(keys: &KeyModel, limits: DecodeLimits) -> Self {
+    pub fn new(keys: &KeyModel, decoder: Decoder, measures: MeasureSet) -> Self {
         let finest = keys.rollups().min_by_key(|r| r.unit_ms()).expect("a validated config has rollups");
-        Aggregator { fields: keys.fields().to_vec(), finest, limits }
+        let fields: Vec<_> = decoder.fields().map(|f| f.spec.clone()).collect();
+        let dims = keys.dims().iter().map(|d| (d.field, fields[d.field].clone())).collect();
+        Aggregator { dims, decoder, measures, finest }
+    }
+
+    pub fn measures(&self) -> &MeasureSet {
+        &self.measures
+    }
+
+    pub fn decoder(&self) -> &Decoder {
+        &self.decoder
     }
 
     /// Decodes and aggregates every record of a batch into `gen`; records
@@ -248,11 +210,13 @@ impl Aggregator {
     ) -> Result<BatchCounts, IdentityCollision> {
         let mut counts = BatchCounts::default();
         for (pos, bytes) in batch.iter() {
-            match decode(bytes, &self.limits) {
+            match self.decoder.decode(bytes) {
                 Ok(event) => {
                     self.add_event(gen, shard, &event)?;
                     counts.valid += 1;
                 }
+                // A CSV header row is framing, not a record: nothing to keep.
+                Err(DecodeError::Header) => counts.headers += 1,
                 Err(error) => {
                     counts.rejected += 1;
                     rejected.push(Rejected { pos, error, record: bytes.to_vec() });
@@ -265,20 +229,25 @@ impl Aggregator {
     #[inline]
     pub fn add_event(&self, gen: &Generation, shard: u32, e: &Event) -> Result<(), IdentityCollision> {
         const INLINE: usize = 4;
-        let mut values: smallvec::SmallVec<[&str; INLINE]> = smallvec::SmallVec::new();
-        values.extend(self.fields.iter().map(|f| field_value(e, *f)));
+        let mut texts: smallvec::SmallVec<[Cow<'_, str>; INLINE]> = smallvec::SmallVec::new();
+        for (f, spec) in &self.dims {
+            texts.push(match &e.values[*f] {
+                FieldValue::Str(s) => Cow::Borrowed(&**s),
+                other => Cow::Owned(display(spec, other)),
+            });
+        }
+        let values: smallvec::SmallVec<[&str; INLINE]> = texts.iter().map(|t| &**t).collect();
         let id = KeyModel::identity(&values);
         self.check_names(gen, id, &values)?;
-        let click = e.kind == EventType::Click;
-        // Decode admits only finite, non-negative costs; absurd ones (beyond
-        // i64 micro-units) were rejected there too.
-        let cost = e.cost.and_then(cost_to_micros);
         let key = AggKey::new(shard, self.finest, self.finest.floor(e.ts_ms), id);
         match gen.partials.entry(key) {
-            dashmap::Entry::Occupied(mut e) => e.get_mut().add_event(click, cost),
-            dashmap::Entry::Vacant(e) => {
-                e.insert(Partial::default()).add_event(click, cost);
-                gen.bytes.fetch_add(PARTIAL_BYTES, std::sync::atomic::Ordering::Relaxed);
+            dashmap::Entry::Occupied(mut p) => p.get_mut().add(&self.measures, &e.values),
+            dashmap::Entry::Vacant(v) => {
+                let mut p = self.measures.partial();
+                p.add(&self.measures, &e.values);
+                let extra = p.heap_bytes() as u64;
+                v.insert(p);
+                gen.bytes.fetch_add(PARTIAL_BYTES + extra, std::sync::atomic::Ordering::Relaxed);
             }
         }
         Ok(())
@@ -307,12 +276,17 @@ impl Aggregator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zigzag_model::Config;
+    use zigzag_model::{Config, MeasureValue};
+
+    fn aggregator(keys: &KeyModel) -> Aggregator {
+        let c = Config::default();
+        Aggregator::new(keys, Decoder::shipped(), c.measure_set().unwrap())
+    }
 
     #[test]
     fn one_event_feeds_every_rollup_and_bad_records_are_kept() {
         let keys = KeyModel::new(&Config::default()).unwrap();
-        let agg = Aggregator::new(&keys, DecodeLimits::default());
+        let agg = aggregator(&keys);
         let gen = Generation::default();
         let mut batch = RecordBatch::default();
         let ev = br#"{"type":"click","ts":"2026-11-21T10:15:30Z","referrer":"r","campaign":"c","country":"DE","url":"/","cost":0.25}"#;
@@ -325,14 +299,14 @@ mod tests {
         assert_eq!(rejected[0].pos, Position::at(2));
         assert_eq!(rejected[0].record, b"{not json");
         assert_eq!(gen.len(), 1, "the finest rollup only");
-        let (all, _) = gen.into_rollups(&Rollup::ALL, |_| true);
+        let (all, _) = gen.into_rollups(agg.measures(), &Rollup::ALL, |_| true);
         let all: Vec<_> = all.into_iter().collect();
         assert_eq!(all.len(), 3, "minute, hour and day partials");
         for (_, p) in &all {
-            let m = p.measures();
-            assert_eq!(m.clicks, 2);
-            assert_eq!(m.cost_sum, 500_000);
-            assert_eq!((m.cost_min, m.cost_max), (Some(250_000), Some(250_000)));
+            let m = p.values(agg.measures());
+            assert_eq!(m.0[0], MeasureValue::Count(2));
+            assert_eq!(m.0[2], MeasureValue::Sum(500_000));
+            assert_eq!((m.0[3], m.0[4]), (MeasureValue::Min(Some(250_000)), MeasureValue::Max(Some(250_000))));
         }
         let minute = all.iter().find(|(k, _)| k.rollup == Rollup::Minute).unwrap();
         assert_eq!(minute.0.bucket, 1_795_256_100_000); // 2026-11-21T10:15:00Z
@@ -343,7 +317,7 @@ mod tests {
     #[test]
     fn shards_merge_into_one_partial_per_key_and_dropped_shards_are_left_out() {
         let keys = KeyModel::new(&Config::default()).unwrap();
-        let agg = Aggregator::new(&keys, DecodeLimits::default());
+        let agg = aggregator(&keys);
         let gen = Generation::default();
         let ev = br#"{"type":"click","ts":"2026-11-21T10:15:30Z","referrer":"r","campaign":"c","country":"DE","url":"/","cost":1}"#;
         for shard in 0..3u32 {
@@ -352,16 +326,16 @@ mod tests {
             agg.add_batch(&gen, shard, &batch, &mut Vec::new()).unwrap();
         }
         assert_eq!(gen.len(), 3, "one partial per shard in memory");
-        let (merged, _) = gen.into_rollups(&[Rollup::Minute], |shard| shard != 1);
+        let (merged, _) = gen.into_rollups(agg.measures(), &[Rollup::Minute], |shard| shard != 1);
         assert_eq!(merged.len(), 1, "one item write for the key");
-        let m = merged.values().next().unwrap().measures();
-        assert_eq!((m.clicks, m.cost_sum), (2, 2_000_000), "shards 0 and 2 only");
+        let m = merged.values().next().unwrap().values(agg.measures());
+        assert_eq!((m.0[0], m.0[2]), (MeasureValue::Count(2), MeasureValue::Sum(2_000_000)), "shards 0 and 2 only");
     }
 
     #[test]
     fn memory_is_counted_once_per_new_key_with_its_names() {
         let keys = KeyModel::new(&Config::default()).unwrap();
-        let agg = Aggregator::new(&keys, DecodeLimits::default());
+        let agg = aggregator(&keys);
         let gen = Generation::default();
         let event = |referrer: &str| {
             format!(

@@ -11,7 +11,7 @@
 //! This is the pipeline's one retry loop for item writes: the store returns
 //! each item's result and only the failed items are sent again.
 
-use crate::aggregate::{AggKey, Generation, KeyValues, MergedPartials, Partial};
+use crate::aggregate::{AggKey, Generation, KeyValues, MergedPartials};
 use dashmap::DashMap;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use rustc_hash::FxBuildHasher;
@@ -20,10 +20,10 @@ use std::sync::Arc;
 use thiserror::Error;
 use zigzag_core::retry::{RetryPolicy, Retryable};
 use zigzag_core::schema::DimError;
-use zigzag_core::table::{Item, SortedTable, TableError, UpdateOutcome};
-use zigzag_model::config::Field;
-use zigzag_model::measures::{plan_update, remembered_extremes, ItemWrite};
-use zigzag_model::{Config, Identity, KeyModel, Measure, Measures};
+use zigzag_core::table::{AttrValue, Item, SortedTable, TableError, UpdateOutcome};
+use zigzag_model::measure::update::{extremes_of, plan_update, remembered_extremes, ItemWrite};
+use zigzag_model::measure::Partial;
+use zigzag_model::{Config, ConfigError, Identity, KeyModel, MeasureSet, MeasureValues};
 
 #[derive(Debug, Error)]
 pub enum FlushError {
@@ -64,10 +64,12 @@ pub struct Writer {
 
 pub struct Flusher {
     keys: KeyModel,
-    /// Stored cost min/max of items this worker wrote lately (by a hash of
-    /// the key), so a flush that moves them writes once (`remembered_extremes`).
-    extremes: DashMap<u64, (Option<i64>, Option<i64>), FxBuildHasher>,
-    stored: Vec<Measure>,
+    /// Stored minima and maxima of items this worker wrote lately (by a
+    /// hash of the key), so a flush that moves them writes once
+    /// (`remembered_extremes`). Empty when no measure is a min or max.
+    extremes: DashMap<u64, smallvec::SmallVec<[Option<i64>; 2]>, FxBuildHasher>,
+    remember: bool,
+    set: MeasureSet,
     aggregates: Arc<dyn SortedTable>,
     concurrency: usize,
     retry: RetryPolicy,
@@ -75,17 +77,22 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    pub fn new(keys: KeyModel, config: &Config, aggregates: Arc<dyn SortedTable>) -> Self {
+    pub fn new(keys: KeyModel, config: &Config, aggregates: Arc<dyn SortedTable>) -> Result<Self, ConfigError> {
         let per_prefix = (0..keys.prefixes()).map(|_| AtomicU64::new(0)).collect();
-        Flusher {
+        let set = config.measure_set()?;
+        let remember = set.measures().iter().any(|m| {
+            matches!(m.kind, zigzag_model::measure::MeasureKind::Min | zigzag_model::measure::MeasureKind::Max)
+        });
+        Ok(Flusher {
             extremes: DashMap::with_hasher(FxBuildHasher),
+            remember,
             keys,
-            stored: config.measures.clone(),
+            set,
             aggregates,
             concurrency: config.flush.concurrency,
             retry: RetryPolicy::default(),
             stats: FlushStats { per_prefix, ..Default::default() },
-        }
+        })
     }
 
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
@@ -98,7 +105,7 @@ impl Flusher {
     /// before the flush) are dropped: the new owner reads them again.
     pub fn merge(&self, gen: Generation, keep: impl Fn(u32) -> bool) -> Merged {
         let rollups: Vec<_> = self.keys.rollups().collect();
-        let (partials, names) = gen.into_rollups(&rollups, keep);
+        let (partials, names) = gen.into_rollups(&self.set, &rollups, keep);
         Merged { partials, names }
     }
 
@@ -113,10 +120,10 @@ impl Flusher {
         // Locate every partial (cheap), then build full item keys one
         // partition at a time: the flush's extra memory is the compact
         // partials plus one partition's writes, not every item key at once.
-        let mut located: Vec<((u32, zigzag_model::Rollup, i64), AggKey, Partial)> = merged
+        let mut located: Vec<((u32, zigzag_model::Rollup, i64), AggKey, &Partial)> = merged
             .partials
             .iter()
-            .map(|(&key, &p)| {
+            .map(|(&key, p)| {
                 let prefix = self.keys.prefix(key.id(), key.rollup, key.bucket, writer.lane, writer.k);
                 ((prefix, key.rollup, key.rollup.bin().start_of(key.bucket)), key, p)
             })
@@ -144,7 +151,7 @@ impl Flusher {
     /// transaction), CHUNK per store call.
     async fn write_partition(
         &self,
-        partition: &[((u32, zigzag_model::Rollup, i64), AggKey, Partial)],
+        partition: &[((u32, zigzag_model::Rollup, i64), AggKey, &Partial)],
         names: &DashMap<Identity, KeyValues, FxBuildHasher>,
         mark: &str,
         k: u64,
@@ -152,7 +159,7 @@ impl Flusher {
         let mut writes = Vec::with_capacity(partition.len());
         for ((prefix, _, _), key, p) in partition {
             let values = names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
-            writes.push(self.prepare(*key, *prefix, p.measures(), values)?);
+            writes.push(self.prepare(*key, *prefix, p.values(&self.set), values)?);
         }
         writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
         let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
@@ -160,7 +167,7 @@ impl Flusher {
         stream::iter(chunks).buffer_unordered(in_flight).try_collect::<()>().await
     }
 
-    fn prepare(&self, key: AggKey, prefix: u32, m: Measures, values: KeyValues) -> Result<Prepared, FlushError> {
+    fn prepare(&self, key: AggKey, prefix: u32, m: MeasureValues, values: KeyValues) -> Result<Prepared, FlushError> {
         let rollup = key.rollup;
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().collect();
         let sk = self.keys.sort_key(rollup, key.bucket, &strs, key.id())?;
@@ -180,9 +187,11 @@ impl Flusher {
     /// once), and items that failed retryably are sent again after a
     /// backoff, until each is applied or found already applied.
     async fn write_chunk(&self, chunk: &[Prepared], mark: &str, k: u64) -> Result<(), FlushError> {
-        let fields = self.keys.fields();
-        let dims: Vec<Vec<(Field, &str)>> =
-            chunk.iter().map(|p| fields.iter().copied().zip(p.values.iter()).collect()).collect();
+        let key_dims = self.keys.dims();
+        let dims: Vec<Vec<(&str, AttrValue)>> = chunk
+            .iter()
+            .map(|p| key_dims.iter().zip(p.values.iter()).map(|(d, text)| (d.name.as_str(), d.attr(text))).collect())
+            .collect();
         let writes: Vec<ItemWrite> = chunk
             .iter()
             .zip(&dims)
@@ -191,8 +200,8 @@ impl Flusher {
                 sk: p.sk.clone(),
                 bucket_start: p.bucket,
                 dims,
-                measures: p.measures,
-                stored: &self.stored,
+                values: &p.measures,
+                set: &self.set,
                 mark_attr: mark,
                 flush: k,
             })
@@ -204,8 +213,8 @@ impl Flusher {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let memory = self.extremes.get(&item_hash(&p.pk, &p.sk)).map(|e| *e);
-                (i, memory.map(|(min, max)| remembered_extremes(&p.pk, &p.sk, min, max)))
+                let memory = self.extremes.get(&item_hash(&p.pk, &p.sk));
+                (i, memory.map(|m| remembered_extremes(&self.set, &p.pk, &p.sk, &m)))
             })
             .collect();
         const CONDITIONAL_ROUNDS: u32 = 8;
@@ -244,12 +253,11 @@ impl Flusher {
                 self.stats.per_prefix[chunk[i].prefix as usize].fetch_add(1, Ordering::Relaxed);
                 match result {
                     Ok(UpdateOutcome::Applied(item)) => {
-                        if self.extremes.len() >= EXTREMES_REMEMBERED {
+                        if !self.remember || self.extremes.len() >= EXTREMES_REMEMBERED {
                             continue; // full: refilled at the next flush
                         }
-                        if let Ok(m) = Measures::from_item(&item) {
-                            self.extremes.insert(item_hash(&item.pk, &item.sk), (m.cost_min, m.cost_max));
-                        }
+                        let extremes = extremes_of(&self.set, &item).into_iter().collect();
+                        self.extremes.insert(item_hash(&item.pk, &item.sk), extremes);
                     }
                     Ok(UpdateOutcome::ConditionFailed(old)) => {
                         // Absent yet failed cannot happen (every guard accepts
@@ -311,10 +319,10 @@ struct Prepared {
     prefix: u32,
     bucket: i64,
     values: KeyValues,
-    measures: Measures,
+    measures: MeasureValues,
 }
 
-/// Items whose stored min/max a flusher remembers (~50 bytes each, ~13 MB):
+/// Items whose stored min/max a flusher remembers (~60 bytes each, ~16 MB):
 /// enough for the keys a steady stream rewrites every flush; a bigger
 /// flush (a backfill) remembers its first items only.
 const EXTREMES_REMEMBERED: usize = 1 << 18;

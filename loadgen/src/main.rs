@@ -309,7 +309,12 @@ async fn run_kinesis(cli: &Cli, gen: &Generator, stream: &str) -> Result<()> {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let gen = Generator::new(gen_config(&cli)?);
-    let truth = truth::compute(&gen);
+    let config = match &cli.config {
+        Some(p) => Config::from_toml(&std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?)
+            .with_context(|| format!("in {}", p.display()))?,
+        None => Config::default(),
+    };
+    let truth = truth::compute_for(&gen, &config)?;
     let text = serde_json::to_string_pretty(&truth)?;
     std::fs::write(&cli.truth, text).with_context(|| format!("writing {}", cli.truth.display()))?;
     eprintln!(

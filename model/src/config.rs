@@ -1,13 +1,33 @@
-//! Pipeline configuration. Every field has a default, so no file is needed:
+//! Pipeline configuration. Every part has a default (the shipped
+//! click/impression schema), so no file is needed:
 //!
 //! ```toml
 //! rollups = ["minute", "hour", "day"]        # all written at once
-//! measures = ["clicks", "impressions", "cost_sum", "cost_min", "cost_max"]
+//!
+//! [input]
+//! format = "json"                            # json | csv (then `columns = [...]`)
+//! time = "ts"                                # the event-time field
+//!
+//! [[field]]                                  # the event's fields (schema::FieldSpec)
+//! name = "country"
+//! path = "/geo/cc"                           # JSON pointer (default /<name>); CSV: column
+//! type = "string"                            # string | integer | decimal | boolean | timestamp
 //!
 //! [[dimension]]                              # Z-dimensions after time-within-bin
-//! field = "referrer"                         # referrer | campaign | country | url
-//! type = "string"                            # string (fixed width) | hash (equality only)
-//! bytes = 8
+//! field = "country"
+//! type = "string"                            # string (bytes) | hash (bits) | integer | enum
+//! bytes = 2
+//! indexed = true                             # false: stored and grouped on, not in the Z-address
+//!
+//! [[measure]]                                # measure::MeasureSpec
+//! name = "clicks"
+//! type = "count"                             # count | sum | min | max
+//! where = "type = click"
+//!
+//! [[ratio]]                                  # computed by readers
+//! name = "ctr"
+//! numerator = "clicks"
+//! denominator = "impressions"
 //!
 //! [scatter]
 //! prefixes = 16                              # P
@@ -19,10 +39,10 @@
 //! max_memory_mb = 1024                       # estimated memory of the live keys
 //! ```
 
-use crate::measures::Measure;
+use crate::measure::{default_measures, default_ratios, MeasureSet, MeasureSpec, RatioSpec};
 use crate::rollup::Rollup;
+use crate::schema::{default_fields, FieldSpec, FieldType, InputSpec, TypedField};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -33,67 +53,50 @@ pub enum ConfigError {
     Invalid(String),
 }
 
-/// An event field that can be a Z-dimension (and a group-by key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Field {
-    Referrer,
-    Campaign,
-    Country,
-    Url,
-}
-
-impl Field {
-    pub const ALL: [Field; 4] = [Field::Referrer, Field::Campaign, Field::Country, Field::Url];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Field::Referrer => "referrer",
-            Field::Campaign => "campaign",
-            Field::Country => "country",
-            Field::Url => "url",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Field> {
-        Field::ALL.into_iter().find(|f| f.name() == text)
-    }
-}
-
-impl fmt::Display for Field {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DimensionType {
-    /// Fixed-width UTF-8 prefix: supports equality, ranges and IN.
+    /// Fixed-width UTF-8 prefix of the value's text: equality, ranges, IN.
+    #[default]
     String,
-    /// xxh3 of the text: equality only, but any length in few bits.
+    /// xxh3 of the value's text: equality only, but any length in few bits.
     Hash,
+    /// An integer field's value, in the field's declared `min..=max`.
+    Integer,
+    /// A string field's declared `values`, by position.
+    Enum,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DimensionSpec {
-    pub field: Field,
-    #[serde(rename = "type", default = "DimensionSpec::default_type")]
+    pub field: String,
+    #[serde(rename = "type", default)]
     pub kind: DimensionType,
     /// Width of a `string` dimension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u32>,
     /// Width of a `hash` dimension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bits: Option<u32>,
+    /// In the Z-address (filters narrow the reads) or only stored.
+    #[serde(default = "yes")]
+    pub indexed: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl DimensionSpec {
-    fn default_type() -> DimensionType {
-        DimensionType::String
-    }
-
-    fn string(field: Field, bytes: u32) -> Self {
-        DimensionSpec { field, kind: DimensionType::String, bytes: Some(bytes), bits: None }
+    pub fn string(field: &str, bytes: u32) -> Self {
+        DimensionSpec {
+            field: field.into(),
+            kind: DimensionType::String,
+            bytes: Some(bytes),
+            bits: None,
+            indexed: true,
+        }
     }
 }
 
@@ -152,27 +155,54 @@ impl Default for FlushConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub rollups: Vec<Rollup>,
-    #[serde(rename = "dimension")]
+    pub input: InputSpec,
+    pub fields: Vec<FieldSpec>,
     pub dimensions: Vec<DimensionSpec>,
-    pub measures: Vec<Measure>,
+    pub measures: Vec<MeasureSpec>,
+    pub ratios: Vec<RatioSpec>,
     pub scatter: ScatterConfig,
     pub flush: FlushConfig,
+}
+
+/// The file as written: schema parts left out take the shipped ones, but
+/// only while the fields are the shipped ones too.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ConfigFile {
+    rollups: Option<Vec<Rollup>>,
+    input: Option<InputSpec>,
+    #[serde(rename = "field")]
+    fields: Option<Vec<FieldSpec>>,
+    #[serde(rename = "dimension")]
+    dimensions: Option<Vec<DimensionSpec>>,
+    #[serde(rename = "measure")]
+    measures: Option<Vec<MeasureSpec>>,
+    #[serde(rename = "ratio")]
+    ratios: Option<Vec<RatioSpec>>,
+    scatter: ScatterConfig,
+    flush: FlushConfig,
+}
+
+pub fn default_dimensions() -> Vec<DimensionSpec> {
+    vec![
+        DimensionSpec::string("referrer", 8),
+        DimensionSpec::string("campaign", 6),
+        DimensionSpec::string("country", 2),
+    ]
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             rollups: Rollup::ALL.to_vec(),
-            dimensions: vec![
-                DimensionSpec::string(Field::Referrer, 8),
-                DimensionSpec::string(Field::Campaign, 6),
-                DimensionSpec::string(Field::Country, 2),
-            ],
-            measures: Measure::ALL.to_vec(),
+            input: InputSpec::default(),
+            fields: default_fields(),
+            dimensions: default_dimensions(),
+            measures: default_measures(),
+            ratios: default_ratios(),
             scatter: ScatterConfig::default(),
             flush: FlushConfig::default(),
         }
@@ -181,9 +211,58 @@ impl Default for Config {
 
 impl Config {
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        let config: Config = toml::from_str(text)?;
+        let file: ConfigFile = toml::from_str(text)?;
+        let shipped = Config::default();
+        let custom_fields = file.fields.is_some();
+        let missing = |part: &str| {
+            ConfigError::Invalid(format!(
+                "[[field]] is declared, so [[{part}]] must be too (the shipped ones are for the shipped fields)"
+            ))
+        };
+        let custom_measures = file.measures.is_some();
+        let config = Config {
+            rollups: file.rollups.unwrap_or(shipped.rollups),
+            input: file.input.unwrap_or(shipped.input),
+            fields: file.fields.unwrap_or(shipped.fields),
+            dimensions: match file.dimensions {
+                Some(d) => d,
+                None if custom_fields => return Err(missing("dimension")),
+                None => shipped.dimensions,
+            },
+            measures: match file.measures {
+                Some(m) => m,
+                None if custom_fields => return Err(missing("measure")),
+                None => shipped.measures,
+            },
+            ratios: match file.ratios {
+                Some(r) => r,
+                None if custom_measures => Vec::new(),
+                None => shipped.ratios,
+            },
+            scatter: file.scatter,
+            flush: file.flush,
+        };
         config.validate()?;
         Ok(config)
+    }
+
+    /// The fields with their bounds resolved (validates them).
+    pub fn typed_fields(&self) -> Result<Vec<TypedField>, ConfigError> {
+        crate::schema::validate(&self.input, &self.fields)?;
+        self.fields
+            .iter()
+            .map(|f| TypedField::new(f).map_err(|e| ConfigError::Invalid(format!("field {}: {e}", f.name))))
+            .collect()
+    }
+
+    /// The measures compiled against the fields (validates both).
+    pub fn measure_set(&self) -> Result<MeasureSet, ConfigError> {
+        MeasureSet::new(&self.measures, &self.ratios, &self.typed_fields()?)
+    }
+
+    /// The declared field a dimension is on.
+    pub fn field(&self, name: &str) -> Option<&FieldSpec> {
+        self.fields.iter().find(|f| f.name == name)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -196,22 +275,63 @@ impl Config {
                 return bad(format!("rollup {r} is listed twice"));
             }
         }
+        let measures = self.measure_set()?;
         for (i, d) in self.dimensions.iter().enumerate() {
             if self.dimensions[..i].iter().any(|e| e.field == d.field) {
                 return bad(format!("dimension {} is listed twice", d.field));
             }
-            match d.kind {
-                DimensionType::String if d.bytes.is_none_or(|b| b == 0 || b > 16) || d.bits.is_some() => {
-                    return bad(format!("dimension {}: a string dimension needs `bytes` in 1..=16", d.field))
-                }
-                DimensionType::Hash if d.bits.is_none_or(|b| b == 0 || b > 64) || d.bytes.is_some() => {
-                    return bad(format!("dimension {}: a hash dimension needs `bits` in 1..=64", d.field))
-                }
-                _ => {}
+            let Some(field) = self.field(&d.field) else {
+                return bad(format!("dimension {}: no field of that name is declared", d.field));
+            };
+            if field.optional && field.default.is_none() {
+                return bad(format!(
+                    "dimension {}: the field is optional without a default; every aggregate needs its value",
+                    d.field
+                ));
             }
-        }
-        if self.measures.is_empty() {
-            return bad("`measures` is empty".into());
+            if measures.position(&d.field).is_some() {
+                return bad(format!("dimension {}: a measure has the same name (both are item attributes)", d.field));
+            }
+            let width = |what: &str, v: Option<u32>, max: u32| match v {
+                Some(v) if (1..=max).contains(&v) => Ok(()),
+                _ => Err(ConfigError::Invalid(format!(
+                    "dimension {}: a {} dimension needs `{what}` in 1..={max}",
+                    d.field,
+                    match d.kind {
+                        DimensionType::String => "string",
+                        _ => "hash",
+                    }
+                ))),
+            };
+            let extra = |what: &str| {
+                Err(ConfigError::Invalid(format!("dimension {}: `{what}` does not apply to its type", d.field)))
+            };
+            match d.kind {
+                DimensionType::String if d.bits.is_some() => return extra("bits"),
+                DimensionType::String => width("bytes", d.bytes, 16)?,
+                DimensionType::Hash if d.bytes.is_some() => return extra("bytes"),
+                DimensionType::Hash => width("bits", d.bits, 64)?,
+                DimensionType::Integer | DimensionType::Enum if d.bytes.is_some() => return extra("bytes"),
+                DimensionType::Integer | DimensionType::Enum if d.bits.is_some() => return extra("bits"),
+                DimensionType::Integer => match field.kind {
+                    FieldType::Integer { min: Some(_), max: Some(_) } => {}
+                    _ => {
+                        return bad(format!(
+                            "dimension {}: an integer dimension needs an integer field with `min` and `max`",
+                            d.field
+                        ))
+                    }
+                },
+                DimensionType::Enum => match &field.kind {
+                    FieldType::String { values, .. } if !values.is_empty() => {}
+                    _ => {
+                        return bad(format!(
+                            "dimension {}: an enum dimension needs a string field with `values`",
+                            d.field
+                        ))
+                    }
+                },
+            }
         }
         if self.scatter.prefixes == 0 || self.scatter.prefixes > 1000 {
             return bad(format!("scatter.prefixes = {} must be in 1..=1000", self.scatter.prefixes));
@@ -229,25 +349,24 @@ impl Config {
     }
 
     /// The digest of the layout: everything that decides what a flush
-    /// writes (rollups, dimensions, measures, scatter), not how often it
-    /// runs (`layout::Layout`). A flush intent records it, so a recovery
-    /// under another layout cannot replay that flush into different items.
+    /// writes (schema, rollups, dimensions, measures, scatter), not how
+    /// often it runs (`layout::Layout`). A flush intent records it, so a
+    /// recovery under another layout cannot replay that flush into
+    /// different items.
     pub fn layout_digest(&self) -> String {
         crate::layout::Layout::of(self).digest()
-    }
-
-    pub fn has(&self, m: Measure) -> bool {
-        self.measures.contains(&m)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Format;
 
     #[test]
     fn empty_file_is_the_default() {
         assert_eq!(Config::from_toml("").unwrap(), Config::default());
+        Config::default().validate().unwrap();
     }
 
     #[test]
@@ -260,6 +379,28 @@ mod tests {
         assert!(e.contains("prefixes"), "{e}");
         let e = Config::from_toml("[flush]\nintervall_ms = 5").unwrap_err().to_string();
         assert!(e.contains("intervall_ms"), "{e}");
+        let e = Config::from_toml("[[dimension]]\nfield = \"city\"\nbytes = 4").unwrap_err().to_string();
+        assert!(e.contains("city") && e.contains("no field"), "{e}");
+        let e =
+            Config::from_toml("[[dimension]]\nfield = \"cost\"\ntype = \"hash\"\nbits = 8").unwrap_err().to_string();
+        assert!(e.contains("cost") && e.contains("optional"), "{e}");
+    }
+
+    #[test]
+    fn declared_fields_need_declared_dimensions_and_measures() {
+        let fields = "[input]\ntime = \"at\"\n[[field]]\nname = \"at\"\ntype = \"timestamp\"\n[[field]]\nname = \"cc\"\ntype = \"string\"\n";
+        let e = Config::from_toml(fields).unwrap_err().to_string();
+        assert!(e.contains("[[dimension]]"), "{e}");
+        let dims = "[[dimension]]\nfield = \"cc\"\nbytes = 2\n";
+        let e = Config::from_toml(&format!("{fields}{dims}")).unwrap_err().to_string();
+        assert!(e.contains("[[measure]]"), "{e}");
+        let measures = "[[measure]]\nname = \"events\"\ntype = \"count\"\n";
+        let c = Config::from_toml(&format!("{fields}{dims}{measures}")).unwrap();
+        assert!(c.ratios.is_empty(), "the shipped ctr is not for these measures");
+        assert_eq!(c.input.format, Format::Json);
+        let bad = "[[measure]]\nname = \"spend\"\ntype = \"sum\"\nfield = \"cc\"\n";
+        let e = Config::from_toml(&format!("{fields}{dims}{bad}")).unwrap_err().to_string();
+        assert!(e.contains("spend") && e.contains("integer or decimal"), "{e}");
     }
 
     #[test]
@@ -270,6 +411,9 @@ mod tests {
         assert_eq!(c.layout_digest(), d);
         c.scatter.prefixes = 8;
         assert_ne!(c.layout_digest(), d);
+        let mut c = Config::default();
+        c.fields[2].path = Some("/ref".into());
+        assert_ne!(c.layout_digest(), d, "where a field is read from decides what is written");
     }
 
     #[test]
@@ -280,6 +424,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.rollups, vec![Rollup::Hour]);
         assert_eq!(c.dimensions[0].kind, DimensionType::Hash);
+        assert!(c.dimensions[0].indexed);
         assert_eq!(c.scatter.mode, ScatterMode::Random);
     }
 }

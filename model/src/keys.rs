@@ -12,10 +12,15 @@
 //! The full dimension values and the bucket start are also item attributes,
 //! so readers filter and group on exact values.
 
-use crate::config::{Config, ConfigError, DimensionType, Field, ScatterMode};
+use crate::config::{Config, ConfigError, DimensionType, ScatterMode};
 use crate::rollup::Rollup;
+use crate::schema::FieldType;
 use zigzag_core::schema::{DimError, Dimension, Encoding, Schema, TimeEncoding, TimeUnit, Value};
+use zigzag_core::table::AttrValue;
 use zigzag_core::zorder::ZAddress;
+
+/// Attribute of the bucket start (ms since the epoch).
+pub const TIME_ATTR: &str = "t";
 
 /// A key's identity: xxh3-128 over its dimension values.
 pub type Identity = u128;
@@ -23,9 +28,36 @@ pub type Identity = u128;
 /// Bytes of identity after the Z-address in every sort key.
 pub const IDENTITY_BYTES: usize = 16;
 
+/// One dimension of an aggregate's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyDim {
+    /// Its field's name (also its item attribute).
+    pub name: String,
+    /// Index of its field in the schema.
+    pub field: usize,
+    /// In the Z-address, or only stored.
+    pub indexed: bool,
+    /// Stored as a number (integer fields), else as text.
+    pub numeric: bool,
+}
+
+impl KeyDim {
+    /// The item attribute of a value (its text, as keys carry it).
+    pub fn attr(&self, text: &str) -> AttrValue {
+        if self.numeric {
+            if let Ok(n) = text.parse::<rust_decimal::Decimal>() {
+                return AttrValue::N(n);
+            }
+        }
+        AttrValue::S(text.to_string())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct KeyModel {
-    fields: Vec<Field>,
+    dims: Vec<KeyDim>,
+    /// The layout's measures (what each item holds besides its key).
+    measures: crate::measure::MeasureSet,
     schemas: Vec<(Rollup, Schema)>,
     prefixes: u32,
     mode: ScatterMode,
@@ -34,10 +66,36 @@ pub struct KeyModel {
 impl KeyModel {
     pub fn new(config: &Config) -> Result<Self, ConfigError> {
         config.validate()?;
-        let fields: Vec<Field> = config.dimensions.iter().map(|d| d.field).collect();
+        let mut dims = Vec::new();
+        let mut z_dims = Vec::new();
+        for d in &config.dimensions {
+            let field = config.fields.iter().position(|f| f.name == d.field).expect("validated: the field exists");
+            let spec = &config.fields[field];
+            let numeric = matches!(spec.kind, FieldType::Integer { .. });
+            dims.push(KeyDim { name: d.field.clone(), field, indexed: d.indexed, numeric });
+            if !d.indexed {
+                continue;
+            }
+            let (bits, encoding) = match (d.kind, &spec.kind) {
+                (DimensionType::String, _) => {
+                    let bytes = d.bytes.unwrap_or(8);
+                    (bytes * 8, Encoding::FixedStr { bytes })
+                }
+                (DimensionType::Hash, _) => (d.bits.unwrap_or(32), Encoding::Hash),
+                (DimensionType::Integer, FieldType::Integer { min, max }) => {
+                    (signed_bits(min.unwrap_or(i64::MIN), max.unwrap_or(i64::MAX)), Encoding::Int)
+                }
+                (DimensionType::Enum, FieldType::String { values, .. }) => {
+                    let bits = (usize::BITS - values.len().saturating_sub(1).leading_zeros()).max(1);
+                    (bits, Encoding::Enum { values: values.clone() })
+                }
+                _ => return Err(ConfigError::Invalid(format!("dimension {}: type does not fit its field", d.field))),
+            };
+            z_dims.push(Dimension { name: d.field.clone(), bits, encoding });
+        }
         let mut schemas = Vec::new();
         for &rollup in &config.rollups {
-            let mut dims = vec![Dimension {
+            let mut all = vec![Dimension {
                 name: "time".into(),
                 bits: rollup.time_bits(),
                 encoding: Encoding::Timestamp(TimeEncoding {
@@ -47,30 +105,28 @@ impl KeyModel {
                     epoch_unit: TimeUnit::Millisecond,
                 }),
             }];
-            for d in &config.dimensions {
-                dims.push(match d.kind {
-                    DimensionType::String => {
-                        let bytes = d.bytes.unwrap_or(8);
-                        Dimension {
-                            name: d.field.name().into(),
-                            bits: bytes * 8,
-                            encoding: Encoding::FixedStr { bytes },
-                        }
-                    }
-                    DimensionType::Hash => {
-                        Dimension { name: d.field.name().into(), bits: d.bits.unwrap_or(32), encoding: Encoding::Hash }
-                    }
-                });
-            }
-            let schema = Schema::new(dims).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+            all.extend(z_dims.iter().cloned());
+            let schema = Schema::new(all).map_err(|e| ConfigError::Invalid(e.to_string()))?;
             schemas.push((rollup, schema));
         }
-        Ok(KeyModel { fields, schemas, prefixes: config.scatter.prefixes, mode: config.scatter.mode })
+        let measures = config.measure_set()?;
+        Ok(KeyModel { dims, measures, schemas, prefixes: config.scatter.prefixes, mode: config.scatter.mode })
     }
 
-    /// The indexed fields, in Z-dimension order (after time).
-    pub fn fields(&self) -> &[Field] {
-        &self.fields
+    /// Every dimension of a key, in configuration order (key values come
+    /// in this order).
+    pub fn dims(&self) -> &[KeyDim] {
+        &self.dims
+    }
+
+    /// The measures every item holds.
+    pub fn measures(&self) -> &crate::measure::MeasureSet {
+        &self.measures
+    }
+
+    /// A dimension by name.
+    pub fn dim(&self, name: &str) -> Option<&KeyDim> {
+        self.dims.iter().find(|d| d.name == name)
     }
 
     pub fn rollups(&self) -> impl Iterator<Item = Rollup> + '_ {
@@ -103,7 +159,8 @@ impl KeyModel {
         format!("{prefix:03}#{rollup}#{}", rollup.bin().label(bin_start))
     }
 
-    /// Sort key of a key's bucket. `values` are in [`fields`](Self::fields) order.
+    /// Sort key of a key's bucket. `values` are the text of every
+    /// dimension, in [`dims`](Self::dims) order.
     pub fn sort_key(
         &self,
         rollup: Rollup,
@@ -114,7 +171,10 @@ impl KeyModel {
         let schema = self.schema(rollup).expect("rollup is configured");
         let mut point: Vec<Value> = Vec::with_capacity(values.len() + 1);
         point.push(Value::Time(bucket_start));
-        point.extend(values.iter().map(|v| Value::Str(v)));
+        let indexed = self.dims.iter().zip(values).filter(|(d, _)| d.indexed);
+        for ((_, text), z) in indexed.zip(&schema.dims()[1..]) {
+            point.push(z.parse(text)?);
+        }
         let z: ZAddress = schema.encode_point(&point)?;
         let mut sk = z.to_bytes(schema.layout().total_bits());
         sk.extend_from_slice(&id.to_be_bytes());
@@ -136,6 +196,11 @@ impl KeyModel {
         }
         (h.digest() % self.prefixes as u64) as u32
     }
+}
+
+/// Bits of a two's-complement integer holding `min..=max`.
+fn signed_bits(min: i64, max: i64) -> u32 {
+    (1..=64).find(|b| min >= -(1i128 << (b - 1)) as i64 && (max as i128) < (1i128 << (b - 1))).unwrap_or(64)
 }
 
 #[cfg(test)]

@@ -6,11 +6,13 @@
 //!
 //! Its canonical form is JSON with fields in a fixed order (not `Debug`
 //! output, which changes with the code), and its digest is the xxh3-64 of
-//! that text.
+//! that text. Version 1 (before declared schemas) is read as the shipped
+//! schema with its dimensions and measures.
 
 use crate::config::{Config, DimensionSpec, ScatterMode};
-use crate::measures::Measure;
+use crate::measure::{MeasureSpec, RatioSpec};
 use crate::rollup::Rollup;
+use crate::schema::{FieldSpec, InputSpec};
 use serde::{Deserialize, Serialize};
 use zigzag_core::table::{AttrValue, Item, SortedTable, TableError, UpdateOutcome, UpdateRequest};
 
@@ -22,15 +24,18 @@ const TEXT: &str = "layout";
 const DIGEST: &str = "digest";
 
 /// Bumped when the meaning of a layout's fields changes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Layout {
     pub version: u32,
     pub rollups: Vec<Rollup>,
+    pub input: InputSpec,
+    pub fields: Vec<FieldSpec>,
     pub dimensions: Vec<DimensionSpec>,
-    pub measures: Vec<Measure>,
+    pub measures: Vec<MeasureSpec>,
+    pub ratios: Vec<RatioSpec>,
     pub scatter_prefixes: u32,
     pub scatter_mode: ScatterMode,
 }
@@ -60,8 +65,11 @@ impl Layout {
         Layout {
             version: LAYOUT_VERSION,
             rollups: config.rollups.clone(),
+            input: config.input.clone(),
+            fields: config.fields.clone(),
             dimensions: config.dimensions.clone(),
             measures: config.measures.clone(),
+            ratios: config.ratios.clone(),
             scatter_prefixes: config.scatter.prefixes,
             scatter_mode: config.scatter.mode,
         }
@@ -71,8 +79,11 @@ impl Layout {
     pub fn apply(&self, config: &Config) -> Config {
         let mut c = config.clone();
         c.rollups = self.rollups.clone();
+        c.input = self.input.clone();
+        c.fields = self.fields.clone();
         c.dimensions = self.dimensions.clone();
         c.measures = self.measures.clone();
+        c.ratios = self.ratios.clone();
         c.scatter.prefixes = self.scatter_prefixes;
         c.scatter.mode = self.scatter_mode;
         c
@@ -96,8 +107,11 @@ impl Layout {
         };
         field("version", self.version.to_string(), stored.version.to_string());
         field("rollups", json(&self.rollups), json(&stored.rollups));
+        field("input", json(&self.input), json(&stored.input));
+        field("fields", json(&self.fields), json(&stored.fields));
         field("dimensions", json(&self.dimensions), json(&stored.dimensions));
         field("measures", json(&self.measures), json(&stored.measures));
+        field("ratios", json(&self.ratios), json(&stored.ratios));
         field("scatter.prefixes", self.scatter_prefixes.to_string(), stored.scatter_prefixes.to_string());
         field("scatter.mode", self.scatter_mode.name().into(), stored.scatter_mode.name().into());
         out
@@ -105,8 +119,87 @@ impl Layout {
 
     fn from_item(item: &Item) -> Result<Layout, LayoutError> {
         match item.attrs.get(TEXT) {
-            Some(AttrValue::S(text)) => serde_json::from_str(text).map_err(|e| LayoutError::Corrupt(e.to_string())),
+            Some(AttrValue::S(text)) => Layout::parse(text),
             other => Err(LayoutError::Corrupt(format!("no layout text ({other:?})"))),
+        }
+    }
+
+    /// A stored layout's text, of any version.
+    pub fn parse(text: &str) -> Result<Layout, LayoutError> {
+        let corrupt = |e: serde_json::Error| LayoutError::Corrupt(e.to_string());
+        #[derive(Deserialize)]
+        struct Version {
+            version: u32,
+        }
+        match serde_json::from_str::<Version>(text).map_err(corrupt)?.version {
+            1 => Ok(serde_json::from_str::<v1::LayoutV1>(text).map_err(corrupt)?.upgrade()),
+            LAYOUT_VERSION => serde_json::from_str(text).map_err(corrupt),
+            v => Err(LayoutError::Corrupt(format!("layout version {v} is newer than this build ({LAYOUT_VERSION})"))),
+        }
+    }
+}
+
+/// Version 1: the shipped fields, dimensions on them, measures by name.
+mod v1 {
+    use super::*;
+    use crate::config::DimensionType;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct LayoutV1 {
+        rollups: Vec<Rollup>,
+        dimensions: Vec<DimensionV1>,
+        measures: Vec<String>,
+        scatter_prefixes: u32,
+        scatter_mode: ScatterMode,
+        #[allow(dead_code)]
+        version: u32,
+    }
+
+    #[derive(Deserialize)]
+    struct DimensionV1 {
+        field: String,
+        #[serde(rename = "type")]
+        kind: DimensionType,
+        bytes: Option<u32>,
+        bits: Option<u32>,
+    }
+
+    impl LayoutV1 {
+        /// The same items, described by a version-2 layout (the measure
+        /// `cost_sum` wrote the attribute `cost`, now its name).
+        pub fn upgrade(self) -> Layout {
+            let shipped = Config::default();
+            let names: Vec<&str> =
+                self.measures.iter().map(|m| if m == "cost_sum" { "cost" } else { m.as_str() }).collect();
+            let measures: Vec<MeasureSpec> =
+                shipped.measures.into_iter().filter(|m| names.contains(&m.name.as_str())).collect();
+            let ratios = shipped
+                .ratios
+                .into_iter()
+                .filter(|r| names.contains(&r.numerator.as_str()) && names.contains(&r.denominator.as_str()))
+                .collect();
+            Layout {
+                version: LAYOUT_VERSION,
+                rollups: self.rollups,
+                input: shipped.input,
+                fields: shipped.fields,
+                dimensions: self
+                    .dimensions
+                    .into_iter()
+                    .map(|d| DimensionSpec {
+                        field: d.field,
+                        kind: d.kind,
+                        bytes: d.bytes,
+                        bits: d.bits,
+                        indexed: true,
+                    })
+                    .collect(),
+                measures,
+                ratios,
+                scatter_prefixes: self.scatter_prefixes,
+                scatter_mode: self.scatter_mode,
+            }
         }
     }
 }
@@ -150,12 +243,25 @@ mod tests {
     #[test]
     fn the_canonical_form_is_stable_json() {
         let l = Layout::of(&Config::default());
-        assert_eq!(
-            l.canonical(),
-            r#"{"version":1,"rollups":["minute","hour","day"],"dimensions":[{"field":"referrer","type":"string","bytes":8,"bits":null},{"field":"campaign","type":"string","bytes":6,"bits":null},{"field":"country","type":"string","bytes":2,"bits":null}],"measures":["clicks","impressions","cost_sum","cost_min","cost_max"],"scatter_prefixes":16,"scatter_mode":"hash"}"#
-        );
-        assert_eq!(serde_json::from_str::<Layout>(&l.canonical()).unwrap(), l);
+        let text = l.canonical();
+        assert!(text.starts_with(r#"{"version":2,"rollups":["minute","hour","day"],"input":{"format":"json","columns":[],"time":"ts"},"fields":[{"name":"type","type":"string","max_bytes":16,"values":["click","impression"]},"#), "{text}");
+        assert!(text.contains(r#"{"name":"clicks","type":"count","where":"type = click"}"#), "{text}");
+        assert_eq!(Layout::parse(&text).unwrap(), l);
         assert_eq!(l.digest().len(), 16);
+    }
+
+    #[test]
+    fn a_version_1_layout_reads_as_the_shipped_schema() {
+        let v1 = r#"{"version":1,"rollups":["hour"],"dimensions":[{"field":"country","type":"string","bytes":2,"bits":null}],"measures":["clicks","impressions","cost_sum"],"scatter_prefixes":8,"scatter_mode":"hash"}"#;
+        let l = Layout::parse(v1).unwrap();
+        assert_eq!(l.version, LAYOUT_VERSION);
+        assert_eq!(l.dimensions, vec![DimensionSpec::string("country", 2)]);
+        let names: Vec<&str> = l.measures.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["clicks", "impressions", "cost"]);
+        assert_eq!(l.ratios.len(), 1, "ctr: clicks and impressions are there");
+        let config = l.apply(&Config::default());
+        config.validate().unwrap();
+        assert!(matches!(Layout::parse(r#"{"version":9}"#), Err(LayoutError::Corrupt(e)) if e.contains("newer")));
     }
 
     #[tokio::test]

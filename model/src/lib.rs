@@ -2,29 +2,33 @@
 //! aggregate item is and where it lives.
 //!
 //! - [`config`]: the pipeline configuration (TOML, all defaults sensible).
+//! - [`schema`]: the declared event schema (format, fields, types) and the
+//!   rules that type a field's value.
 //! - [`rollup`]: rollup granularities and their partition time bins.
 //! - [`keys`]: partition key (scatter prefix + rollup + time bin) and sort
 //!   key (Z-address + identity suffix) of an aggregate, and the scatter rule.
 //! - [`layout`]: the layout stored with the data (writers must match it,
 //!   readers take it from the table).
-//! - [`measures`]: the measures of one aggregate, their item attributes and
-//!   the exactly-once update request.
+//! - [`measure`]: the measure kinds (count, sum, min, max): accumulation,
+//!   merge, item codec and the exactly-once update request, in one place.
 //! - [`position`]: stream positions (sequence numbers up to 256 bits).
 //! - [`source`]: the contract of a replayable, sharded record source.
 //! - [`truth`]: a generator's ground truth, to check reports against.
 
 pub mod config;
+pub mod hll;
 pub mod keys;
 pub mod layout;
-pub mod measures;
+pub mod measure;
 pub mod position;
 pub mod rollup;
+pub mod schema;
 pub mod source;
 pub mod truth;
 
-pub use config::{Config, ConfigError, Field, ScatterMode};
-pub use keys::{Identity, KeyModel};
-pub use measures::{Measure, Measures};
+pub use config::{Config, ConfigError, ScatterMode};
+pub use keys::{Identity, KeyDim, KeyModel};
+pub use measure::{MeasureSet, MeasureValue, MeasureValues};
 pub use position::{Position, SeqNo};
 pub use rollup::Rollup;
-pub use truth::{Truth, TruthMeasures};
+pub use truth::Truth;

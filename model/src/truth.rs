@@ -1,44 +1,21 @@
 //! Ground truth: what a generator produced, summed the way reports sum it,
 //! so a report can be checked against it exactly. Written by `loadgen`
-//! (JSON), read by `gather check`.
+//! (JSON), read by `gather check`. Measures are kept by name, so a truth
+//! is checked against any layout that has those measures.
+//!
+//! [`Truth::add_event`] is the brute-force oracle: one event at a time,
+//! each measure's value for that event merged in, with none of the
+//! pipeline's accumulators.
 
-use crate::measures::Measures;
+use crate::keys::KeyModel;
+use crate::measure::{MeasureKind, MeasureSet, MeasureValue, MeasureValues};
+use crate::schema::value::display;
+use crate::schema::{FieldValue, TypedField};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Measures as plain JSON numbers (costs in micro-units).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct TruthMeasures {
-    pub clicks: u64,
-    pub impressions: u64,
-    pub cost_sum_micros: i128,
-    pub cost_min_micros: Option<i64>,
-    pub cost_max_micros: Option<i64>,
-}
-
-impl From<Measures> for TruthMeasures {
-    fn from(m: Measures) -> Self {
-        TruthMeasures {
-            clicks: m.clicks,
-            impressions: m.impressions,
-            cost_sum_micros: m.cost_sum,
-            cost_min_micros: m.cost_min,
-            cost_max_micros: m.cost_max,
-        }
-    }
-}
-
-impl From<TruthMeasures> for Measures {
-    fn from(t: TruthMeasures) -> Self {
-        Measures {
-            clicks: t.clicks,
-            impressions: t.impressions,
-            cost_sum: t.cost_sum_micros,
-            cost_min: t.cost_min_micros,
-            cost_max: t.cost_max_micros,
-        }
-    }
-}
+/// Measure values by measure name.
+pub type Named = BTreeMap<String, MeasureValue>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Truth {
@@ -53,19 +30,21 @@ pub struct Truth {
     /// Smallest and largest valid event time, ms since the epoch.
     pub first_ms: Option<i64>,
     pub last_ms: Option<i64>,
-    pub totals: TruthMeasures,
+    pub totals: Named,
     /// Keyed by UTC day `YYYY-MM-DD`.
-    pub by_day: BTreeMap<String, TruthMeasures>,
-    pub by_country: BTreeMap<String, TruthMeasures>,
-    pub by_campaign: BTreeMap<String, TruthMeasures>,
+    pub by_day: BTreeMap<String, Named>,
+    /// Per dimension, per value (its text).
+    pub by: BTreeMap<String, BTreeMap<String, Named>>,
 }
 
-impl TruthMeasures {
-    /// Adds `other` (sums add; min and max take the extreme).
-    pub fn merge(&mut self, other: &TruthMeasures) {
-        let mut m = Measures::from(*self);
-        m.merge(&Measures::from(*other));
-        *self = m.into();
+fn merge_named(into: &mut Named, other: &Named) {
+    for (k, v) in other {
+        match into.get_mut(k) {
+            Some(mine) => mine.merge(v),
+            None => {
+                into.insert(k.clone(), *v);
+            }
+        }
     }
 }
 
@@ -79,57 +58,103 @@ impl Truth {
         self.late += other.late;
         self.first_ms = [self.first_ms, other.first_ms].into_iter().flatten().min();
         self.last_ms = [self.last_ms, other.last_ms].into_iter().flatten().max();
-        self.totals.merge(&other.totals);
-        for (mine, theirs) in [
-            (&mut self.by_day, &other.by_day),
-            (&mut self.by_country, &other.by_country),
-            (&mut self.by_campaign, &other.by_campaign),
-        ] {
-            for (k, v) in theirs {
-                mine.entry(k.clone()).or_default().merge(v);
+        merge_named(&mut self.totals, &other.totals);
+        for (k, v) in &other.by_day {
+            merge_named(self.by_day.entry(k.clone()).or_default(), v);
+        }
+        for (dim, values) in &other.by {
+            let mine = self.by.entry(dim.clone()).or_default();
+            for (k, v) in values {
+                merge_named(mine.entry(k.clone()).or_default(), v);
             }
         }
     }
+
+    /// Adds one valid event (its typed values in field order) to the
+    /// totals, its UTC day and each dimension's value.
+    pub fn add_event(
+        &mut self,
+        set: &MeasureSet,
+        keys: &KeyModel,
+        fields: &[TypedField],
+        ts_ms: i64,
+        values: &[FieldValue<'_>],
+    ) {
+        self.valid += 1;
+        self.first_ms = Some(self.first_ms.map_or(ts_ms, |f| f.min(ts_ms)));
+        self.last_ms = Some(self.last_ms.map_or(ts_ms, |l| l.max(ts_ms)));
+        let one = event_values(set, values).named(set);
+        merge_named(&mut self.totals, &one);
+        let day = zigzag_core::schema::TimeBin::Day.label(ts_ms.div_euclid(86_400_000) * 86_400_000);
+        merge_named(self.by_day.entry(day).or_default(), &one);
+        for d in keys.dims() {
+            let text = display(&fields[d.field].spec, &values[d.field]);
+            merge_named(self.by.entry(d.name.clone()).or_default().entry(text).or_default(), &one);
+        }
+    }
+}
+
+/// Each measure's value for one event alone.
+pub fn event_values(set: &MeasureSet, values: &[FieldValue<'_>]) -> MeasureValues {
+    let mut out = set.zero();
+    for (m, v) in set.measures().iter().zip(out.0.iter_mut()) {
+        if m.condition.as_ref().is_some_and(|c| !c.matches(values)) {
+            continue;
+        }
+        let units = m.field.and_then(|f| values[f].units());
+        *v = match (m.kind, units) {
+            (MeasureKind::Count, _) => MeasureValue::Count(1),
+            (MeasureKind::Sum, Some(u)) => MeasureValue::Sum(u as i128),
+            (MeasureKind::Min, Some(u)) => MeasureValue::Min(Some(u)),
+            (MeasureKind::Max, Some(u)) => MeasureValue::Max(Some(u)),
+            (_, None) => *v,
+        };
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Config;
+    use std::borrow::Cow;
 
     #[test]
-    fn merged_truths_add_counts_and_keep_extremes() {
-        let m = |clicks, min, max| TruthMeasures {
-            clicks,
-            impressions: 1,
-            cost_sum_micros: 10,
-            cost_min_micros: min,
-            cost_max_micros: max,
+    fn events_add_by_day_and_dimension_and_truths_merge() {
+        let config = Config::default();
+        let set = config.measure_set().unwrap();
+        let keys = KeyModel::new(&config).unwrap();
+        let fields = config.typed_fields().unwrap();
+        let ev = |kind: &'static str, country: &'static str, cost: Option<i64>| {
+            let s = |x: &'static str| FieldValue::Str(Cow::Borrowed(x));
+            vec![
+                s(kind),
+                FieldValue::Time(0),
+                s("r"),
+                s("c"),
+                s(country),
+                s("/"),
+                cost.map_or(FieldValue::Absent, FieldValue::Dec),
+                FieldValue::Absent,
+            ]
         };
-        let mut a = Truth {
-            records: 2,
-            first_ms: Some(5),
-            last_ms: Some(9),
-            totals: m(1, Some(3), Some(4)),
-            ..Default::default()
-        };
-        a.by_country.insert("DE".into(), m(1, Some(3), Some(4)));
-        let mut b =
-            Truth { records: 3, first_ms: Some(1), last_ms: Some(7), totals: m(2, None, None), ..Default::default() };
-        b.by_country.insert("DE".into(), m(2, Some(1), Some(2)));
-        b.by_country.insert("FR".into(), m(5, None, None));
+        let mut a = Truth::default();
+        a.add_event(&set, &keys, &fields, 1_000, &ev("click", "DE", Some(5)));
+        a.add_event(&set, &keys, &fields, 2_000, &ev("impression", "DE", None));
+        let mut b = Truth::default();
+        b.add_event(&set, &keys, &fields, 86_400_000, &ev("click", "FR", Some(3)));
         a.merge(&b);
-        assert_eq!((a.records, a.first_ms, a.last_ms), (5, Some(1), Some(9)));
-        assert_eq!(a.totals, m(3, Some(3), Some(4)).with_sum(20).with_impressions(2));
-        assert_eq!(a.by_country["DE"], m(3, Some(1), Some(4)).with_sum(20).with_impressions(2));
-        assert_eq!(a.by_country["FR"], m(5, None, None));
-    }
-
-    impl TruthMeasures {
-        fn with_sum(self, cost_sum_micros: i128) -> Self {
-            TruthMeasures { cost_sum_micros, ..self }
-        }
-        fn with_impressions(self, impressions: u64) -> Self {
-            TruthMeasures { impressions, ..self }
-        }
+        assert_eq!((a.valid, a.first_ms, a.last_ms), (3, Some(1_000), Some(86_400_000)));
+        assert_eq!(a.totals["clicks"], MeasureValue::Count(2));
+        assert_eq!(a.totals["impressions"], MeasureValue::Count(1));
+        assert_eq!(a.totals["cost"], MeasureValue::Sum(8));
+        assert_eq!(
+            (a.totals["cost_min"], a.totals["cost_max"]),
+            (MeasureValue::Min(Some(3)), MeasureValue::Max(Some(5)))
+        );
+        assert_eq!(a.by["country"]["DE"]["clicks"], MeasureValue::Count(1));
+        assert_eq!(a.by["country"]["DE"]["cost_min"], MeasureValue::Min(Some(5)));
+        assert_eq!(a.by_day.len(), 2);
+        assert_eq!(a.by["campaign"]["c"]["impressions"], MeasureValue::Count(1));
     }
 }

@@ -34,7 +34,7 @@ use zigzag_kinesis::stream::ensure_stream;
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::{GenConfig, Generator, SyntheticSource};
-use zigzag_model::{Config, KeyModel, Measures};
+use zigzag_model::{Config, KeyModel, MeasureValues};
 
 const DAY: i64 = 86_400_000;
 const START: i64 = 1_795_132_800_000; // 2026-11-20T00:00:00Z
@@ -142,7 +142,7 @@ async fn gather_bench(records: u64) {
     };
     println!("\none-day hourly report, 100 prefixes (DynamoDB Local, eventually consistent reads)");
     println!("{:<34} {:>9} {:>9} {:>11} {:>10}", "gatherer", "wall s", "requests", "items read", "RCU");
-    let mut reference: Option<Measures> = None;
+    let mut reference: Option<MeasureValues> = None;
     for concurrency in [1, 8, 32, 128] {
         let opts = ExecOptions { concurrency, strategy: StrategyChoice::Auto, rcu_per_sec: None, consistent: false };
         let g = zigzag_gather::gather(&aggregates, &km, request(), vec![], &opts).await.expect("gather");
@@ -162,7 +162,7 @@ async fn gather_bench(records: u64) {
         if concurrency == 32 {
             // The sequential baseline reads the same partitions.
             let t = Instant::now();
-            let mut agg = Aggregation::new(Some(3_600_000), vec![]);
+            let mut agg = Aggregation::new(Some(3_600_000), vec![], km.measures().clone());
             let (mut requests, mut scanned) = (0, 0);
             let mut pks: Vec<&str> = g.plan.queries.iter().map(|q| q.pk.as_str()).collect();
             pks.dedup();

@@ -22,7 +22,7 @@ use zigzag_kinesis::stream::{ensure_stream, list_shards};
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::{truth, GenConfig, Generator};
-use zigzag_model::{Config, KeyModel, Measures, Truth};
+use zigzag_model::{Config, KeyModel, MeasureValues, Truth};
 
 use zigzag_tests::unique_name as unique;
 
@@ -84,7 +84,7 @@ async fn assert_matches_truth(table: &DynamoTable, truth: &Truth) {
     assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{text}");
     assert!(report.rows.iter().all(|r| r.status == Status::Match), "{text}");
     let total = report.rows.iter().find(|r| r.check == "total").expect("a total row");
-    assert_eq!(total.store, Measures::from(truth.totals), "{text}");
+    assert_eq!(total.store, MeasureValues::from_named(&report.set, &truth.totals), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -39,7 +39,7 @@ use zigzag_ingest::{Pipeline, PipelineError, PipelineOptions, RunSummary};
 use zigzag_lease::items::{lane_sk, mark_attr, shards_pk, take_lane, take_lease, LANES_PK};
 use zigzag_lease::{Coordinator, IntentState, Lane, LeaseOptions, ShardLease};
 use zigzag_loadgen::{GenConfig, Generated, Generator, SyntheticSource};
-use zigzag_model::{Config, KeyModel, Measures, Position, ScatterMode, Truth};
+use zigzag_model::{Config, KeyModel, MeasureValues, Position, ScatterMode, Truth};
 use zigzag_sqlite::SqliteTable;
 
 const STREAM: &str = "clicks";
@@ -690,7 +690,11 @@ impl World {
             assert_eq!(report.mismatches(), 0, "{context}: {rollup:?} rollup: store != truth\n{text}");
             assert!(report.rows.iter().all(|r| r.status == Status::Match), "{context}: {rollup:?}\n{text}");
             let total = report.rows.iter().find(|r| r.check == "total").expect("a total row");
-            assert_eq!(total.store, Measures::from(self.truth.totals), "{context}: {rollup:?}");
+            assert_eq!(
+                total.store,
+                MeasureValues::from_named(&report.set, &self.truth.totals),
+                "{context}: {rollup:?}"
+            );
         }
 
         let gen = Generator::new(self.gen_cfg.clone());

@@ -4,7 +4,7 @@
 //! (`epaint_default_fonts`), so no system font is needed.
 
 use crate::error::{GatherError, Result};
-use crate::report::{Cell, RankBy, Report};
+use crate::report::{Cell, Report};
 use chrono::{TimeZone, Utc};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -44,33 +44,36 @@ struct Series {
     span_ms: i64,
 }
 
-fn series(report: &Report, measure: RankBy) -> Result<Series> {
+/// What a chart draws: a report column, and whether it is a ratio
+/// (undefined where a group has no row, not zero).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChartMeasure {
+    pub name: String,
+    pub ratio: bool,
+}
+
+fn series(report: &Report, measure: &ChartMeasure) -> Result<Series> {
     let bad = |why: String| GatherError::Report(why);
     if report.kind != "timeseries" {
         return Err(bad(format!("a chart draws a time series, not {}", report.kind)));
     }
-    let y = report.column(measure.name()).ok_or_else(|| bad(format!("no column {}", measure.name())))?;
-    let first_measure = report.column("clicks").ok_or_else(|| bad("no clicks column".into()))?;
+    let y = report.column(&measure.name).ok_or_else(|| bad(format!("no column {}", measure.name)))?;
+    let first_measure = report.keys;
     let mut lines: BTreeMap<String, BTreeMap<i64, f64>> = BTreeMap::new();
     let mut times = BTreeSet::new();
     for row in &report.rows {
         let Some(Cell::Time(t)) = row.first() else { return Err(bad("a row without a time".into())) };
         let label: Vec<String> = row[1..first_measure].iter().map(super::cell_text).collect();
-        let label = if label.is_empty() { measure.name().to_string() } else { label.join(" / ") };
+        let label = if label.is_empty() { measure.name.clone() } else { label.join(" / ") };
         times.insert(*t);
-        let v = match &row[y] {
-            Cell::Count(n) => Some(*n as f64),
-            Cell::Micros(m) => m.map(|m| m as f64 / 1e6),
-            Cell::Ratio(r) => *r,
-            _ => None,
-        };
+        let v = row[y].number();
         let line = lines.entry(label).or_default();
         if let Some(v) = v {
             line.insert(*t, v);
         }
     }
     // Counts and amounts are zero where a group has no row; a ratio is undefined there.
-    let fill = measure != RankBy::Ctr;
+    let fill = !measure.ratio;
     let mut ranked: Vec<(Line, f64)> = lines
         .into_iter()
         .map(|(label, pts)| {
@@ -90,8 +93,8 @@ fn series(report: &Report, measure: RankBy) -> Result<Series> {
     let y_max = ranked.iter().flat_map(|l| l.0 .1.iter().map(|p| p.1)).fold(0.0, f64::max);
     let step = times.iter().zip(times.iter().skip(1)).map(|(a, b)| b - a).min();
     let mut title = match step {
-        Some(ms) => format!("{} per {}", measure.name(), duration_label(ms)),
-        None => measure.name().to_string(),
+        Some(ms) => format!("{} per {}", measure.name, duration_label(ms)),
+        None => measure.name.clone(),
     };
     if groups > MAX_SERIES {
         title.push_str(&format!(" (largest {MAX_SERIES} of {groups} groups)"));
@@ -201,7 +204,7 @@ fn register_font() {
 }
 
 /// Draws `measure` of a time-series report into `path` (.svg or .png).
-pub fn write_chart(report: &Report, measure: RankBy, path: &Path) -> Result<()> {
+pub fn write_chart(report: &Report, measure: &ChartMeasure, path: &Path) -> Result<()> {
     let err = |why: String| GatherError::Chart { path: path.display().to_string(), why };
     let format = ChartFormat::of(path).ok_or_else(|| err("the file name must end in .svg or .png".into()))?;
     let s = series(report, measure)?;

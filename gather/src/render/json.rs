@@ -8,7 +8,7 @@ use crate::report::{Cell, Report};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
 use zigzag_core::schema::format_instant;
-use zigzag_model::measures::format_micros;
+use zigzag_model::schema::value::format_units;
 
 #[derive(serde::Serialize)]
 struct Doc<'a> {
@@ -35,9 +35,9 @@ fn json_text(c: &Cell) -> Result<String> {
         Cell::Text(s) => serde_json::to_string(s).map_err(err)?,
         Cell::Time(t) => serde_json::to_string(&format_instant(*t)).map_err(err)?,
         Cell::Count(n) => n.to_string(),
-        Cell::Micros(Some(v)) => format_micros(*v),
+        Cell::Decimal { units: Some(v), scale } => format_units(*v, *scale),
         Cell::Ratio(Some(r)) if r.is_finite() => serde_json::to_string(r).map_err(err)?,
-        Cell::Micros(None) | Cell::Ratio(_) => "null".into(),
+        Cell::Decimal { units: None, .. } | Cell::Ratio(_) => "null".into(),
     })
 }
 
@@ -65,9 +65,10 @@ mod tests {
         let r = Report {
             kind: "totals",
             columns: vec!["zeta".into(), "cost".into(), "ctr".into()],
+            keys: 1,
             rows: vec![vec![
                 Cell::Text("a\"b".into()),
-                Cell::Micros(Some(123_456_789_012_345_678_901)),
+                Cell::Decimal { units: Some(123_456_789_012_345_678_901), scale: 6 },
                 Cell::Ratio(None),
             ]],
         };

@@ -6,12 +6,12 @@ mod csv;
 mod json;
 mod table;
 
-pub use chart::{write_chart, ChartFormat};
+pub use chart::{write_chart, ChartFormat, ChartMeasure};
 
 use crate::error::Result;
 use crate::report::{Cell, Report};
 use zigzag_core::schema::format_instant;
-use zigzag_model::measures::format_micros;
+use zigzag_model::schema::value::format_units;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -46,8 +46,8 @@ pub fn cell_text(c: &Cell) -> String {
         Cell::Text(s) => s.clone(),
         Cell::Time(t) => format_instant(*t),
         Cell::Count(n) => n.to_string(),
-        Cell::Micros(Some(v)) => format_micros(*v),
+        Cell::Decimal { units: Some(v), scale } => format_units(*v, *scale),
         Cell::Ratio(Some(r)) => format!("{r:.6}"),
-        Cell::Micros(None) | Cell::Ratio(None) => String::new(),
+        Cell::Decimal { units: None, .. } | Cell::Ratio(None) => String::new(),
     }
 }

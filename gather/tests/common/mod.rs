@@ -8,9 +8,103 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use zigzag_core::table::{SortedTable, UpdateOutcome};
-use zigzag_model::measures::{plan_update, ItemWrite};
-use zigzag_model::{Config, Field, KeyModel, Measures, ScatterMode, Truth, TruthMeasures};
+use zigzag_core::table::{AttrValue, SortedTable, UpdateOutcome};
+use zigzag_model::measure::update::{plan_update, ItemWrite};
+use zigzag_model::truth::Named;
+use zigzag_model::{Config, KeyModel, MeasureValue, MeasureValues, ScatterMode, Truth};
+
+/// The shipped layout's dimensions, as these tests name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Referrer,
+    Campaign,
+    Country,
+    Url,
+}
+
+impl Field {
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Referrer => "referrer",
+            Field::Campaign => "campaign",
+            Field::Country => "country",
+            Field::Url => "url",
+        }
+    }
+
+    pub fn parse(name: &str) -> Field {
+        [Field::Referrer, Field::Campaign, Field::Country, Field::Url]
+            .into_iter()
+            .find(|f| f.name() == name)
+            .expect("a shipped dimension")
+    }
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+pub fn names(fields: &[Field]) -> Vec<String> {
+    fields.iter().map(|f| f.name().to_string()).collect()
+}
+
+/// The oracle's own sums of the shipped measures (not the model's code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Measures {
+    pub clicks: u64,
+    pub impressions: u64,
+    pub cost_sum: i128,
+    pub cost_min: Option<i64>,
+    pub cost_max: Option<i64>,
+}
+
+impl Measures {
+    pub fn add_event(&mut self, click: bool, cost: Option<i64>) {
+        if click {
+            self.clicks += 1;
+        } else {
+            self.impressions += 1;
+        }
+        if let Some(c) = cost {
+            self.cost_sum += c as i128;
+            self.cost_min = Some(self.cost_min.map_or(c, |m| m.min(c)));
+            self.cost_max = Some(self.cost_max.map_or(c, |m| m.max(c)));
+        }
+    }
+
+    /// In the shipped layout's measure order.
+    pub fn values(&self) -> MeasureValues {
+        MeasureValues(vec![
+            MeasureValue::Count(self.clicks),
+            MeasureValue::Count(self.impressions),
+            MeasureValue::Sum(self.cost_sum),
+            MeasureValue::Min(self.cost_min),
+            MeasureValue::Max(self.cost_max),
+        ])
+    }
+
+    pub fn named(&self) -> Named {
+        ["clicks", "impressions", "cost", "cost_min", "cost_max"]
+            .into_iter()
+            .map(String::from)
+            .zip(self.values().0)
+            .collect()
+    }
+
+    /// From a report's values (shipped order).
+    pub fn of(v: &MeasureValues) -> Measures {
+        let u = |i: usize| v.0[i].units();
+        Measures {
+            clicks: u(0).unwrap_or(0) as u64,
+            impressions: u(1).unwrap_or(0) as u64,
+            cost_sum: u(2).unwrap_or(0),
+            cost_min: u(3).map(|x| x as i64),
+            cost_max: u(4).map(|x| x as i64),
+        }
+    }
+}
 
 /// 2026-10-31T00:00:00Z: two days of events cross a month (hour and day
 /// rollups' partition bin) and a day (minute rollup's bin).
@@ -73,7 +167,7 @@ pub const FLUSHES: u64 = 3;
 /// Writes every rollup's aggregates of `events`; event `i` goes in flush `i % 3 + 1`.
 pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, events: &[Event]) {
     let km = KeyModel::new(config).unwrap();
-    let fields: Vec<Field> = km.fields().to_vec();
+    let fields: Vec<Field> = km.dims().iter().map(|d| Field::parse(&d.name)).collect();
     for flush in 1..=FLUSHES {
         let mut partials: BTreeMap<(u8, i64, Vec<&'static str>), Measures> = BTreeMap::new();
         for (i, e) in events.iter().enumerate() {
@@ -90,14 +184,16 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
             let r = rollups[ri as usize];
             let id = KeyModel::identity(&values);
             let prefix = km.prefix(id, r, bucket, 1, flush);
-            let dims: Vec<(Field, &str)> = fields.iter().copied().zip(values.iter().copied()).collect();
+            let dims: Vec<(&str, AttrValue)> =
+                fields.iter().map(|f| f.name()).zip(values.iter().map(|v| AttrValue::S(v.to_string()))).collect();
+            let values_m = m.values();
             let w = ItemWrite {
                 pk: KeyModel::partition_key(prefix, r, r.bin().start_of(bucket)),
                 sk: km.sort_key(r, bucket, &values, id).unwrap(),
                 bucket_start: bucket,
                 dims: &dims,
-                measures: m,
-                stored: &config.measures,
+                values: &values_m,
+                set: km.measures(),
                 mark_attr: "w@1",
                 flush,
             };
@@ -158,10 +254,10 @@ pub fn truth(events: &[Event]) -> Truth {
         t.first_ms = Some(t.first_ms.map_or(e.t, |f| f.min(e.t)));
         t.last_ms = Some(t.last_ms.map_or(e.t, |l| l.max(e.t)));
     }
-    let conv = |m: BTreeMap<String, Measures>| m.into_iter().map(|(k, v)| (k, TruthMeasures::from(v))).collect();
-    t.totals = total.into();
+    let conv = |m: BTreeMap<String, Measures>| m.into_iter().map(|(k, v)| (k, v.named())).collect();
+    t.totals = total.named();
     t.by_day = conv(by_day);
-    t.by_country = conv(by_country);
-    t.by_campaign = conv(by_campaign);
+    t.by.insert("country".into(), conv(by_country));
+    t.by.insert("campaign".into(), conv(by_campaign));
     t
 }

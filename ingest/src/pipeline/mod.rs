@@ -235,8 +235,9 @@ impl Pipeline {
         opts: PipelineOptions,
     ) -> Result<Self, PipelineError> {
         let keys = KeyModel::new(&opts.config)?;
-        let aggregator = Aggregator::new(&keys, opts.limits);
-        let flusher = Flusher::new(keys, &opts.config, aggregates.clone());
+        let decoder = crate::decode::Decoder::new(&opts.config, opts.limits)?;
+        let aggregator = Aggregator::new(&keys, decoder, opts.config.measure_set()?);
+        let flusher = Flusher::new(keys, &opts.config, aggregates.clone())?;
         let dead = DeadLetters::open(&opts.dead_letters)
             .map_err(|error| PipelineError::DeadLetter { path: opts.dead_letters.clone(), error })?;
         let lease_opts =

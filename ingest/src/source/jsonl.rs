@@ -190,7 +190,8 @@ mod tests {
         assert_eq!(b.iter().next().map(|(p, d)| (p, d.to_vec())), Some((Position::at(3), b"after".to_vec())));
         let cut = vec![b'x'; 11];
         let limits = crate::decode::DecodeLimits { max_bytes: 10, ..Default::default() };
-        let rejected = crate::decode::decode(&cut, &limits);
+        let decoder = crate::decode::Decoder::new(&zigzag_model::Config::default(), limits).unwrap();
+        let rejected = decoder.decode(&cut);
         assert!(matches!(rejected, Err(crate::decode::DecodeError::Oversize { .. })), "a cut line is dead-lettered");
     }
 

@@ -1,0 +1,190 @@
+//! One pass over a JSON record: the schema's paths compiled into a trie;
+//! the walk descends only into keys (and array indexes) some path names,
+//! skips everything else without building it, and keeps each wanted
+//! value's text as it stands in the record (typed afterwards, so numbers
+//! keep their exact digits).
+
+use super::DecodeError;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+use zigzag_model::schema::pointer::Pointer;
+use zigzag_model::schema::FieldSpec;
+use zigzag_model::ConfigError;
+
+#[derive(Debug, Clone, Default)]
+struct Node {
+    /// The field captured here (a leaf).
+    field: Option<usize>,
+    /// Keys below, with each key's array index if it is one.
+    children: Vec<(String, Option<usize>, Node)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PathTrie {
+    root: Node,
+    names: Vec<String>,
+}
+
+impl PathTrie {
+    pub fn new(fields: &[FieldSpec]) -> Result<PathTrie, ConfigError> {
+        let mut root = Node::default();
+        for (i, f) in fields.iter().enumerate() {
+            let pointer = f.pointer()?;
+            if pointer.tokens.is_empty() {
+                return Err(ConfigError::Invalid(format!("field {}: the path names the whole record", f.name)));
+            }
+            let mut node = &mut root;
+            for token in &pointer.tokens {
+                if node.field.is_some() {
+                    return Err(prefix_err(fields, &f.name, node.field));
+                }
+                let at = match node.children.iter().position(|(k, _, _)| k == token) {
+                    Some(at) => at,
+                    None => {
+                        node.children.push((token.clone(), Pointer::index(token), Node::default()));
+                        node.children.len() - 1
+                    }
+                };
+                node = &mut node.children[at].2;
+            }
+            if node.field.is_some() || !node.children.is_empty() {
+                return Err(prefix_err(fields, &f.name, node.field));
+            }
+            node.field = Some(i);
+        }
+        Ok(PathTrie { root, names: fields.iter().map(|f| f.name.clone()).collect() })
+    }
+
+    /// The text of every field's value in `record` (None: not there).
+    pub fn capture<'a>(&self, record: &'a str, out: &mut [Option<&'a str>]) -> Result<(), DecodeError> {
+        if !record.trim_start().starts_with('{') {
+            let kind = zigzag_model::schema::value::json_kind(record.trim_start());
+            let (line, column) = (1, record.len() - record.trim_start().len() + 1);
+            return Err(DecodeError::Json { line, column, message: format!("expected a JSON object, got {kind}") });
+        }
+        let mut de = serde_json::Deserializer::from_str(record);
+        let mut duplicate = None;
+        let walk = Walk { node: &self.root, out, duplicate: &mut duplicate };
+        let result = walk.deserialize(&mut de).and_then(|()| de.end());
+        if let Some(field) = duplicate {
+            return Err(DecodeError::Duplicate(self.names[field].clone()));
+        }
+        result.map_err(|e| DecodeError::Json {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string().split(" at line").next().unwrap_or_default().to_string(),
+        })
+    }
+}
+
+fn prefix_err(fields: &[FieldSpec], name: &str, other: Option<usize>) -> ConfigError {
+    let other = other.map_or_else(|| "another field".to_string(), |i| format!("field {}", fields[i].name));
+    ConfigError::Invalid(format!("field {name}: its path and the path of {other} are one inside the other"))
+}
+
+struct Walk<'n, 'o, 'a> {
+    node: &'n Node,
+    out: &'o mut [Option<&'a str>],
+    duplicate: &'o mut Option<usize>,
+}
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for Walk<'_, '_, 'a> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if let Some(field) = self.node.field {
+            let raw = <&'de RawValue>::deserialize(d)?;
+            if self.out[field].replace(raw.get()).is_some() {
+                *self.duplicate = Some(field);
+                return Err(serde::de::Error::custom("duplicate field"));
+            }
+            return Ok(());
+        }
+        d.deserialize_any(self)
+    }
+}
+
+use serde::Deserialize;
+
+/// An object key, borrowed unless it has escapes (serde's `Cow` always copies).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for Walk<'_, '_, 'a> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            match self.node.children.iter().find(|(k, _, _)| *k == *key) {
+                Some((_, _, child)) => {
+                    map.next_value_seed(Walk { node: child, out: self.out, duplicate: self.duplicate })?
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
+        let mut i = 0;
+        loop {
+            let wanted = self.node.children.iter().find(|(_, index, _)| *index == Some(i));
+            let more = match wanted {
+                Some((_, _, child)) => {
+                    seq.next_element_seed(Walk { node: child, out: self.out, duplicate: self.duplicate })?.is_some()
+                }
+                None => seq.next_element::<IgnoredAny>()?.is_some(),
+            };
+            if !more {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    // A scalar where a path goes deeper: the fields below are absent.
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}

@@ -1,0 +1,239 @@
+//! Decode: one record's bytes → a typed [`Event`] by the declared schema,
+//! or a typed reason why not (which the pipeline dead-letters with the
+//! shard and sequence number).
+//!
+//! The schema is compiled once ([`Decoder::new`]): JSON paths into one
+//! trie walked in a single pass over the record (`json.rs`; unwanted
+//! subtrees are skipped, never built), CSV columns to field slots
+//! (`csv.rs`). Each captured value is then typed by the field's rules
+//! (`zigzag_model::schema::value`), defaults applied, and the event time
+//! checked against the accepted range. Strings borrow from the record when
+//! they hold no escapes.
+
+mod csv;
+mod json;
+
+use smallvec::SmallVec;
+use thiserror::Error;
+use zigzag_model::schema::{Format, TypedField, ValueError};
+use zigzag_model::Config;
+
+pub use zigzag_model::schema::FieldValue;
+
+/// A decoded event: its time and every field's value, in schema order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event<'a> {
+    /// Milliseconds since the Unix epoch, UTC.
+    pub ts_ms: i64,
+    pub values: SmallVec<[FieldValue<'a>; 8]>,
+}
+
+/// Limits on what a record may be (beyond each field's own).
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeLimits {
+    /// Larger records are rejected unread (Kinesis allows 1 MiB).
+    pub max_bytes: usize,
+    /// Accepted event times, `[min, max)` in ms since the epoch.
+    pub min_ts_ms: i64,
+    pub max_ts_ms: i64,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_bytes: 1 << 20,
+            min_ts_ms: 946_684_800_000,   // 2000-01-01T00:00:00Z
+            max_ts_ms: 4_102_444_800_000, // 2100-01-01T00:00:00Z
+        }
+    }
+}
+
+/// Why a record is not an event. Every variant names what was wrong.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum DecodeError {
+    #[error("record of {bytes} bytes exceeds the {max}-byte limit")]
+    Oversize { bytes: usize, max: usize },
+    #[error("not UTF-8 (invalid byte at offset {offset})")]
+    NotUtf8 { offset: usize },
+    #[error("malformed JSON at line {line}, column {column}: {message}")]
+    Json { line: usize, column: usize, message: String },
+    #[error("malformed CSV: {0}")]
+    Csv(String),
+    #[error("CSV record of {got} columns; the schema declares {expected}")]
+    Columns { got: usize, expected: usize },
+    /// A CSV header row (the declared column names): skipped, not an event.
+    #[error("a CSV header row")]
+    Header,
+    #[error("missing field `{0}`")]
+    Missing(String),
+    #[error("field `{0}` appears twice")]
+    Duplicate(String),
+    #[error("field `{0}` is empty")]
+    Empty(String),
+    #[error("field `{field}`: {error}")]
+    Field { field: String, error: ValueError },
+    #[error("event time {ts_ms} ms is outside the accepted range {min}..{max}")]
+    TimestampOutOfRange { ts_ms: i64, min: i64, max: i64 },
+}
+
+impl DecodeError {
+    /// A short stable label for metrics (`decode_errors{reason=...}`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DecodeError::Oversize { .. } => "oversize",
+            DecodeError::NotUtf8 { .. } => "not_utf8",
+            DecodeError::Json { .. } => "malformed_json",
+            DecodeError::Csv(_) => "malformed_csv",
+            DecodeError::Columns { .. } => "wrong_column_count",
+            DecodeError::Header => "header",
+            DecodeError::Missing(_) => "missing_field",
+            DecodeError::Duplicate(_) => "duplicate_field",
+            DecodeError::Empty(_) => "empty_field",
+            DecodeError::TimestampOutOfRange { .. } => "timestamp_out_of_range",
+            DecodeError::Field { error, .. } => match error {
+                ValueError::WrongType { .. } => "wrong_type",
+                ValueError::TooLong { .. } => "field_too_long",
+                ValueError::NotAllowed { .. } => "not_allowed",
+                ValueError::Empty => "empty_field",
+                ValueError::BadNumber { .. } => "bad_number",
+                ValueError::OutOfRange { .. } => "out_of_range",
+                ValueError::TooPrecise { .. } => "too_precise",
+                ValueError::BadTimestamp { .. } => "bad_timestamp",
+            },
+        }
+    }
+}
+
+/// A field as decoding needs it.
+#[derive(Debug, Clone)]
+struct Slot {
+    typed: TypedField,
+    /// The value when absent (a declared default, typed once).
+    default: Option<FieldValue<'static>>,
+    /// Absent without a default is an error.
+    required: bool,
+}
+
+/// The compiled schema: decodes records of one layout.
+#[derive(Debug, Clone)]
+pub struct Decoder {
+    slots: Vec<Slot>,
+    time: usize,
+    limits: DecodeLimits,
+    format: Framing,
+}
+
+#[derive(Debug, Clone)]
+enum Framing {
+    Json(json::PathTrie),
+    Csv(csv::Columns),
+}
+
+impl Decoder {
+    pub fn new(config: &Config, limits: DecodeLimits) -> Result<Decoder, zigzag_model::ConfigError> {
+        let typed = config.typed_fields()?;
+        let slots = typed
+            .into_iter()
+            .map(|typed| {
+                let default = typed.spec.default.as_deref().map(|d| {
+                    typed.parse_text(d).map(FieldValue::into_owned).expect("validated: the default is a value")
+                });
+                let required = default.is_none() && !typed.spec.optional;
+                Slot { typed, default, required }
+            })
+            .collect::<Vec<_>>();
+        let time = config.fields.iter().position(|f| f.name == config.input.time).expect("validated: time field");
+        let format = match config.input.format {
+            Format::Json => Framing::Json(json::PathTrie::new(&config.fields)?),
+            Format::Csv => Framing::Csv(csv::Columns::new(&config.input.columns, &config.fields)),
+        };
+        Ok(Decoder { slots, time, limits, format })
+    }
+
+    /// The shipped schema with default limits.
+    pub fn shipped() -> Decoder {
+        Decoder::new(&Config::default(), DecodeLimits::default()).expect("the shipped schema is valid")
+    }
+
+    pub fn limits(&self) -> &DecodeLimits {
+        &self.limits
+    }
+
+    pub fn fields(&self) -> impl Iterator<Item = &TypedField> {
+        self.slots.iter().map(|s| &s.typed)
+    }
+
+    /// Decodes and validates one record.
+    pub fn decode<'a>(&self, bytes: &'a [u8]) -> Result<Event<'a>, DecodeError> {
+        if bytes.len() > self.limits.max_bytes {
+            return Err(DecodeError::Oversize { bytes: bytes.len(), max: self.limits.max_bytes });
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| DecodeError::NotUtf8 { offset: e.valid_up_to() })?;
+        let mut values: SmallVec<[FieldValue<'a>; 8]> = SmallVec::with_capacity(self.slots.len());
+        match &self.format {
+            Framing::Json(trie) => {
+                let mut raw: SmallVec<[Option<&'a str>; 8]> = SmallVec::from_elem(None, self.slots.len());
+                trie.capture(text, &mut raw)?;
+                for (slot, raw) in self.slots.iter().zip(raw) {
+                    let v = match raw {
+                        None => FieldValue::Absent,
+                        Some(r) => slot.typed.parse_json(r).map_err(|e| field_err(slot, e))?,
+                    };
+                    values.push(self.finish(slot, v)?);
+                }
+            }
+            Framing::Csv(columns) => {
+                let mut cells: SmallVec<[Option<std::borrow::Cow<'a, str>>; 8]> =
+                    SmallVec::from_elem(None, self.slots.len());
+                columns.split(text, &mut cells)?;
+                for (slot, cell) in self.slots.iter().zip(cells) {
+                    let v = match cell {
+                        None => FieldValue::Absent,
+                        Some(std::borrow::Cow::Borrowed(c)) => {
+                            slot.typed.parse_text(c).map_err(|e| field_err(slot, e))?
+                        }
+                        Some(std::borrow::Cow::Owned(c)) => {
+                            slot.typed.parse_text(&c).map(FieldValue::into_owned).map_err(|e| field_err(slot, e))?
+                        }
+                    };
+                    values.push(self.finish(slot, v)?);
+                }
+            }
+        }
+        let FieldValue::Time(ts_ms) = values[self.time] else {
+            // Validated: the time field is a required timestamp.
+            return Err(DecodeError::Missing(self.slots[self.time].typed.spec.name.clone()));
+        };
+        if ts_ms < self.limits.min_ts_ms || ts_ms >= self.limits.max_ts_ms {
+            return Err(DecodeError::TimestampOutOfRange {
+                ts_ms,
+                min: self.limits.min_ts_ms,
+                max: self.limits.max_ts_ms,
+            });
+        }
+        Ok(Event { ts_ms, values })
+    }
+
+    /// Defaults and requirements.
+    #[inline]
+    fn finish<'a>(&self, slot: &Slot, v: FieldValue<'a>) -> Result<FieldValue<'a>, DecodeError> {
+        match v {
+            FieldValue::Absent => match &slot.default {
+                Some(d) => Ok(d.clone()),
+                None if slot.required => Err(DecodeError::Missing(slot.typed.spec.name.clone())),
+                None => Ok(FieldValue::Absent),
+            },
+            FieldValue::Str(s) if s.is_empty() && slot.required => {
+                Err(DecodeError::Empty(slot.typed.spec.name.clone()))
+            }
+            v => Ok(v),
+        }
+    }
+}
+
+fn field_err(slot: &Slot, error: ValueError) -> DecodeError {
+    DecodeError::Field { field: slot.typed.spec.name.clone(), error }
+}
+
+#[cfg(test)]
+mod tests;

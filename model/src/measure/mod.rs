@@ -1,0 +1,240 @@
+//! Measures: the one place a kind of measure is defined. A measure kind
+//! says how an event adds to it ([`Partial`], the hot path), how two
+//! partials merge, how a flush applies a partial to a stored item exactly
+//! once ([`update::plan_update`]), how an item's attribute reads back
+//! ([`MeasureValues::from_item`]), and how a report shows and ranks it
+//! ([`MeasureValue`]). `ingest`, `gather`, `check` and `loadgen`'s truth all
+//! go through here, so a new kind touches this module and its tests.
+//!
+//! Kinds (`[[measure]]` in the configuration):
+//!
+//! | kind | of | item attribute | update |
+//! |---|---|---|---|
+//! | `count` | events (matching `where`) | N, integer | `ADD` |
+//! | `sum` | an integer or decimal field | N, exact | `ADD` |
+//! | `min`, `max` | an integer or decimal field | N | guarded `SET` |
+//!
+//! Every kind takes an optional `where` (see [`condition`]). Derived
+//! ratios (`[[ratio]]`, e.g. `ctr = clicks / impressions`) are computed by
+//! readers from two measures, never stored.
+
+pub mod condition;
+mod partial;
+pub mod update;
+mod values;
+
+use crate::config::ConfigError;
+use crate::schema::{FieldType, TypedField};
+use condition::Condition;
+pub use partial::{Partial, MAX_MEASURES};
+use serde::{Deserialize, Serialize};
+pub use values::{MeasureValue, MeasureValues};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MeasureKind {
+    Count,
+    Sum,
+    Min,
+    Max,
+}
+
+impl MeasureKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MeasureKind::Count => "count",
+            MeasureKind::Sum => "sum",
+            MeasureKind::Min => "min",
+            MeasureKind::Max => "max",
+        }
+    }
+
+    /// Accumulator words a partial of this kind takes.
+    fn slots(self) -> usize {
+        match self {
+            MeasureKind::Sum => 2, // an i128: no sum of i64 values overflows it
+            _ => 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasureSpec {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: MeasureKind,
+    /// The field summed, or whose min/max is kept (not for `count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// Only events matching this count (see [`condition`]).
+    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+}
+
+impl MeasureSpec {
+    pub fn new(name: &str, kind: MeasureKind, field: Option<&str>, condition: Option<&str>) -> Self {
+        MeasureSpec { name: name.into(), kind, field: field.map(Into::into), condition: condition.map(Into::into) }
+    }
+}
+
+/// A ratio of two measures, computed when read (`ctr = clicks / impressions`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RatioSpec {
+    pub name: String,
+    pub numerator: String,
+    pub denominator: String,
+}
+
+/// The shipped click/impression measures.
+pub fn default_measures() -> Vec<MeasureSpec> {
+    use MeasureKind::*;
+    vec![
+        MeasureSpec::new("clicks", Count, None, Some("type = click")),
+        MeasureSpec::new("impressions", Count, None, Some("type = impression")),
+        MeasureSpec::new("cost", Sum, Some("cost"), None),
+        MeasureSpec::new("cost_min", Min, Some("cost"), None),
+        MeasureSpec::new("cost_max", Max, Some("cost"), None),
+    ]
+}
+
+pub fn default_ratios() -> Vec<RatioSpec> {
+    vec![RatioSpec { name: "ctr".into(), numerator: "clicks".into(), denominator: "impressions".into() }]
+}
+
+/// One compiled measure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Measure {
+    pub name: String,
+    pub kind: MeasureKind,
+    /// Index of its field in the schema (None for `count`).
+    pub field: Option<usize>,
+    /// Digits after the point of its values (0: integers and counts).
+    pub scale: u32,
+    pub condition: Option<Condition>,
+    /// First accumulator word in a [`Partial`].
+    slot: usize,
+}
+
+/// A compiled ratio: indexes of its two measures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ratio {
+    pub name: String,
+    pub numerator: usize,
+    pub denominator: usize,
+}
+
+/// The measures of a layout, compiled against its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeasureSet {
+    measures: Vec<Measure>,
+    ratios: Vec<Ratio>,
+    slots: usize,
+}
+
+/// Names an item uses for itself: not measure names.
+pub const RESERVED: [&str; 1] = [crate::keys::TIME_ATTR];
+
+impl MeasureSet {
+    pub fn new(specs: &[MeasureSpec], ratios: &[RatioSpec], fields: &[TypedField]) -> Result<Self, ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if specs.is_empty() {
+            return bad("no [[measure]] is declared".into());
+        }
+        if specs.len() > MAX_MEASURES {
+            return bad(format!("{} measures declared; at most {MAX_MEASURES}", specs.len()));
+        }
+        let mut measures: Vec<Measure> = Vec::new();
+        let mut slot = 0;
+        for s in specs {
+            if s.name.is_empty() || !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return bad(format!("measure name {:?}: use letters, digits and _", s.name));
+            }
+            if RESERVED.contains(&s.name.as_str()) || s.name.starts_with("w@") {
+                return bad(format!("measure name {:?} is reserved", s.name));
+            }
+            if measures.iter().any(|m| m.name == s.name) {
+                return bad(format!("measure {} is declared twice", s.name));
+            }
+            let field = match (s.kind, &s.field) {
+                (MeasureKind::Count, None) => None,
+                (MeasureKind::Count, Some(_)) => {
+                    return bad(format!(
+                        "measure {}: a count takes no `field` (use `where` to count some events)",
+                        s.name
+                    ))
+                }
+                (kind, None) => return bad(format!("measure {}: a {} needs a `field`", s.name, kind.name())),
+                (kind, Some(name)) => {
+                    let i = fields.iter().position(|f| f.spec.name == *name).ok_or_else(|| {
+                        ConfigError::Invalid(format!("measure {}: field {name:?} is not declared", s.name))
+                    })?;
+                    if !matches!(fields[i].spec.kind, FieldType::Integer { .. } | FieldType::Decimal { .. }) {
+                        return bad(format!(
+                            "measure {}: a {} needs an integer or decimal field; {name} is a {}",
+                            s.name,
+                            kind.name(),
+                            fields[i].spec.type_name()
+                        ));
+                    }
+                    Some(i)
+                }
+            };
+            let condition = s.condition.as_deref().map(|c| Condition::parse(c, fields)).transpose()?;
+            let scale = field.and_then(|i| fields[i].spec.scale()).unwrap_or(0);
+            measures.push(Measure { name: s.name.clone(), kind: s.kind, field, scale, condition, slot });
+            slot += s.kind.slots();
+        }
+        let mut compiled = Vec::new();
+        for r in ratios {
+            let find = |n: &str| {
+                measures
+                    .iter()
+                    .position(|m| m.name == n)
+                    .ok_or_else(|| ConfigError::Invalid(format!("ratio {}: {n:?} is not a declared measure", r.name)))
+            };
+            if measures.iter().any(|m| m.name == r.name) || compiled.iter().any(|c: &Ratio| c.name == r.name) {
+                return bad(format!("ratio {}: the name is taken", r.name));
+            }
+            compiled.push(Ratio {
+                name: r.name.clone(),
+                numerator: find(&r.numerator)?,
+                denominator: find(&r.denominator)?,
+            });
+        }
+        Ok(MeasureSet { measures, ratios: compiled, slots: slot })
+    }
+
+    pub fn measures(&self) -> &[Measure] {
+        &self.measures
+    }
+
+    pub fn ratios(&self) -> &[Ratio] {
+        &self.ratios
+    }
+
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.measures.iter().position(|m| m.name == name)
+    }
+
+    /// A fresh accumulator for one key.
+    pub fn partial(&self) -> Partial {
+        Partial::new(self)
+    }
+
+    /// The value of ratio `r` for `values` (None: zero denominator).
+    pub fn ratio(&self, r: &Ratio, values: &MeasureValues) -> Option<f64> {
+        let n = values.0[r.numerator].as_f64(self.measures[r.numerator].scale)?;
+        let d = values.0[r.denominator].as_f64(self.measures[r.denominator].scale)?;
+        (d != 0.0).then(|| n / d)
+    }
+
+    /// Values of nothing (every count and sum zero, no min or max).
+    pub fn zero(&self) -> MeasureValues {
+        MeasureValues(self.measures.iter().map(|m| MeasureValue::zero(m.kind)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,107 @@
+//! The exactly-once update of one item by one flush's partial.
+//!
+//! Counts and sums are `ADD`s. DynamoDB has no MIN/MAX action, so a min is
+//! written as the common case, "this partial does not beat the stored
+//! min": `SET m = if_not_exists(m, :v)` guarded by `m <= :v`. When the
+//! guard fails, the store returns the old item and [`plan_update`] builds
+//! the one update that is right for it. So an item costs one write, plus
+//! one when a min or max moves (none when the writer remembers the stored
+//! extremes: [`remembered_extremes`]).
+//!
+//! Every write is guarded by the writer's mark (`w@lane < k`, then
+//! `SET w@lane = k`): a replayed flush finds its mark and is skipped.
+
+use super::{MeasureKind, MeasureSet, MeasureValue, MeasureValues};
+use crate::keys::TIME_ATTR;
+use rust_decimal::Decimal;
+use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
+
+/// One partial aggregate to apply under a lane's flush mark.
+#[derive(Debug, Clone)]
+pub struct ItemWrite<'a> {
+    pub pk: String,
+    pub sk: Vec<u8>,
+    pub bucket_start: i64,
+    /// Dimension attributes (name, value).
+    pub dims: &'a [(&'a str, AttrValue)],
+    pub values: &'a MeasureValues,
+    pub set: &'a MeasureSet,
+    /// The writer's mark attribute (`w@<lane>`) and this flush's number.
+    pub mark_attr: &'a str,
+    pub flush: u64,
+}
+
+/// The update that applies `w` exactly once, given what is known of the
+/// stored item: nothing (first attempt: assume min/max do not move), or
+/// the item a failed attempt returned. None when that item shows the flush
+/// was already applied (its mark is at or past this flush).
+pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Option<UpdateRequest> {
+    let flush = Decimal::from(w.flush);
+    if let Some(AttrValue::N(mark)) = known.and_then(|old| old.attrs.get(w.mark_attr)) {
+        if *mark >= flush {
+            return None;
+        }
+    }
+    let mut req = UpdateRequest::new(w.pk.clone(), w.sk.clone())
+        .set(w.mark_attr, AttrValue::N(flush))
+        .guard(w.mark_attr, CmpOp::Lt, AttrValue::N(flush), true)
+        .set_if_absent(TIME_ATTR, w.bucket_start);
+    for (name, value) in w.dims {
+        req = req.set_if_absent(name, value.clone());
+    }
+    for (m, v) in w.set.measures().iter().zip(&w.values.0) {
+        let name = m.name.as_str();
+        let stored = || known.and_then(|k| super::values::attr_units(k, name, m.scale).ok().flatten());
+        req = match *v {
+            MeasureValue::Count(0) | MeasureValue::Sum(0) | MeasureValue::Min(None) | MeasureValue::Max(None) => req,
+            MeasureValue::Count(n) => req.add(name, Decimal::from(n)),
+            MeasureValue::Sum(s) => match MeasureValue::attr(s, m.scale) {
+                AttrValue::N(d) => req.add(name, d),
+                _ => req,
+            },
+            MeasureValue::Min(Some(x)) => {
+                let v = MeasureValue::attr(x as i128, m.scale);
+                // Lower the stored min only when known to be higher; else
+                // keep it and require it to still be <= ours (it only goes down).
+                match stored() {
+                    Some(old) if old > x as i128 => req.set(name, v.clone()).guard(name, CmpOp::Gt, v, true),
+                    _ => req.set_if_absent(name, v.clone()).guard(name, CmpOp::Le, v, true),
+                }
+            }
+            MeasureValue::Max(Some(x)) => {
+                let v = MeasureValue::attr(x as i128, m.scale);
+                match stored() {
+                    Some(old) if old < x as i128 => req.set(name, v.clone()).guard(name, CmpOp::Lt, v, true),
+                    _ => req.set_if_absent(name, v.clone()).guard(name, CmpOp::Ge, v, true),
+                }
+            }
+        };
+    }
+    Some(req)
+}
+
+/// The stored minima and maxima of an item (in the set's order of its
+/// min/max measures), to remember after a write.
+pub fn extremes_of(set: &MeasureSet, item: &Item) -> Vec<Option<i64>> {
+    set.measures()
+        .iter()
+        .filter(|m| matches!(m.kind, MeasureKind::Min | MeasureKind::Max))
+        .map(|m| super::values::attr_units(item, &m.name, m.scale).ok().flatten().and_then(|u| i64::try_from(u).ok()))
+        .collect()
+}
+
+/// What a writer remembers of an item's stored extremes (from the item its
+/// last write returned, [`extremes_of`]), as the `known` item of
+/// [`plan_update`]: a first attempt that moves them is then one write
+/// instead of two. A stale memory only costs the second write (the guards
+/// check the store).
+pub fn remembered_extremes(set: &MeasureSet, pk: &str, sk: &[u8], extremes: &[Option<i64>]) -> Item {
+    let mut item = Item::new(pk, sk.to_vec());
+    let min_max = set.measures().iter().filter(|m| matches!(m.kind, MeasureKind::Min | MeasureKind::Max));
+    for (m, v) in min_max.zip(extremes) {
+        if let Some(v) = v {
+            item.attrs.insert(m.name.clone(), MeasureValue::attr(*v as i128, m.scale));
+        }
+    }
+    item
+}

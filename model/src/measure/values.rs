@@ -1,0 +1,153 @@
+//! Measure values as a flush writes them and a reader sums them: the wide
+//! form of a [`Partial`](super::Partial), with its item codec.
+
+use super::{MeasureKind, MeasureSet};
+use crate::schema::value::format_units;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use zigzag_core::table::{AttrValue, Item};
+
+/// One measure's value. Sums, minima and maxima are in units of
+/// 10^-scale of their field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MeasureValue {
+    Count(u64),
+    Sum(i128),
+    /// None: no event had the field.
+    Min(Option<i64>),
+    Max(Option<i64>),
+}
+
+impl MeasureValue {
+    pub fn zero(kind: MeasureKind) -> MeasureValue {
+        match kind {
+            MeasureKind::Count => MeasureValue::Count(0),
+            MeasureKind::Sum => MeasureValue::Sum(0),
+            MeasureKind::Min => MeasureValue::Min(None),
+            MeasureKind::Max => MeasureValue::Max(None),
+        }
+    }
+
+    /// Adds `other` (of the same measure): counts and sums add, min and max
+    /// take the extreme. Order-free and exact.
+    pub fn merge(&mut self, other: &MeasureValue) {
+        use MeasureValue::*;
+        *self = match (*self, *other) {
+            (Count(a), Count(b)) => Count(a + b),
+            (Sum(a), Sum(b)) => Sum(a + b),
+            (Min(a), Min(b)) => Min(extreme(a, b, i64::min)),
+            (Max(a), Max(b)) => Max(extreme(a, b, i64::max)),
+            // Values of one measure are always of one kind.
+            (a, _) => a,
+        };
+    }
+
+    /// The exact value in units (None: no value).
+    pub fn units(&self) -> Option<i128> {
+        match *self {
+            MeasureValue::Count(n) => Some(n as i128),
+            MeasureValue::Sum(s) => Some(s),
+            MeasureValue::Min(v) | MeasureValue::Max(v) => v.map(i128::from),
+        }
+    }
+
+    /// The value as a number (charts, ratios).
+    pub fn as_f64(&self, scale: u32) -> Option<f64> {
+        self.units().map(|u| u as f64 / 10f64.powi(scale as i32))
+    }
+
+    /// Its text: counts as integers, the rest as exact decimals; empty
+    /// when there is no value.
+    pub fn text(&self, scale: u32) -> String {
+        self.units().map_or_else(String::new, |u| format_units(u, scale))
+    }
+
+    /// Exact order (no value sorts first).
+    pub fn compare(&self, other: &MeasureValue) -> Ordering {
+        self.units().cmp(&other.units())
+    }
+
+    fn to_attr(units: i128, scale: u32) -> Option<AttrValue> {
+        Decimal::try_from_i128_with_scale(units, scale).ok().map(|d| AttrValue::N(d.normalize()))
+    }
+
+    /// The item attribute holding `units`.
+    pub fn attr(units: i128, scale: u32) -> AttrValue {
+        // In range by construction: sums of i64 units fit Decimal's 96 bits
+        // long before they could overflow i128 at any realistic count.
+        Self::to_attr(units, scale).unwrap_or(AttrValue::N(Decimal::MAX))
+    }
+}
+
+fn extreme(a: Option<i64>, b: Option<i64>, pick: fn(i64, i64) -> i64) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(pick(x, y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// A stored number in units of 10^-scale, exactly.
+pub(super) fn attr_units(item: &Item, name: &str, scale: u32) -> Result<Option<i128>, String> {
+    match item.attrs.get(name) {
+        None => Ok(None),
+        Some(AttrValue::N(d)) => {
+            let scaled = d.checked_mul(Decimal::from(10i64.pow(scale.min(18)))).ok_or("overflow");
+            match scaled {
+                Ok(s) if s.fract().is_zero() => {
+                    i128::try_from(s).map(Some).map_err(|_| format!("attribute {name:?} = {d} is out of range"))
+                }
+                _ => Err(format!("attribute {name:?} = {d} has more than {scale} digits after the point")),
+            }
+        }
+        Some(other) => Err(format!("attribute {name:?} is {other:?}, not a number")),
+    }
+}
+
+/// Every measure's value of one key, in the set's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeasureValues(pub Vec<MeasureValue>);
+
+impl MeasureValues {
+    pub fn merge(&mut self, other: &MeasureValues) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            a.merge(b);
+        }
+    }
+
+    /// Reads an item's measures (absent attributes: nothing counted).
+    pub fn from_item(set: &MeasureSet, item: &Item) -> Result<MeasureValues, String> {
+        let mut out = Vec::with_capacity(set.measures.len());
+        for m in &set.measures {
+            let units = attr_units(item, &m.name, m.scale)?;
+            let narrow = |u: Option<i128>| {
+                u.map(|u| i64::try_from(u).map_err(|_| format!("attribute {:?} = {u} is out of range", m.name)))
+                    .transpose()
+            };
+            out.push(match m.kind {
+                MeasureKind::Count => MeasureValue::Count(
+                    u64::try_from(units.unwrap_or(0)).map_err(|_| format!("attribute {:?} is not a count", m.name))?,
+                ),
+                MeasureKind::Sum => MeasureValue::Sum(units.unwrap_or(0)),
+                MeasureKind::Min => MeasureValue::Min(narrow(units)?),
+                MeasureKind::Max => MeasureValue::Max(narrow(units)?),
+            });
+        }
+        Ok(MeasureValues(out))
+    }
+
+    /// By measure name (ground truths are written this way).
+    pub fn named(&self, set: &MeasureSet) -> BTreeMap<String, MeasureValue> {
+        set.measures.iter().zip(&self.0).map(|(m, v)| (m.name.clone(), *v)).collect()
+    }
+
+    /// From values by name; a measure not named is zero.
+    pub fn from_named(set: &MeasureSet, named: &BTreeMap<String, MeasureValue>) -> MeasureValues {
+        MeasureValues(
+            set.measures.iter().map(|m| named.get(&m.name).copied().unwrap_or(MeasureValue::zero(m.kind))).collect(),
+        )
+    }
+}

@@ -1,0 +1,342 @@
+//! Typed field values and the one set of rules that makes them, from a JSON
+//! value's text (`parse_json`) or from plain text (a CSV cell, a default, a
+//! literal in a condition: `parse_text`).
+//!
+//! Numbers are exact: an integer is an i64, a decimal an i64 count of
+//! 10^-scale units, parsed from the literal's digits (never through a
+//! float), and a decimal with more digits than its scale is refused, not
+//! rounded. A number may also come as a JSON string (`"7"`): producers
+//! often quote ids.
+
+use super::{FieldSpec, FieldType, TimeFormat};
+use chrono::{DateTime, NaiveDateTime};
+use std::borrow::Cow;
+use thiserror::Error;
+
+/// One decoded field.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FieldValue<'a> {
+    Absent,
+    Str(Cow<'a, str>),
+    Int(i64),
+    /// A decimal in units of 10^-scale (the field's scale).
+    Dec(i64),
+    Bool(bool),
+    /// Milliseconds since the Unix epoch, UTC.
+    Time(i64),
+}
+
+impl FieldValue<'_> {
+    /// The value as a number of the field's units (integers and decimals).
+    #[inline]
+    pub fn units(&self) -> Option<i64> {
+        match self {
+            FieldValue::Int(v) | FieldValue::Dec(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn into_owned(self) -> FieldValue<'static> {
+        match self {
+            FieldValue::Absent => FieldValue::Absent,
+            FieldValue::Str(s) => FieldValue::Str(Cow::Owned(s.into_owned())),
+            FieldValue::Int(v) => FieldValue::Int(v),
+            FieldValue::Dec(v) => FieldValue::Dec(v),
+            FieldValue::Bool(v) => FieldValue::Bool(v),
+            FieldValue::Time(v) => FieldValue::Time(v),
+        }
+    }
+}
+
+/// Why a value does not fit its field.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ValueError {
+    #[error("expected {expected}, got {got}")]
+    WrongType { expected: &'static str, got: &'static str },
+    #[error("{bytes} bytes exceeds the {max}-byte limit")]
+    TooLong { bytes: usize, max: u32 },
+    #[error("{value:?} is not one of {allowed:?}")]
+    NotAllowed { value: String, allowed: Vec<String> },
+    #[error("is empty")]
+    Empty,
+    #[error("{value} is not a number")]
+    BadNumber { value: String },
+    #[error("{value} is outside {min}..={max}")]
+    OutOfRange { value: String, min: String, max: String },
+    #[error("{value} has more than {scale} digits after the point")]
+    TooPrecise { value: String, scale: u32 },
+    #[error("{value:?} is not a timestamp ({format})")]
+    BadTimestamp { value: String, format: String },
+}
+
+/// What a JSON value's text is, for messages.
+pub fn json_kind(raw: &str) -> &'static str {
+    match raw.as_bytes().first() {
+        Some(b'"') => "a string",
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
+}
+
+/// A field's numeric bounds, in its units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub min: i64,
+    pub max: i64,
+}
+
+impl Bounds {
+    pub fn of(f: &FieldSpec) -> Result<Bounds, ValueError> {
+        match &f.kind {
+            FieldType::Integer { min, max } => {
+                Ok(Bounds { min: min.unwrap_or(i64::MIN), max: max.unwrap_or(i64::MAX) })
+            }
+            FieldType::Decimal { scale, min, max } => {
+                let bound = |text: &Option<String>, dflt: i64| match text {
+                    None => Ok(dflt),
+                    Some(t) => decimal_units(t, *scale),
+                };
+                Ok(Bounds { min: bound(min, i64::MIN)?, max: bound(max, i64::MAX)? })
+            }
+            _ => Ok(Bounds { min: i64::MIN, max: i64::MAX }),
+        }
+    }
+}
+
+/// A field with its bounds resolved: what decoding needs per value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypedField {
+    pub spec: FieldSpec,
+    pub bounds: Bounds,
+}
+
+impl TypedField {
+    pub fn new(spec: &FieldSpec) -> Result<TypedField, ValueError> {
+        Ok(TypedField { bounds: Bounds::of(spec)?, spec: spec.clone() })
+    }
+
+    /// A JSON value (its text as it stands in the record); `null` is absent.
+    pub fn parse_json<'a>(&self, raw: &'a str) -> Result<FieldValue<'a>, ValueError> {
+        parse_json(self, raw)
+    }
+
+    /// Plain text (a CSV cell, a default, a literal). Empty text is absent,
+    /// except for strings, where it is empty text.
+    pub fn parse_text<'a>(&self, text: &'a str) -> Result<FieldValue<'a>, ValueError> {
+        parse_cow(self, Cow::Borrowed(text), true)
+    }
+}
+
+fn parse_json<'a>(t: &TypedField, raw: &'a str) -> Result<FieldValue<'a>, ValueError> {
+    let f = &t.spec;
+    match raw.as_bytes().first() {
+        Some(b'"') => {
+            let text = json_string(raw).ok_or(ValueError::WrongType { expected: "a string", got: "a bad string" })?;
+            parse_cow(t, text, true)
+        }
+        Some(b'n') => Ok(FieldValue::Absent),
+        Some(b't' | b'f') => match f.kind {
+            FieldType::Boolean => Ok(FieldValue::Bool(raw == "true")),
+            _ => Err(wrong(f, "a boolean")),
+        },
+        Some(b'{' | b'[') => Err(wrong(f, json_kind(raw))),
+        _ => match f.kind {
+            FieldType::String { .. } => Err(wrong(f, "a number")),
+            FieldType::Boolean => Err(wrong(f, "a number")),
+            _ => parse_cow(t, Cow::Borrowed(raw), false),
+        },
+    }
+}
+
+fn wrong(f: &FieldSpec, got: &'static str) -> ValueError {
+    let expected = match f.kind {
+        FieldType::String { .. } => "a string",
+        FieldType::Integer { .. } => "an integer",
+        FieldType::Decimal { .. } => "a decimal number",
+        FieldType::Boolean => "a boolean",
+        FieldType::Timestamp { format: TimeFormat::Auto } => "RFC 3339 text or epoch milliseconds",
+        FieldType::Timestamp { .. } => "a timestamp",
+    };
+    ValueError::WrongType { expected, got }
+}
+
+/// `text` is a string's content (`quoted`) or a bare JSON number.
+fn parse_cow<'a>(t: &TypedField, text: Cow<'a, str>, quoted: bool) -> Result<FieldValue<'a>, ValueError> {
+    let f = &t.spec;
+    match &f.kind {
+        FieldType::String { max_bytes, values } => {
+            if text.len() > *max_bytes as usize {
+                return Err(ValueError::TooLong { bytes: text.len(), max: *max_bytes });
+            }
+            if !values.is_empty() && !values.iter().any(|v| *v == *text) {
+                return Err(ValueError::NotAllowed { value: text.into_owned(), allowed: values.clone() });
+            }
+            Ok(FieldValue::Str(text))
+        }
+        _ if quoted && text.is_empty() => Ok(FieldValue::Absent),
+        FieldType::Integer { .. } => {
+            let v = decimal_units(&text, 0)?;
+            check_bounds(t, v, &text)?;
+            Ok(FieldValue::Int(v))
+        }
+        FieldType::Decimal { scale, .. } => {
+            let v = decimal_units(&text, *scale)?;
+            check_bounds(t, v, &text)?;
+            Ok(FieldValue::Dec(v))
+        }
+        FieldType::Boolean => match &*text {
+            "true" | "1" => Ok(FieldValue::Bool(true)),
+            "false" | "0" => Ok(FieldValue::Bool(false)),
+            _ => Err(wrong(f, "text")),
+        },
+        FieldType::Timestamp { format } => timestamp(format, &text, quoted).map(FieldValue::Time),
+    }
+}
+
+fn check_bounds(t: &TypedField, v: i64, text: &str) -> Result<(), ValueError> {
+    let (f, b) = (&t.spec, t.bounds);
+    if v < b.min || v > b.max {
+        let show = |x: i64, dflt: &str| match &f.kind {
+            FieldType::Integer { .. } if x != i64::MIN && x != i64::MAX => x.to_string(),
+            FieldType::Decimal { scale, .. } if x != i64::MIN && x != i64::MAX => format_units(x as i128, *scale),
+            _ => dflt.to_string(),
+        };
+        return Err(ValueError::OutOfRange {
+            value: text.to_string(),
+            min: show(b.min, "-inf"),
+            max: show(b.max, "inf"),
+        });
+    }
+    Ok(())
+}
+
+/// The content of a JSON string literal, borrowed when it has no escapes.
+fn json_string(raw: &str) -> Option<Cow<'_, str>> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains('\\') {
+        return Some(Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
+}
+
+/// A decimal literal (`-12.5`, `3e2`, `0.000001`) as a count of 10^-scale
+/// units, exactly: more digits than the scale, or a value beyond i64, is
+/// an error.
+pub fn decimal_units(text: &str, scale: u32) -> Result<i64, ValueError> {
+    let bad = || ValueError::BadNumber { value: text.to_string() };
+    let range = || ValueError::OutOfRange {
+        value: text.to_string(),
+        min: format_units(i64::MIN as i128, scale),
+        max: format_units(i64::MAX as i128, scale),
+    };
+    let (negative, body) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], body[i + 1..].parse::<i32>().map_err(|_| bad())?),
+        None => (body, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int_part.is_empty() && frac_part.is_empty() {
+        return Err(bad());
+    }
+    if !int_part.bytes().chain(frac_part.bytes()).all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    // value = digits * 10^(exponent - frac_len); in units: * 10^scale.
+    let shift = exponent as i64 - frac_part.len() as i64 + scale as i64;
+    let digits = int_part.bytes().chain(frac_part.bytes()).skip_while(|b| *b == b'0');
+    let digits: Vec<u8> = digits.map(|b| b - b'0').collect();
+    if digits.is_empty() {
+        return Ok(0);
+    }
+    let mut kept = digits.len() as i64;
+    if shift < 0 {
+        // The last -shift digits are below one unit: they must be zeros.
+        let cut = (-shift).min(digits.len() as i64) as usize;
+        if digits[digits.len() - cut..].iter().any(|d| *d != 0) {
+            return Err(ValueError::TooPrecise { value: text.to_string(), scale });
+        }
+        kept -= cut as i64;
+    }
+    let mut v: i128 = 0;
+    for d in &digits[..kept as usize] {
+        v = v.checked_mul(10).and_then(|v| v.checked_add(*d as i128)).ok_or_else(range)?;
+        if v > i64::MAX as i128 + 1 {
+            return Err(range());
+        }
+    }
+    for _ in 0..shift.max(0) {
+        v = v.checked_mul(10).ok_or_else(range)?;
+        if v > i64::MAX as i128 + 1 {
+            return Err(range());
+        }
+    }
+    let v = if negative { -v } else { v };
+    i64::try_from(v).map_err(|_| range())
+}
+
+/// Text of `v` units of 10^-scale, shortest form (`12.5`, `7`).
+pub fn format_units(v: i128, scale: u32) -> String {
+    rust_decimal::Decimal::try_from_i128_with_scale(v, scale)
+        .map_or_else(|_| v.to_string(), |d| d.normalize().to_string())
+}
+
+fn timestamp(format: &TimeFormat, text: &str, quoted: bool) -> Result<i64, ValueError> {
+    let bad = || ValueError::BadTimestamp { value: text.to_string(), format: format_name(format) };
+    let epoch = |scale: u32, per_ms: i64| -> Result<i64, ValueError> {
+        // Seconds may carry a fraction (to the millisecond); finer units
+        // are whole numbers, floored to the millisecond.
+        let units = decimal_units(text, scale).map_err(|_| bad())?;
+        Ok(units.div_euclid(per_ms))
+    };
+    match format {
+        TimeFormat::Auto if quoted && !text.bytes().all(|b| b.is_ascii_digit()) => rfc3339(text).ok_or_else(bad),
+        TimeFormat::Auto => text.parse::<i64>().map_err(|_| bad()),
+        TimeFormat::Rfc3339 => rfc3339(text).ok_or_else(bad),
+        TimeFormat::EpochS => epoch(3, 1),
+        TimeFormat::EpochMs => epoch(0, 1),
+        TimeFormat::EpochUs => epoch(0, 1_000),
+        TimeFormat::EpochNs => epoch(0, 1_000_000),
+        TimeFormat::Pattern(p) => {
+            if let Ok(t) = DateTime::parse_from_str(text, p) {
+                return Ok(t.timestamp_millis());
+            }
+            NaiveDateTime::parse_from_str(text, p).map(|t| t.and_utc().timestamp_millis()).map_err(|_| bad())
+        }
+    }
+}
+
+fn rfc3339(text: &str) -> Option<i64> {
+    DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis())
+}
+
+pub fn format_name(format: &TimeFormat) -> String {
+    match format {
+        TimeFormat::Auto => "RFC 3339 or epoch ms".into(),
+        TimeFormat::Rfc3339 => "RFC 3339".into(),
+        TimeFormat::EpochS => "epoch seconds".into(),
+        TimeFormat::EpochMs => "epoch milliseconds".into(),
+        TimeFormat::EpochUs => "epoch microseconds".into(),
+        TimeFormat::EpochNs => "epoch nanoseconds".into(),
+        TimeFormat::Pattern(p) => format!("pattern {p:?}"),
+    }
+}
+
+/// A value's text as a dimension value or a group key (strings as they
+/// are, numbers in their shortest exact form, instants as epoch ms).
+pub fn display(f: &FieldSpec, v: &FieldValue<'_>) -> String {
+    match v {
+        FieldValue::Absent => String::new(),
+        FieldValue::Str(s) => s.to_string(),
+        FieldValue::Int(i) => i.to_string(),
+        FieldValue::Dec(d) => format_units(*d as i128, f.scale().unwrap_or(0)),
+        FieldValue::Bool(b) => b.to_string(),
+        FieldValue::Time(t) => t.to_string(),
+    }
+}
