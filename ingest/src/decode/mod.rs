@@ -94,7 +94,6 @@ impl DecodeError {
                 ValueError::WrongType { .. } => "wrong_type",
                 ValueError::TooLong { .. } => "field_too_long",
                 ValueError::NotAllowed { .. } => "not_allowed",
-                ValueError::Empty => "empty_field",
                 ValueError::BadNumber { .. } => "bad_number",
                 ValueError::OutOfRange { .. } => "out_of_range",
                 ValueError::TooPrecise { .. } => "too_precise",

@@ -70,11 +70,6 @@ impl Condition {
             c.values.iter().any(|x| x == v) != c.negate
         })
     }
-
-    /// The fields it reads.
-    pub fn fields(&self) -> impl Iterator<Item = usize> + '_ {
-        self.clauses.iter().map(|c| c.field)
-    }
 }
 
 #[cfg(test)]

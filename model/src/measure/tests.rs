@@ -1,6 +1,6 @@
 use super::update::{extremes_of, plan_update, remembered_extremes, ItemWrite};
 use super::*;
-use crate::schema::{FieldSpec, FieldValue};
+use crate::schema::FieldValue;
 use crate::truth::event_values;
 use crate::Config;
 use proptest::prelude::*;
@@ -160,5 +160,4 @@ fn ratios_are_read_from_two_measures() {
     let ctr = &set.ratios()[0];
     assert_eq!(set.ratio(ctr, &v), Some(0.5));
     assert_eq!(set.ratio(ctr, &set.zero()), None);
-    let _ = FieldSpec::string("unused");
 }

@@ -70,15 +70,11 @@ impl MeasureValue {
         self.units().cmp(&other.units())
     }
 
-    fn to_attr(units: i128, scale: u32) -> Option<AttrValue> {
-        Decimal::try_from_i128_with_scale(units, scale).ok().map(|d| AttrValue::N(d.normalize()))
-    }
-
     /// The item attribute holding `units`.
     pub fn attr(units: i128, scale: u32) -> AttrValue {
         // In range by construction: sums of i64 units fit Decimal's 96 bits
         // long before they could overflow i128 at any realistic count.
-        Self::to_attr(units, scale).unwrap_or(AttrValue::N(Decimal::MAX))
+        AttrValue::N(Decimal::try_from_i128_with_scale(units, scale).map_or(Decimal::MAX, |d| d.normalize()))
     }
 }
 

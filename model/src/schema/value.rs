@@ -57,8 +57,6 @@ pub enum ValueError {
     TooLong { bytes: usize, max: u32 },
     #[error("{value:?} is not one of {allowed:?}")]
     NotAllowed { value: String, allowed: Vec<String> },
-    #[error("is empty")]
-    Empty,
     #[error("{value} is not a number")]
     BadNumber { value: String },
     #[error("{value} is outside {min}..={max}")]
