@@ -138,7 +138,7 @@ mod tests {
         assert_eq!(a.groups.len(), 3);
         let t = a.total();
         use zigzag_model::MeasureValue::*;
-        assert_eq!((t.0[0], t.0[2], t.0[3]), (Count(6), Sum(300_001), Min(Some(1))));
+        assert_eq!((&t.0[0], &t.0[2], &t.0[3]), (&Count(6), &Sum(300_001), &Min(Some(1))));
         assert_eq!(a.by_values()[&vec!["DE".to_string()]].0[0], Count(5));
         let e = a.add_item(&Item::new("p", vec![1]).with("t", 0)).unwrap_err().to_string();
         assert!(e.contains("`country`"), "{e}");

@@ -128,7 +128,8 @@ fn measure_columns(set: &MeasureSet) -> Vec<String> {
 
 fn all_cells(set: &MeasureSet, v: &MeasureValues) -> Vec<Cell> {
     let measures = set.measures().iter().zip(&v.0).map(|(m, x)| match m.kind {
-        MeasureKind::Count => Cell::Count(x.units().unwrap_or(0) as u64),
+        // A distinct count shows its estimate.
+        MeasureKind::Count | MeasureKind::Distinct => Cell::Count(x.units().unwrap_or(0) as u64),
         _ => Cell::Decimal { units: x.units(), scale: m.scale },
     });
     let ratios = set.ratios().iter().map(|r| Cell::Ratio(set.ratio(r, v)));

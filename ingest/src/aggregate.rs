@@ -88,10 +88,10 @@ pub struct Generation {
     bytes: std::sync::atomic::AtomicU64,
 }
 
-/// Estimated bytes of one partial in the map: key 32 + partial 64 (six
-/// accumulator words inline), the table's control byte and its spare room
-/// (a hash table is 50-87 % full).
-const PARTIAL_BYTES: u64 = 136;
+/// Estimated bytes of one partial in the map: key 32 + partial 72 (six
+/// accumulator words inline, seen bits, the sketches' pointer), the
+/// table's control byte and its spare room (a hash table is 50-87 % full).
+const PARTIAL_BYTES: u64 = 144;
 /// Estimated bytes of one key's names beyond their packed text: the map
 /// entry (16 + 8) with its spare room, and the allocation's header.
 const NAME_BYTES: u64 = 64;
@@ -241,6 +241,13 @@ impl Aggregator {
         self.check_names(gen, id, &values)?;
         let key = AggKey::new(shard, self.finest, self.finest.floor(e.ts_ms), id);
         match gen.partials.entry(key) {
+            // A sketch grows as values arrive: counted as it grows.
+            dashmap::Entry::Occupied(mut p) if self.measures.has_sketches() => {
+                let before = p.get().heap_bytes();
+                p.get_mut().add(&self.measures, &e.values);
+                let grown = p.get().heap_bytes().saturating_sub(before);
+                gen.bytes.fetch_add(grown as u64, std::sync::atomic::Ordering::Relaxed);
+            }
             dashmap::Entry::Occupied(mut p) => p.get_mut().add(&self.measures, &e.values),
             dashmap::Entry::Vacant(v) => {
                 let mut p = self.measures.partial();
@@ -306,7 +313,7 @@ mod tests {
             let m = p.values(agg.measures());
             assert_eq!(m.0[0], MeasureValue::Count(2));
             assert_eq!(m.0[2], MeasureValue::Sum(500_000));
-            assert_eq!((m.0[3], m.0[4]), (MeasureValue::Min(Some(250_000)), MeasureValue::Max(Some(250_000))));
+            assert_eq!(m.0[3..5], [MeasureValue::Min(Some(250_000)), MeasureValue::Max(Some(250_000))]);
         }
         let minute = all.iter().find(|(k, _)| k.rollup == Rollup::Minute).unwrap();
         assert_eq!(minute.0.bucket, 1_795_256_100_000); // 2026-11-21T10:15:00Z
@@ -329,7 +336,7 @@ mod tests {
         let (merged, _) = gen.into_rollups(agg.measures(), &[Rollup::Minute], |shard| shard != 1);
         assert_eq!(merged.len(), 1, "one item write for the key");
         let m = merged.values().next().unwrap().values(agg.measures());
-        assert_eq!((m.0[0], m.0[2]), (MeasureValue::Count(2), MeasureValue::Sum(2_000_000)), "shards 0 and 2 only");
+        assert_eq!((&m.0[0], &m.0[2]), (&MeasureValue::Count(2), &MeasureValue::Sum(2_000_000)), "shards 0 and 2 only");
     }
 
     #[test]

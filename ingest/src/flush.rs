@@ -21,8 +21,11 @@ use thiserror::Error;
 use zigzag_core::retry::{RetryPolicy, Retryable};
 use zigzag_core::schema::DimError;
 use zigzag_core::table::{AttrValue, Item, SortedTable, TableError, UpdateOutcome};
-use zigzag_model::measure::update::{extremes_of, plan_update, remembered_extremes, ItemWrite};
+use zigzag_model::measure::update::{
+    extremes_of, plan_sketch_update, plan_update, remembered_extremes, sketch_key, ItemWrite, SketchWrite,
+};
 use zigzag_model::measure::Partial;
+use zigzag_model::MeasureValue;
 use zigzag_model::{Config, ConfigError, Identity, KeyModel, MeasureSet, MeasureValues};
 
 #[derive(Debug, Error)]
@@ -33,6 +36,8 @@ pub enum FlushError {
     Key(#[from] DimError),
     #[error("item {pk} did not converge after {attempts} conditional attempts")]
     NoConvergence { pk: String, attempts: u32 },
+    #[error("item {pk}: {why}")]
+    Corrupt { pk: String, why: String },
 }
 
 impl Retryable for FlushError {
@@ -159,7 +164,7 @@ impl Flusher {
         let mut writes = Vec::with_capacity(partition.len());
         for ((prefix, _, _), key, p) in partition {
             let values = names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
-            writes.push(self.prepare(*key, *prefix, p.values(&self.set), values)?);
+            self.prepare(*key, *prefix, p.values(&self.set), values, &mut writes)?;
         }
         writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
         let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
@@ -167,19 +172,40 @@ impl Flusher {
         stream::iter(chunks).buffer_unordered(in_flight).try_collect::<()>().await
     }
 
-    fn prepare(&self, key: AggKey, prefix: u32, m: MeasureValues, values: KeyValues) -> Result<Prepared, FlushError> {
+    /// The key's item write, and one write per non-empty sketch (its own item).
+    fn prepare(
+        &self,
+        key: AggKey,
+        prefix: u32,
+        m: MeasureValues,
+        values: KeyValues,
+        out: &mut Vec<Prepared>,
+    ) -> Result<(), FlushError> {
         let rollup = key.rollup;
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().collect();
         let sk = self.keys.sort_key(rollup, key.bucket, &strs, key.id())?;
         drop(strs);
-        Ok(Prepared {
-            pk: KeyModel::partition_key(prefix, rollup, rollup.bin().start_of(key.bucket)),
-            sk,
-            prefix,
-            bucket: key.bucket,
-            values,
-            measures: m,
-        })
+        let pk = KeyModel::partition_key(prefix, rollup, rollup.bin().start_of(key.bucket));
+        let sketches: smallvec::SmallVec<[usize; 2]> =
+            m.0.iter()
+                .enumerate()
+                .filter(|(_, v)| matches!(v, MeasureValue::Distinct(h) if !h.is_empty()))
+                .map(|(i, _)| i)
+                .collect();
+        let measures = Arc::new(m);
+        for i in sketches {
+            out.push(Prepared {
+                pk: pk.clone(),
+                sk: sketch_key(&sk, i),
+                prefix,
+                bucket: key.bucket,
+                values: values.clone(),
+                measures: measures.clone(),
+                sketch: Some(i),
+            });
+        }
+        out.push(Prepared { pk, sk, prefix, bucket: key.bucket, values, measures, sketch: None });
+        Ok(())
     }
 
     /// Applies a chunk of items: first attempts together; then items whose
@@ -192,18 +218,31 @@ impl Flusher {
             .iter()
             .map(|p| key_dims.iter().zip(p.values.iter()).map(|(d, text)| (d.name.as_str(), d.attr(text))).collect())
             .collect();
-        let writes: Vec<ItemWrite> = chunk
+        let writes: Vec<Write> = chunk
             .iter()
             .zip(&dims)
-            .map(|(p, dims)| ItemWrite {
-                pk: p.pk.clone(),
-                sk: p.sk.clone(),
-                bucket_start: p.bucket,
-                dims,
-                values: &p.measures,
-                set: &self.set,
-                mark_attr: mark,
-                flush: k,
+            .map(|(p, dims)| match p.sketch {
+                None => Write::Item(ItemWrite {
+                    pk: p.pk.clone(),
+                    sk: p.sk.clone(),
+                    bucket_start: p.bucket,
+                    dims,
+                    values: &p.measures,
+                    set: &self.set,
+                    mark_attr: mark,
+                    flush: k,
+                }),
+                Some(i) => Write::Sketch(SketchWrite {
+                    pk: p.pk.clone(),
+                    sk: p.sk.clone(),
+                    bucket_start: p.bucket,
+                    dims,
+                    measure: &self.set.measures()[i],
+                    sketch: match &p.measures.0[i] {
+                        MeasureValue::Distinct(h) => h,
+                        _ => unreachable!("prepared for a distinct count"),
+                    },
+                }),
             })
             .collect();
         self.stats.items.fetch_add(chunk.len() as u64, Ordering::Relaxed);
@@ -213,7 +252,7 @@ impl Flusher {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let memory = self.extremes.get(&item_hash(&p.pk, &p.sk));
+                let memory = p.sketch.is_none().then(|| self.extremes.get(&item_hash(&p.pk, &p.sk))).flatten();
                 (i, memory.map(|m| remembered_extremes(&self.set, &p.pk, &p.sk, &m)))
             })
             .collect();
@@ -223,7 +262,7 @@ impl Flusher {
             let mut idx = Vec::with_capacity(todo.len());
             let mut reqs = Vec::with_capacity(todo.len());
             for (i, known) in &todo {
-                match plan_update(&writes[*i], known.as_ref()) {
+                match writes[*i].plan(known.as_ref())? {
                     Some(req) => {
                         idx.push((*i, known.clone()));
                         reqs.push(req);
@@ -253,7 +292,7 @@ impl Flusher {
                 self.stats.per_prefix[chunk[i].prefix as usize].fetch_add(1, Ordering::Relaxed);
                 match result {
                     Ok(UpdateOutcome::Applied(item)) => {
-                        if !self.remember || self.extremes.len() >= EXTREMES_REMEMBERED {
+                        if !self.remember || chunk[i].sketch.is_some() || self.extremes.len() >= EXTREMES_REMEMBERED {
                             continue; // full: refilled at the next flush
                         }
                         let extremes = extremes_of(&self.set, &item).into_iter().collect();
@@ -319,7 +358,29 @@ struct Prepared {
     prefix: u32,
     bucket: i64,
     values: KeyValues,
-    measures: MeasureValues,
+    /// The key's values (shared by its item and sketch writes).
+    measures: Arc<MeasureValues>,
+    /// The measure whose sketch item this is (None: the key's item).
+    sketch: Option<usize>,
+}
+
+/// One write of a chunk: a key's item, or one of its sketches.
+enum Write<'a> {
+    Item(ItemWrite<'a>),
+    Sketch(SketchWrite<'a>),
+}
+
+impl Write<'_> {
+    /// The update to send, given what the store last showed of the item;
+    /// None when it is already applied.
+    fn plan(&self, known: Option<&Item>) -> Result<Option<zigzag_core::table::UpdateRequest>, FlushError> {
+        match self {
+            Write::Item(w) => Ok(plan_update(w, known)),
+            Write::Sketch(w) => {
+                plan_sketch_update(w, known).map_err(|why| FlushError::Corrupt { pk: w.pk.clone(), why })
+            }
+        }
+    }
 }
 
 /// Items whose stored min/max a flusher remembers (~60 bytes each, ~16 MB):

@@ -21,7 +21,7 @@
 //!
 //! [[measure]]                                # measure::MeasureSpec
 //! name = "clicks"
-//! type = "count"                             # count | sum | min | max
+//! type = "count"                             # count | sum | min | max | distinct
 //! where = "type = click"
 //!
 //! [[ratio]]                                  # computed by readers

@@ -120,6 +120,14 @@ impl Hll {
         self.p
     }
 
+    /// Heap memory held (what a live key's sketch costs).
+    pub fn heap_bytes(&self) -> usize {
+        match &self.repr {
+            Repr::Sparse { entries, buf, .. } => (entries.capacity() + buf.capacity()) * 4,
+            Repr::Dense(regs) => regs.capacity(),
+        }
+    }
+
     /// Whether nothing was added (or merged in).
     pub fn is_empty(&self) -> bool {
         match &self.repr {
@@ -180,15 +188,13 @@ impl Hll {
         Ok(())
     }
 
-    /// The estimated number of distinct values added: the HLL estimator,
-    /// with linear counting on the empty registers while the raw estimate is
-    /// at most `2.5 m`.
-    ///
-    /// This classic estimator is biased upwards just past that switch: at
-    /// p = 14, over 200 data sets each, the mean error was +2.4 % at 41 000
-    /// distinct values, +1.6 % at 45 000, +0.9 % at 50 000, and within
-    /// ±0.1 % at 35 000, 70 000, 80 000 and 10^6 (standard deviation 0.6 to
-    /// 0.8 % throughout).
+    /// The estimated number of distinct values added: Ertl's improved
+    /// estimator ("New cardinality estimation algorithms for HyperLogLog
+    /// sketches", 2017), computed from the histogram of register values.
+    /// Unlike the classic estimator with its switch to linear counting at
+    /// 2.5 m, it has no bias bump where the switch was (the classic one
+    /// measured +2.4 % mean error at 41 000 values, p = 14) and needs no
+    /// empirical bias tables.
     pub fn estimate(&self) -> u64 {
         let c = self.canonical();
         // Register-value histogram: the same for both forms, so both give
@@ -202,10 +208,16 @@ impl Hll {
             Repr::Dense(regs) => regs.iter().for_each(|&r| hist[usize::from(r)] += 1),
         }
         let m = f64::from(1u32 << self.p);
-        let sum: f64 = hist.iter().enumerate().rev().map(|(k, &n)| f64::from(n) * 2f64.powi(-(k as i32))).sum();
-        let raw = alpha(self.p) * m * m / sum;
-        let estimate = if raw <= 2.5 * m && hist[0] > 0 { m * (m / f64::from(hist[0])).ln() } else { raw };
-        estimate.round() as u64
+        let q = usize::from(64 - self.p);
+        // Registers at the maximum value q + 1, then down to 1, then the
+        // empty ones; sigma(1) is infinite, so an empty sketch estimates 0.
+        let mut z = m * tau((m - f64::from(hist[q + 1])) / m);
+        for k in (1..=q).rev() {
+            z = 0.5 * (z + f64::from(hist[k]));
+        }
+        z += m * sigma(f64::from(hist[0]) / m);
+        let alpha_inf = 1.0 / (2.0 * std::f64::consts::LN_2);
+        (alpha_inf * m * m / z).round() as u64
     }
 
     /// `self.to_bytes().len()`, without encoding (merges the insert buffer
@@ -216,100 +228,6 @@ impl Hll {
                 Repr::Sparse { encoded_len, .. } => *encoded_len,
                 Repr::Dense(regs) => regs.len() * 3 / 4,
             }
-    }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let c = self.canonical();
-        let mut out = Vec::with_capacity(c.serialized_len());
-        match &c.repr {
-            Repr::Sparse { entries, .. } => {
-                out.extend_from_slice(&[VERSION, self.p, TAG_SPARSE]);
-                put_varint(&mut out, entries.len() as u32);
-                let mut prev = 0;
-                for &e in entries {
-                    put_varint(&mut out, e - prev);
-                    prev = e;
-                }
-            }
-            Repr::Dense(regs) => {
-                out.extend_from_slice(&[VERSION, self.p, TAG_DENSE]);
-                for q in regs.chunks_exact(4) {
-                    let v = u32::from(q[0]) | u32::from(q[1]) << 6 | u32::from(q[2]) << 12 | u32::from(q[3]) << 18;
-                    out.extend_from_slice(&v.to_le_bytes()[..3]);
-                }
-            }
-        }
-        out
-    }
-
-    /// Reads [`Hll::to_bytes`] output. Any input gives a sketch or an error,
-    /// never a panic; a valid sketch in the other form than its registers
-    /// call for is accepted and converted.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Hll, HllError> {
-        let mut input = bytes;
-        let [version, p, tag] = take(&mut input, HEADER_LEN)? else { unreachable!("took 3 bytes") };
-        if *version != VERSION {
-            return Err(HllError::Version(*version));
-        }
-        let mut hll = Hll::new(*p)?;
-        let (p, m, max) = (*p, 1u32 << *p, max_rho(*p));
-        match *tag {
-            TAG_SPARSE => {
-                let count = get_varint(&mut input)?;
-                if count > m {
-                    return Err(HllError::TooManyEntries { count, registers: m });
-                }
-                let mut entries = Vec::with_capacity((count as usize).min(input.len()));
-                let mut prev: Option<u64> = None;
-                for _ in 0..count {
-                    let e = prev.unwrap_or(0) + u64::from(get_varint(&mut input)?);
-                    let index = e >> 6;
-                    if index >= u64::from(m) {
-                        return Err(HllError::IndexOutOfRange { index, registers: m });
-                    }
-                    if prev.is_some_and(|prev| prev >> 6 >= index) {
-                        return Err(HllError::Unsorted);
-                    }
-                    let rho = (e & 63) as u8;
-                    if rho == 0 || rho > max {
-                        return Err(HllError::RhoOutOfRange { index: index as u32, rho, max });
-                    }
-                    entries.push(e as u32);
-                    prev = Some(e);
-                }
-                if !input.is_empty() {
-                    return Err(HllError::TrailingBytes(input.len()));
-                }
-                if entries.len() > sparse_limit(p) {
-                    hll.repr = Repr::Dense(to_registers(p, &entries));
-                } else {
-                    hll.repr = Repr::Sparse { encoded_len: sparse_encoded_len(&entries), entries, buf: Vec::new() };
-                }
-            }
-            TAG_DENSE => {
-                let packed = take(&mut input, m as usize / 4 * 3)?;
-                if !input.is_empty() {
-                    return Err(HllError::TrailingBytes(input.len()));
-                }
-                let mut regs = Vec::with_capacity(m as usize);
-                for b in packed.chunks_exact(3) {
-                    let v = u32::from_le_bytes([b[0], b[1], b[2], 0]);
-                    regs.extend((0..4).map(|i| (v >> (6 * i) & 63) as u8));
-                }
-                if let Some(index) = regs.iter().position(|&r| r > max) {
-                    return Err(HllError::RhoOutOfRange { index: index as u32, rho: regs[index], max });
-                }
-                if regs.iter().filter(|&&r| r != 0).count() > sparse_limit(p) {
-                    hll.repr = Repr::Dense(regs);
-                } else {
-                    let entries: Vec<u32> =
-                        (0..m).zip(&regs).filter(|(_, &r)| r != 0).map(|(i, &r)| i << 6 | u32::from(r)).collect();
-                    hll.repr = Repr::Sparse { encoded_len: sparse_encoded_len(&entries), entries, buf: Vec::new() };
-                }
-            }
-            tag => return Err(HllError::Tag(tag)),
-        }
-        Ok(hll)
     }
 
     /// The sketch with its insert buffer merged (cloned only if there is one).
@@ -435,12 +353,39 @@ fn buf_cap(p: u8) -> usize {
     (sparse_limit(p) / 4).clamp(8, 1024)
 }
 
-fn alpha(p: u8) -> f64 {
-    match p {
-        4 => 0.673,
-        5 => 0.697,
-        6 => 0.709,
-        _ => 0.7213 / (1.0 + 1.079 / f64::from(1u32 << p)),
+/// Ertl's sigma: x + sum over k >= 1 of x^(2^k) * 2^(k-1), for x in [0, 1]
+/// (the contribution of the empty registers); infinite at 1.
+fn sigma(x: f64) -> f64 {
+    if x == 1.0 {
+        return f64::INFINITY;
+    }
+    let (mut x, mut y, mut z) = (x, 1.0, x);
+    loop {
+        x *= x;
+        let before = z;
+        z += x * y;
+        y += y;
+        if z == before {
+            return z;
+        }
+    }
+}
+
+/// Ertl's tau: the contribution of the registers at the maximum value, for
+/// x in [0, 1]; 0 at both ends.
+fn tau(x: f64) -> f64 {
+    if x == 0.0 || x == 1.0 {
+        return 0.0;
+    }
+    let (mut x, mut y, mut z) = (x, 1.0, 1.0 - x);
+    loop {
+        x = x.sqrt();
+        let before = z;
+        y *= 0.5;
+        z -= (1.0 - x).powi(2) * y;
+        if z == before {
+            return z / 3.0;
+        }
     }
 }
 
@@ -464,38 +409,6 @@ fn sparse_encoded_len(entries: &[u32]) -> usize {
     varint_len(entries.len() as u32) + deltas.sum::<usize>()
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// LEB128, at most 32 bits, minimal encodings only (so bytes are canonical).
-fn get_varint(input: &mut &[u8]) -> Result<u32, HllError> {
-    let mut v = 0u32;
-    for i in 0..5 {
-        let [b] = take(input, 1)? else { unreachable!("took 1 byte") };
-        if (i == 4 && *b > 0x0f) || (i > 0 && *b == 0) {
-            return Err(HllError::Varint);
-        }
-        v |= u32::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err(HllError::Varint)
-}
-
-fn take<'a>(input: &mut &'a [u8], n: usize) -> Result<&'a [u8], HllError> {
-    if input.len() < n {
-        return Err(HllError::Truncated);
-    }
-    let (head, rest) = input.split_at(n);
-    *input = rest;
-    Ok(head)
-}
-
+mod codec;
 #[cfg(test)]
 mod tests;

@@ -42,7 +42,7 @@ fn merge_named(into: &mut Named, other: &Named) {
         match into.get_mut(k) {
             Some(mine) => mine.merge(v),
             None => {
-                into.insert(k.clone(), *v);
+                into.insert(k.clone(), v.clone());
             }
         }
     }
@@ -102,13 +102,18 @@ pub fn event_values(set: &MeasureSet, values: &[FieldValue<'_>]) -> MeasureValue
             continue;
         }
         let units = m.field.and_then(|f| values[f].units());
-        *v = match (m.kind, units) {
-            (MeasureKind::Count, _) => MeasureValue::Count(1),
-            (MeasureKind::Sum, Some(u)) => MeasureValue::Sum(u as i128),
-            (MeasureKind::Min, Some(u)) => MeasureValue::Min(Some(u)),
-            (MeasureKind::Max, Some(u)) => MeasureValue::Max(Some(u)),
-            (_, None) => *v,
-        };
+        match (m.kind, units, v) {
+            (MeasureKind::Count, _, v) => *v = MeasureValue::Count(1),
+            (MeasureKind::Sum, Some(u), v) => *v = MeasureValue::Sum(u as i128),
+            (MeasureKind::Min, Some(u), v) => *v = MeasureValue::Min(Some(u)),
+            (MeasureKind::Max, Some(u), v) => *v = MeasureValue::Max(Some(u)),
+            (MeasureKind::Distinct, _, MeasureValue::Distinct(sketch)) => {
+                if let Some(h) = m.field.and_then(|f| crate::measure::distinct_hash(&values[f])) {
+                    sketch.add_hash(h);
+                }
+            }
+            _ => {}
+        }
     }
     out
 }
@@ -149,8 +154,8 @@ mod tests {
         assert_eq!(a.totals["impressions"], MeasureValue::Count(1));
         assert_eq!(a.totals["cost"], MeasureValue::Sum(8));
         assert_eq!(
-            (a.totals["cost_min"], a.totals["cost_max"]),
-            (MeasureValue::Min(Some(3)), MeasureValue::Max(Some(5)))
+            (&a.totals["cost_min"], &a.totals["cost_max"]),
+            (&MeasureValue::Min(Some(3)), &MeasureValue::Max(Some(5)))
         );
         assert_eq!(a.by["country"]["DE"]["clicks"], MeasureValue::Count(1));
         assert_eq!(a.by["country"]["DE"]["cost_min"], MeasureValue::Min(Some(5)));

@@ -287,3 +287,16 @@ impl Repr {
         }
     }
 }
+
+/// Where the classic estimator switched to linear counting (2.5 m to 5 m)
+/// it was biased upwards (+2.4 % mean error at 41 000 values, p = 14);
+/// the estimator in use has no such bump: the mean over 16 data sets is
+/// within 3 standard errors of that mean (0.61 %) at every size around it.
+#[test]
+fn no_bias_around_the_old_linear_counting_switch() {
+    for n in [20_000u64, 41_000, 45_000, 60_000] {
+        let errors: Vec<f64> = (0..16).map(|seed| rel_error(&distinct(14, 1_000 + seed, n), n)).collect();
+        let mean = errors.iter().sum::<f64>() / errors.len() as f64;
+        assert!(mean.abs() <= 3.0 * relative_error_bound(14) / 4.0, "{n} distinct: mean error {:+.3} %", mean * 100.0);
+    }
+}

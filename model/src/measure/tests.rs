@@ -1,4 +1,6 @@
-use super::update::{extremes_of, plan_update, remembered_extremes, ItemWrite};
+use super::update::{
+    extremes_of, plan_sketch_update, plan_update, remembered_extremes, sketch_key, ItemWrite, SketchWrite, VERSION_ATTR,
+};
 use super::*;
 use crate::schema::FieldValue;
 use crate::truth::event_values;
@@ -110,7 +112,7 @@ fn min_max_and_sums_are_exact_and_replays_are_skipped() {
     let m = MeasureValues::from_item(&set, &item).unwrap();
     assert_eq!(m.0[0], MeasureValue::Count(6));
     assert_eq!(m.0[2], MeasureValue::Sum(41));
-    assert_eq!((m.0[3], m.0[4]), (MeasureValue::Min(Some(2)), MeasureValue::Max(Some(12))));
+    assert_eq!(m.0[3..5], [MeasureValue::Min(Some(2)), MeasureValue::Max(Some(12))]);
     assert_eq!(item.attrs["cost"], AttrValue::N("0.000041".parse().unwrap()), "decimal scale 6, exact");
     assert_eq!(item.attrs[crate::keys::TIME_ATTR], AttrValue::from(60_000));
 }
@@ -160,4 +162,108 @@ fn ratios_are_read_from_two_measures() {
     let ctr = &set.ratios()[0];
     assert_eq!(set.ratio(ctr, &v), Some(0.5));
     assert_eq!(set.ratio(ctr, &set.zero()), None);
+}
+
+fn with_users() -> (MeasureSet, Vec<TypedField>) {
+    let c = Config::default();
+    let fields = c.typed_fields().unwrap();
+    let mut specs = c.measures.clone();
+    specs.push(MeasureSpec::new("users", MeasureKind::Distinct, Some("user_id"), None));
+    let mut clicking = MeasureSpec::new("clicking_users", MeasureKind::Distinct, Some("user_id"), Some("type = click"));
+    clicking.precision = Some(8);
+    specs.push(clicking);
+    (MeasureSet::new(&specs, &[], &fields).unwrap(), fields)
+}
+
+fn user_event(click: bool, user: &'static str) -> Vec<FieldValue<'static>> {
+    let mut e = event(click, None);
+    e[7] = FieldValue::Str(Cow::Borrowed(user));
+    e
+}
+
+fn sketch(v: &MeasureValues, i: usize) -> &crate::hll::Hll {
+    match &v.0[i] {
+        MeasureValue::Distinct(h) => h,
+        other => panic!("{other:?} is not a sketch"),
+    }
+}
+
+#[test]
+fn distinct_counts_follow_where_and_equal_the_oracle() {
+    let (set, _) = with_users();
+    let events: Vec<_> = (0..300).map(|i| user_event(i % 3 == 0, ["a", "b", "c", "d", "e"][i % 5])).collect();
+    let mut oracle = set.zero();
+    for e in &events {
+        oracle.merge(&event_values(&set, e));
+    }
+    let mut left = partial_of(&set, &events[..120]);
+    left.merge(&set, &partial_of(&set, &events[120..]));
+    let v = left.values(&set);
+    assert_eq!(v, oracle, "split partials merged = the one-event-at-a-time oracle, sketches included");
+    assert_eq!(sketch(&v, 5).estimate(), 5);
+    assert_eq!(sketch(&v, 6).estimate(), 5, "i % 3 == 0 meets every i % 5");
+    assert_eq!(sketch(&v, 6).precision(), 8);
+    let only_e: Vec<_> = (0..10).map(|_| user_event(true, "e")).collect();
+    assert_eq!(sketch(&partial_of(&set, &only_e).values(&set), 6).estimate(), 1);
+    assert!(MeasureSet::new(
+        &[MeasureSpec { precision: Some(30), ..MeasureSpec::new("u", MeasureKind::Distinct, Some("user_id"), None) }],
+        &[],
+        &with_users().1
+    )
+    .is_err());
+}
+
+fn sketch_write<'a>(m: &'a Measure, h: &'a crate::hll::Hll) -> SketchWrite<'a> {
+    SketchWrite { pk: "p".into(), sk: sketch_key(&[1], 5), bucket_start: 60_000, dims: &[], measure: m, sketch: h }
+}
+
+/// Applies a sketch write like the flusher: first attempt, then re-plan
+/// from what a refused attempt returned. Returns the requests sent.
+fn apply_sketch(item: Option<Item>, w: &SketchWrite) -> (Option<Item>, u32) {
+    let (mut known, mut current) = (None, item);
+    for sent in 0..4 {
+        let Some(req) = plan_sketch_update(w, known.as_ref()).unwrap() else { return (current, sent) };
+        match apply_update(current.clone(), &req).unwrap() {
+            UpdateOutcome::Applied(new) => return (Some(new), sent + 1),
+            UpdateOutcome::ConditionFailed(old) => {
+                known = old.clone();
+                current = old;
+            }
+        }
+    }
+    panic!("no convergence");
+}
+
+#[test]
+fn sketch_items_merge_once_whatever_the_replays_and_order_concurrent_writers() {
+    let (set, _) = with_users();
+    let m = &set.measures()[5];
+    let flush = |users: &[&'static str]| {
+        let events: Vec<_> = users.iter().map(|u| user_event(false, u)).collect();
+        sketch(&partial_of(&set, &events).values(&set), 5).clone()
+    };
+    let (a, b) = (flush(&["a", "b"]), flush(&["b", "c", "d"]));
+    let write = |h| sketch_write(m, h);
+    let (item, sent) = apply_sketch(None, &write(&a));
+    assert_eq!(sent, 1, "a new sketch item: one write");
+    let (item, sent) = apply_sketch(item, &write(&b));
+    assert_eq!(sent, 2, "an existing one: refused (version), then merged");
+    let (item, sent) = apply_sketch(item, &write(&a));
+    assert_eq!(sent, 1, "a replay: one refused attempt, then nothing to add");
+    let item = item.unwrap();
+    assert_eq!(item.attrs[VERSION_ATTR], AttrValue::N(2.into()), "two writes changed the sketch");
+    let stored = MeasureValues::from_item(&set, &item).unwrap();
+    assert_eq!(sketch(&stored, 5).estimate(), 4, "a, b, c, d");
+    // A writer that read version 1 and writes after another moved it to 2
+    // is refused and merges again: nothing is lost.
+    let one = apply_sketch(None, &write(&a)).0.unwrap();
+    let c = flush(&["x"]);
+    let stale = plan_sketch_update(&write(&c), Some(&one)).unwrap().unwrap();
+    let UpdateOutcome::ConditionFailed(Some(now)) = apply_update(Some(item.clone()), &stale).unwrap() else {
+        panic!("a stale version is refused")
+    };
+    let (after, _) = apply_sketch(Some(now), &write(&c));
+    let merged = MeasureValues::from_item(&set, &after.unwrap()).unwrap();
+    assert_eq!(sketch(&merged, 5).estimate(), 5, "a, b, c, d, x");
+    assert_eq!(sketch_key(&[1, 2], 5), [1, 2, b'#', 5]);
 }

@@ -10,8 +10,17 @@
 //!
 //! Every write is guarded by the writer's mark (`w@lane < k`, then
 //! `SET w@lane = k`): a replayed flush finds its mark and is skipped.
+//!
+//! A distinct count's sketch item ([`plan_sketch_update`]) needs no mark:
+//! merging a sketch twice is merging it once. Its writes are ordered by a
+//! version: the first attempt assumes a new item (version absent); a
+//! refused one returns the stored item, whose sketch is merged with ours
+//! and written guarded by its version; a stored sketch that already holds
+//! ours is not written at all.
 
-use super::{MeasureKind, MeasureSet, MeasureValue, MeasureValues};
+use super::values::attr_sketch;
+use super::{Measure, MeasureKind, MeasureSet, MeasureValue, MeasureValues};
+use crate::hll::Hll;
 use crate::keys::TIME_ATTR;
 use rust_decimal::Decimal;
 use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
@@ -54,6 +63,8 @@ pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Option<UpdateRequest>
         let stored = || known.and_then(|k| super::values::attr_units(k, name, m.scale).ok().flatten());
         req = match *v {
             MeasureValue::Count(0) | MeasureValue::Sum(0) | MeasureValue::Min(None) | MeasureValue::Max(None) => req,
+            // In its own item (`plan_sketch_update`).
+            MeasureValue::Distinct(_) => req,
             MeasureValue::Count(n) => req.add(name, Decimal::from(n)),
             MeasureValue::Sum(s) => match MeasureValue::attr(s, m.scale) {
                 AttrValue::N(d) => req.add(name, d),
@@ -104,4 +115,68 @@ pub fn remembered_extremes(set: &MeasureSet, pk: &str, sk: &[u8], extremes: &[Op
         }
     }
     item
+}
+
+/// The version attribute of a sketch item.
+pub const VERSION_ATTR: &str = "v";
+
+/// The sort key of a key's sketch for measure `index`: the key's item's
+/// sort key, then `#` and the index (the same Z-address prefix, so every
+/// query that reads the item reads its sketches).
+pub fn sketch_key(sk: &[u8], index: usize) -> Vec<u8> {
+    let mut key = Vec::with_capacity(sk.len() + 2);
+    key.extend_from_slice(sk);
+    key.push(b'#');
+    key.push(index as u8);
+    key
+}
+
+/// One flush's sketch of one key and bucket, to merge into its item.
+#[derive(Debug, Clone)]
+pub struct SketchWrite<'a> {
+    pub pk: String,
+    /// The sketch item's sort key ([`sketch_key`]).
+    pub sk: Vec<u8>,
+    pub bucket_start: i64,
+    pub dims: &'a [(&'a str, AttrValue)],
+    pub measure: &'a Measure,
+    pub sketch: &'a Hll,
+}
+
+/// The update that merges `w` into the stored sketch, given what is known
+/// of the item: nothing (first attempt: assume there is none), or the item
+/// a refused attempt returned. None when the stored sketch already holds
+/// ours (a replay, or nothing new). An unreadable stored sketch is an error.
+pub fn plan_sketch_update(w: &SketchWrite, known: Option<&Item>) -> Result<Option<UpdateRequest>, String> {
+    let name = w.measure.name.as_str();
+    let version = match known.and_then(|k| k.attrs.get(VERSION_ATTR)) {
+        None => 0,
+        Some(AttrValue::N(v)) => u64::try_from(*v).map_err(|_| format!("sketch version {v} is not a count"))?,
+        Some(other) => return Err(format!("sketch version is {other:?}, not a number")),
+    };
+    let merged = match known {
+        Some(item) if version > 0 => {
+            let stored = attr_sketch(item, w.measure)?;
+            let mut merged = stored.clone();
+            merged.merge(w.sketch).map_err(|e| e.to_string())?;
+            if merged == stored {
+                return Ok(None);
+            }
+            merged
+        }
+        _ => w.sketch.clone(),
+    };
+    let mut req = UpdateRequest::new(w.pk.clone(), w.sk.clone())
+        .set(name, AttrValue::B(merged.to_bytes()))
+        .set(VERSION_ATTR, AttrValue::N(Decimal::from(version + 1)))
+        .set_if_absent(TIME_ATTR, w.bucket_start);
+    // Versions start at 1: "below 1 or absent" is "absent".
+    req = match version {
+        0 => req.guard(VERSION_ATTR, CmpOp::Lt, AttrValue::N(Decimal::ONE), true),
+        v => req.guard(VERSION_ATTR, CmpOp::Eq, AttrValue::N(Decimal::from(v)), false),
+    };
+    for (dim, value) in w.dims {
+        req = req.set_if_absent(dim, value.clone());
+    }
+    Ok(Some(req))
 }

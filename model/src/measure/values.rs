@@ -1,7 +1,8 @@
 //! Measure values as a flush writes them and a reader sums them: the wide
 //! form of a [`Partial`](super::Partial), with its item codec.
 
-use super::{MeasureKind, MeasureSet};
+use super::{Measure, MeasureKind, MeasureSet};
+use crate::hll::Hll;
 use crate::schema::value::format_units;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -10,8 +11,9 @@ use std::collections::BTreeMap;
 use zigzag_core::table::{AttrValue, Item};
 
 /// One measure's value. Sums, minima and maxima are in units of
-/// 10^-scale of their field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// 10^-scale of their field; a distinct count is its sketch (the count is
+/// its estimate).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MeasureValue {
     Count(u64),
@@ -19,38 +21,45 @@ pub enum MeasureValue {
     /// None: no event had the field.
     Min(Option<i64>),
     Max(Option<i64>),
+    Distinct(Box<Hll>),
 }
 
 impl MeasureValue {
-    pub fn zero(kind: MeasureKind) -> MeasureValue {
-        match kind {
+    pub fn zero(m: &Measure) -> MeasureValue {
+        match m.kind {
             MeasureKind::Count => MeasureValue::Count(0),
             MeasureKind::Sum => MeasureValue::Sum(0),
             MeasureKind::Min => MeasureValue::Min(None),
             MeasureKind::Max => MeasureValue::Max(None),
+            MeasureKind::Distinct => MeasureValue::Distinct(Box::new(Hll::new(m.precision).unwrap_or_default())),
         }
     }
 
     /// Adds `other` (of the same measure): counts and sums add, min and max
-    /// take the extreme. Order-free and exact.
+    /// take the extreme, sketches take the union. Order-free and exact.
     pub fn merge(&mut self, other: &MeasureValue) {
         use MeasureValue::*;
-        *self = match (*self, *other) {
-            (Count(a), Count(b)) => Count(a + b),
-            (Sum(a), Sum(b)) => Sum(a + b),
-            (Min(a), Min(b)) => Min(extreme(a, b, i64::min)),
-            (Max(a), Max(b)) => Max(extreme(a, b, i64::max)),
+        match (self, other) {
+            (Count(a), Count(b)) => *a += b,
+            (Sum(a), Sum(b)) => *a += b,
+            (Min(a), Min(b)) => *a = extreme(*a, *b, i64::min),
+            (Max(a), Max(b)) => *a = extreme(*a, *b, i64::max),
+            // One measure's sketches share a precision: cannot fail.
+            (Distinct(a), Distinct(b)) => {
+                let _ = a.merge(b);
+            }
             // Values of one measure are always of one kind.
-            (a, _) => a,
-        };
+            _ => {}
+        }
     }
 
-    /// The exact value in units (None: no value).
+    /// The exact value in units (None: no value); a distinct count's estimate.
     pub fn units(&self) -> Option<i128> {
-        match *self {
-            MeasureValue::Count(n) => Some(n as i128),
-            MeasureValue::Sum(s) => Some(s),
+        match self {
+            MeasureValue::Count(n) => Some(*n as i128),
+            MeasureValue::Sum(s) => Some(*s),
             MeasureValue::Min(v) | MeasureValue::Max(v) => v.map(i128::from),
+            MeasureValue::Distinct(h) => Some(h.estimate() as i128),
         }
     }
 
@@ -86,6 +95,26 @@ fn extreme(a: Option<i64>, b: Option<i64>, pick: fn(i64, i64) -> i64) -> Option<
     }
 }
 
+/// A stored sketch (an empty one when absent).
+pub(super) fn attr_sketch(item: &Item, m: &Measure) -> Result<Hll, String> {
+    match item.attrs.get(&m.name) {
+        None => Hll::new(m.precision).map_err(|e| e.to_string()),
+        Some(AttrValue::B(bytes)) => {
+            let h = Hll::from_bytes(bytes).map_err(|e| format!("attribute {:?}: {e}", m.name))?;
+            if h.precision() != m.precision {
+                return Err(format!(
+                    "attribute {:?}: precision {} is not the layout's {}",
+                    m.name,
+                    h.precision(),
+                    m.precision
+                ));
+            }
+            Ok(h)
+        }
+        Some(other) => Err(format!("attribute {:?} is {other:?}, not a sketch", m.name)),
+    }
+}
+
 /// A stored number in units of 10^-scale, exactly.
 pub(super) fn attr_units(item: &Item, name: &str, scale: u32) -> Result<Option<i128>, String> {
     match item.attrs.get(name) {
@@ -118,18 +147,20 @@ impl MeasureValues {
     pub fn from_item(set: &MeasureSet, item: &Item) -> Result<MeasureValues, String> {
         let mut out = Vec::with_capacity(set.measures.len());
         for m in &set.measures {
-            let units = attr_units(item, &m.name, m.scale)?;
             let narrow = |u: Option<i128>| {
                 u.map(|u| i64::try_from(u).map_err(|_| format!("attribute {:?} = {u} is out of range", m.name)))
                     .transpose()
             };
+            let units = || attr_units(item, &m.name, m.scale);
             out.push(match m.kind {
                 MeasureKind::Count => MeasureValue::Count(
-                    u64::try_from(units.unwrap_or(0)).map_err(|_| format!("attribute {:?} is not a count", m.name))?,
+                    u64::try_from(units()?.unwrap_or(0))
+                        .map_err(|_| format!("attribute {:?} is not a count", m.name))?,
                 ),
-                MeasureKind::Sum => MeasureValue::Sum(units.unwrap_or(0)),
-                MeasureKind::Min => MeasureValue::Min(narrow(units)?),
-                MeasureKind::Max => MeasureValue::Max(narrow(units)?),
+                MeasureKind::Sum => MeasureValue::Sum(units()?.unwrap_or(0)),
+                MeasureKind::Min => MeasureValue::Min(narrow(units()?)?),
+                MeasureKind::Max => MeasureValue::Max(narrow(units()?)?),
+                MeasureKind::Distinct => MeasureValue::Distinct(Box::new(attr_sketch(item, m)?)),
             });
         }
         Ok(MeasureValues(out))
@@ -137,13 +168,13 @@ impl MeasureValues {
 
     /// By measure name (ground truths are written this way).
     pub fn named(&self, set: &MeasureSet) -> BTreeMap<String, MeasureValue> {
-        set.measures.iter().zip(&self.0).map(|(m, v)| (m.name.clone(), *v)).collect()
+        set.measures.iter().zip(&self.0).map(|(m, v)| (m.name.clone(), v.clone())).collect()
     }
 
     /// From values by name; a measure not named is zero.
     pub fn from_named(set: &MeasureSet, named: &BTreeMap<String, MeasureValue>) -> MeasureValues {
         MeasureValues(
-            set.measures.iter().map(|m| named.get(&m.name).copied().unwrap_or(MeasureValue::zero(m.kind))).collect(),
+            set.measures.iter().map(|m| named.get(&m.name).cloned().unwrap_or_else(|| MeasureValue::zero(m))).collect(),
         )
     }
 }
