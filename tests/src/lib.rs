@@ -4,9 +4,13 @@
 //!   and failure responses, since the emulators themselves never throttle.
 //! - [`order`]: a source wrapper that records every child shard opened
 //!   before its parents were finished.
+//! - [`vec_source`]: records held in memory as a bounded source.
 
 pub mod fault_proxy;
 pub mod order;
+pub mod vec_source;
+
+pub use vec_source::VecSource;
 
 /// A name no other test run uses (streams and tables outlive a test in a
 /// shared emulator): `name-<pid>-<nanos>`.

@@ -8,7 +8,6 @@
 //!   source: the pipeline never fails, every record is counted once as valid
 //!   or rejected, and what it stored equals what the valid events sum to.
 
-use async_trait::async_trait;
 use base64::Engine;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,11 +18,12 @@ use zigzag_core::table::{MemoryTable, SortedTable};
 use zigzag_gather::check::{self, Status};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_ingest::decode::{DecodeLimits, Decoder};
-use zigzag_ingest::source::{RecordBatch, ShardInfo, ShardReader, Source, SourceError, StartAt};
+use zigzag_ingest::source::Source;
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_loadgen::{GenConfig, Generated, Generator, SyntheticSource};
-use zigzag_model::{Config, KeyModel, MeasureValues, Position, Truth};
+use zigzag_model::{Config, KeyModel, MeasureValues, Truth};
 use zigzag_sqlite::SqliteTable;
+use zigzag_tests::VecSource;
 
 /// Small flushes, so one run makes many of them.
 fn config() -> Config {
@@ -166,60 +166,6 @@ async fn malformed_records_are_dead_lettered_exactly_and_totals_match_truth() {
 // ---------------------------------------------------------------------------
 // Arbitrary records through an in-test source.
 
-/// Shards as vectors of records; record `i` (from 0) is at position `i + 1`.
-struct VecSource {
-    shards: Vec<Arc<Vec<Vec<u8>>>>,
-}
-
-struct VecReader {
-    records: Arc<Vec<Vec<u8>>>,
-    /// Position of the next record (from 1).
-    next: u64,
-}
-
-fn shard_name(i: usize) -> String {
-    format!("vec-{i}")
-}
-
-#[async_trait]
-impl Source for VecSource {
-    async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError> {
-        Ok((0..self.shards.len()).map(|i| ShardInfo::root(shard_name(i))).collect())
-    }
-
-    fn bounded(&self) -> bool {
-        true
-    }
-
-    async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
-        let after = start.position();
-        let err = |message: &str| SourceError::Shard { shard: shard.to_string(), message: message.to_string() };
-        let index: usize =
-            shard.strip_prefix("vec-").and_then(|i| i.parse().ok()).ok_or_else(|| err("no such shard"))?;
-        let records = self.shards.get(index).ok_or_else(|| err("no such shard"))?.clone();
-        let next = match after {
-            None => 1,
-            Some(p) => p.seq.as_u64().ok_or_else(|| err("position out of range"))? + 1,
-        };
-        Ok(Box::new(VecReader { records, next }))
-    }
-}
-
-#[async_trait]
-impl ShardReader for VecReader {
-    async fn next_batch(&mut self, max: usize) -> Result<RecordBatch, SourceError> {
-        let len = self.records.len() as u64;
-        let last = (self.next + max as u64 - 1).min(len);
-        let mut batch = RecordBatch::default();
-        for seq in self.next..=last {
-            batch.push(Position::at(seq), &self.records[seq as usize - 1]);
-        }
-        self.next = self.next.max(last + 1);
-        batch.end_of_shard = self.next > len;
-        Ok(batch)
-    }
-}
-
 /// 2026-11-20T00:00:00Z: valid events fall within two days of it.
 const T0: i64 = 1_795_132_800_000;
 
@@ -305,7 +251,7 @@ proptest! {
             let checkpoints: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
             let mut config = config();
             config.flush.max_keys = 50;
-            let source = Arc::new(VecSource { shards: shards.clone() });
+            let source = Arc::new(VecSource::new(shards.clone()));
             let s = run_pipeline(source, aggregates.clone(), checkpoints, &config, limits, &dead).await;
             assert_eq!(s.records, truth.records);
             assert_eq!(s.valid + s.rejected, s.records);

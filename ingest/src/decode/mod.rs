@@ -187,7 +187,9 @@ impl Decoder {
                 columns.split(text, &mut cells)?;
                 for (slot, cell) in self.slots.iter().zip(cells) {
                     let v = match cell {
+                        // An empty cell is an absent field (its default, or missing).
                         None => FieldValue::Absent,
+                        Some(c) if c.is_empty() => FieldValue::Absent,
                         Some(std::borrow::Cow::Borrowed(c)) => {
                             slot.typed.parse_text(c).map_err(|e| field_err(slot, e))?
                         }
