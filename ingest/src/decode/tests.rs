@@ -237,3 +237,78 @@ proptest! {
         let _ = Decoder::shipped().decode(&OK.as_bytes()[..cut]);
     }
 }
+
+const LIMITS: &str = r#"
+[input]
+time = "at"
+[[field]]
+name = "at"
+path = "/t"
+type = "timestamp"
+format = "epoch_ms"
+[[field]]
+name = "n"
+type = "integer"
+optional = true
+[[field]]
+name = "d"
+type = "decimal"
+scale = 18
+optional = true
+[[field]]
+name = "s"
+type = "string"
+max_bytes = 4
+optional = true
+[[dimension]]
+field = "at"
+type = "hash"
+bits = 4
+[[measure]]
+name = "c"
+type = "count"
+"#;
+
+#[test]
+fn numbers_and_strings_at_their_type_limits() {
+    let d = declared(LIMITS);
+    let rec = |field: &str, raw: &str| format!(r#"{{"t":1795256130250,"{field}":{raw}}}"#);
+    let ok = |field: &str, raw: &str, i: usize| {
+        d.decode(rec(field, raw).as_bytes()).map(|e| e.values[i].clone().into_owned())
+    };
+    assert_eq!(ok("n", "9223372036854775807", 1), Ok(FieldValue::Int(i64::MAX)));
+    assert_eq!(ok("n", "-9223372036854775808", 1), Ok(FieldValue::Int(i64::MIN)));
+    assert_eq!(ok("n", "\"-0\"", 1), Ok(FieldValue::Int(0)));
+    assert_eq!(ok("n", "1e18", 1), Ok(FieldValue::Int(1_000_000_000_000_000_000)));
+    for (raw, reason) in [
+        ("9223372036854775808", "out_of_range"),
+        ("-9223372036854775809", "out_of_range"),
+        ("1e19", "out_of_range"),
+        ("1e400", "out_of_range"),
+        (&"9".repeat(400), "out_of_range"),
+        ("0.5", "too_precise"),
+        ("\"0x10\"", "bad_number"),
+        ("\"\u{0661}\"", "bad_number"), // an Arabic-Indic digit is not an ASCII digit
+        ("+1", "malformed_json"),
+        ("NaN", "malformed_json"),
+        ("[1]", "wrong_type"),
+    ] {
+        let e = d.decode(rec("n", raw).as_bytes()).unwrap_err();
+        assert_eq!(e.reason(), reason, "{raw}: {e}");
+    }
+    // 18 digits after the point: i64 units up to 9.22...
+    assert_eq!(ok("d", "9.223372036854775807", 2), Ok(FieldValue::Dec(i64::MAX)));
+    assert_eq!(ok("d", "1e-18", 2), Ok(FieldValue::Dec(1)));
+    assert_eq!(d.decode(rec("d", "9.3").as_bytes()).unwrap_err().reason(), "out_of_range");
+    assert_eq!(d.decode(rec("d", "1e-19").as_bytes()).unwrap_err().reason(), "too_precise");
+    // Lengths are bytes, not characters: "éé" is 4 bytes, "ééé" 6.
+    assert_eq!(ok("s", "\"éé\"", 3), Ok(FieldValue::Str("éé".into())));
+    assert_eq!(d.decode(rec("s", "\"ééé\"").as_bytes()).unwrap_err().reason(), "field_too_long");
+    assert_eq!(
+        d.decode(rec("s", r#""\u00e9\u00e9x""#).as_bytes()).unwrap_err().reason(),
+        "field_too_long",
+        "after unescaping"
+    );
+    assert_eq!(d.decode(br#"{"t":-1}"#).unwrap_err().reason(), "timestamp_out_of_range");
+    assert_eq!(d.decode(br#"{"t":99999999999999999999}"#).unwrap_err().reason(), "bad_timestamp");
+}

@@ -300,3 +300,13 @@ fn no_bias_around_the_old_linear_counting_switch() {
         assert!(mean.abs() <= 3.0 * relative_error_bound(14) / 4.0, "{n} distinct: mean error {:+.3} %", mean * 100.0);
     }
 }
+
+#[test]
+fn text_formats_carry_sketches_as_base64() {
+    let h = distinct(10, 7, 500);
+    let json = serde_json::to_string(&h).unwrap();
+    assert!(json.starts_with('"') && json.len() < h.to_bytes().len() * 4 / 3 + 8, "{} bytes", json.len());
+    assert_eq!(serde_json::from_str::<Hll>(&json).unwrap(), h);
+    assert!(serde_json::from_str::<Hll>("\"not base64!\"").is_err());
+    assert!(serde_json::from_str::<Hll>("\"AAAA\"").is_err(), "base64 of a bad sketch");
+}
