@@ -1,59 +1,18 @@
-//! The generator. Each record comes from a small PRNG seeded by a hash of
-//! (seed, shard, sequence number), so generation is random-access and
-//! identical on every run and machine.
-//!
-//! Events: event time advances evenly over `span_ms` from `start_ms` with
-//! the shards interleaved, plus uniform jitter; a fraction are late (up to
-//! `late_max_ms` older). Referrers are Zipf-distributed over `referrers`
-//! names (rank 1 is the most frequent); campaigns and countries uniform;
-//! clicks happen at the given click-through rate and carry a cost.
+//! The shipped click/impression generator. Event times as
+//! [`GenConfig::event_time`] spreads them; referrers are Zipf-distributed
+//! over `referrers` names (rank 1 is the most frequent); campaigns and
+//! countries uniform; clicks happen at the given click-through rate and
+//! carry a cost. Its malformed records are the brief's defects.
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use crate::traffic::{Drawn, DrawnEvent, Traffic};
+use rand::Rng;
 use std::io::Write;
 use zigzag_model::schema::value::format_units;
+use zigzag_model::schema::FieldSpec;
+
+pub use crate::traffic::GenConfig;
 
 pub const COUNTRIES: [&str; 12] = ["US", "DE", "FR", "GB", "JP", "BR", "IN", "CA", "AU", "ES", "IT", "NL"];
-
-#[derive(Debug, Clone)]
-pub struct GenConfig {
-    pub seed: u64,
-    pub shards: u32,
-    /// Records in all shards together.
-    pub records: u64,
-    pub start_ms: i64,
-    pub span_ms: i64,
-    pub referrers: u32,
-    /// Zipf exponent of the referrer popularity.
-    pub zipf: f64,
-    pub campaigns: u32,
-    /// Clicks per impression.
-    pub ctr: f64,
-    pub jitter_ms: i64,
-    pub late_fraction: f64,
-    pub late_max_ms: i64,
-    pub malformed_fraction: f64,
-}
-
-impl Default for GenConfig {
-    fn default() -> Self {
-        GenConfig {
-            seed: 1,
-            shards: 4,
-            records: 1_000_000,
-            start_ms: 1_795_132_800_000, // 2026-11-20T00:00:00Z
-            span_ms: 86_400_000,
-            referrers: 10_000,
-            zipf: 1.1,
-            campaigns: 40,
-            ctr: 0.05,
-            jitter_ms: 2_000,
-            late_fraction: 0.01,
-            late_max_ms: 3_600_000,
-            malformed_fraction: 0.001,
-        }
-    }
-}
 
 /// One generated event (valid records only).
 #[derive(Debug, Clone, PartialEq)]
@@ -118,6 +77,7 @@ pub struct Generator {
     cfg: GenConfig,
     /// Cumulative Zipf weights over referrer ranks, normalized to 1.
     zipf_cdf: Vec<f64>,
+    fields: Vec<FieldSpec>,
 }
 
 impl Generator {
@@ -131,7 +91,7 @@ impl Generator {
         for w in &mut cdf {
             *w /= acc;
         }
-        Generator { cfg, zipf_cdf: cdf }
+        Generator { cfg, zipf_cdf: cdf, fields: zigzag_model::schema::default_fields() }
     }
 
     pub fn config(&self) -> &GenConfig {
@@ -140,33 +100,18 @@ impl Generator {
 
     /// Records in one shard (records are dealt round-robin).
     pub fn shard_len(&self, shard: u32) -> u64 {
-        let s = self.cfg.shards as u64;
-        self.cfg.records / s + u64::from((shard as u64) < self.cfg.records % s)
+        self.cfg.shard_len(shard)
     }
 
     pub fn shard_id(shard: u32) -> String {
-        format!("shard-{shard:03}")
-    }
-
-    fn rng(&self, shard: u32, seq: u64) -> SmallRng {
-        let mut key = [0u8; 20];
-        key[..8].copy_from_slice(&self.cfg.seed.to_le_bytes());
-        key[8..12].copy_from_slice(&shard.to_le_bytes());
-        key[12..].copy_from_slice(&seq.to_le_bytes());
-        SmallRng::seed_from_u64(xxhash_rust::xxh3::xxh3_64(&key))
+        GenConfig::shard_id(shard)
     }
 
     /// Record `seq` (from 1) of `shard`: what it is, and its bytes into `out`.
     pub fn record(&self, shard: u32, seq: u64, out: &mut Vec<u8>) -> Generated {
-        let mut rng = self.rng(shard, seq);
         let c = &self.cfg;
-        let global = (seq - 1) * c.shards as u64 + shard as u64;
-        let base = c.start_ms + (global as i128 * c.span_ms as i128 / c.records.max(1) as i128) as i64;
-        let mut ts = base + rng.gen_range(-c.jitter_ms..=c.jitter_ms);
-        let late = rng.gen_bool(c.late_fraction.clamp(0.0, 1.0));
-        if late {
-            ts -= rng.gen_range(c.jitter_ms + 1..=c.late_max_ms.max(c.jitter_ms + 1));
-        }
+        let mut rng = c.rng(shard, seq);
+        let (ts, late) = c.event_time(&mut rng, shard, seq);
         let u: f64 = rng.gen();
         let referrer = self.zipf_cdf.partition_point(|&w| w < u).min(self.zipf_cdf.len() - 1) as u32 + 1;
         let campaign = rng.gen_range(0..c.campaigns.max(1));
@@ -185,6 +130,27 @@ impl Generator {
         }
         write_event(&ev, rfc3339, out);
         Generated::Valid(ev)
+    }
+}
+
+impl Traffic for Generator {
+    fn config(&self) -> &GenConfig {
+        &self.cfg
+    }
+
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+
+    fn draw(&self, shard: u32, seq: u64, out: &mut Vec<u8>) -> Drawn {
+        match self.record(shard, seq, out) {
+            Generated::Valid(ev) => Drawn::Valid(DrawnEvent { ts_ms: ev.ts_ms, late: ev.late, values: ev.values() }),
+            Generated::Malformed(defect) => Drawn::Malformed(defect),
+        }
+    }
+
+    fn write(&self, shard: u32, seq: u64, out: &mut Vec<u8>) {
+        self.record(shard, seq, out);
     }
 }
 

@@ -5,42 +5,48 @@
 //! arrive; which Kinesis shard a record lands on is decided by its
 //! partition key, not by the generator's shard.
 
-use crate::{Generated, Generator};
+use crate::traffic::{Drawn, Traffic};
 use std::time::{Duration, Instant};
 use zigzag_kinesis::kpl::{Aggregate, Aggregator};
 use zigzag_kinesis::producer::ProduceError;
 use zigzag_kinesis::Producer;
+use zigzag_model::schema::value::display;
+use zigzag_model::schema::FieldSpec;
 
 /// What a record's Kinesis partition key is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PartitionKey {
-    /// The referrer: a referrer's partials then live on one shard, so a
-    /// flush writes each of its aggregates once, not once per shard.
-    Referrer,
-    /// The campaign.
-    Campaign,
+    /// A field's value (its index in the schema): e.g. with the referrer, a
+    /// referrer's partials live on one shard, so a flush writes each of its
+    /// aggregates once, not once per shard.
+    Field(usize),
     /// A hash of the record's position: even spread, no locality.
     Random,
 }
 
 impl PartitionKey {
-    pub fn parse(s: &str) -> Option<Self> {
+    /// `random` or the name of one of `fields`.
+    pub fn parse(s: &str, fields: &[FieldSpec]) -> Option<Self> {
         match s {
-            "referrer" => Some(PartitionKey::Referrer),
-            "campaign" => Some(PartitionKey::Campaign),
             "random" => Some(PartitionKey::Random),
-            _ => None,
+            name => fields.iter().position(|f| f.name == name).map(PartitionKey::Field),
         }
     }
 
-    fn of(self, generated: &Generated, shard: u32, seq: u64) -> String {
-        match (self, generated) {
-            (PartitionKey::Referrer, Generated::Valid(ev)) => crate::generator::referrer_name(ev.referrer),
-            (PartitionKey::Campaign, Generated::Valid(ev)) => crate::generator::campaign_name(ev.campaign),
-            // Malformed records have no trustworthy fields.
-            _ => {
-                format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&[&shard.to_le_bytes()[..], &seq.to_le_bytes()].concat()))
+    fn of(self, drawn: &Drawn, fields: &[FieldSpec], shard: u32, seq: u64) -> String {
+        let hash = |bytes: &[u8]| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes));
+        match (self, drawn) {
+            (PartitionKey::Field(i), Drawn::Valid(ev)) => {
+                let text = display(&fields[i], &ev.values[i]);
+                // Kinesis takes 1..=256 characters.
+                match text.chars().count() {
+                    1..=256 => text,
+                    0 => hash(&[&shard.to_le_bytes()[..], &seq.to_le_bytes()].concat()),
+                    _ => hash(text.as_bytes()),
+                }
             }
+            // Malformed records have no trustworthy fields.
+            _ => hash(&[&shard.to_le_bytes()[..], &seq.to_le_bytes()].concat()),
         }
     }
 }
@@ -56,7 +62,7 @@ pub struct SinkOptions {
 
 /// Sends every record of `gen`, calling `progress(records_sent)` now and then.
 pub async fn produce(
-    gen: &Generator,
+    gen: &dyn Traffic,
     producer: &mut Producer,
     opts: &SinkOptions,
     mut progress: impl FnMut(u64),
@@ -72,8 +78,8 @@ pub async fn produce(
             if seq > gen.shard_len(shard) {
                 continue;
             }
-            let generated = gen.record(shard, seq, &mut buf);
-            let key = opts.partition_key.of(&generated, shard, seq);
+            let drawn = gen.draw(shard, seq, &mut buf);
+            let key = opts.partition_key.of(&drawn, gen.fields(), shard, seq);
             match &mut aggregator {
                 None => producer.send(key, buf.clone()).await?,
                 Some(agg) => match agg.push(key, buf.clone()) {

@@ -1,7 +1,8 @@
-//! `loadgen`: deterministic synthetic click/impression traffic with a
-//! ground truth. Sinks: JSONL files (one per shard) or stdout, the ingest
-//! pipeline in-process (straight into the embedded store), or a Kinesis
-//! stream.
+//! `loadgen`: deterministic synthetic traffic with a ground truth: the
+//! shipped click/impression events, or any declared schema's (`--config`,
+//! with `--fields` for how each field is drawn). Sinks: files (one per
+//! shard) or stdout, the ingest pipeline in-process (straight into the
+//! embedded store), or a Kinesis stream.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -15,20 +16,34 @@ use tokio_util::sync::CancellationToken;
 use zigzag_core::schema::{parse_instant, TimeUnit};
 use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::Producer;
+use zigzag_loadgen::declared::traffic_file::TrafficFile;
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
-use zigzag_loadgen::{truth, GenConfig, Generator, SyntheticSource};
+use zigzag_loadgen::{truth, GenConfig, Generator, SchemaGenerator, SyntheticSource, Traffic};
 use zigzag_model::Config;
 use zigzag_sqlite::SqliteTable;
 
 #[derive(Parser)]
-#[command(name = "loadgen", version, about = "Deterministic synthetic click/impression traffic with a ground truth")]
+#[command(
+    name = "loadgen",
+    version,
+    about = "Deterministic synthetic traffic for any declared schema, with a ground truth"
+)]
 struct Cli {
     /// Where the records go: `ingest` (in-process into the embedded store),
-    /// `jsonl:DIR` (DIR/shard-NNN.jsonl, one file per shard), `jsonl:-`
-    /// (stdout) or `kinesis:STREAM` (PutRecords; AWS default chain,
-    /// AWS_ENDPOINT_URL[_KINESIS] for an emulator).
+    /// `files:DIR` (DIR/shard-NNN.jsonl or .csv, one file per shard; also
+    /// `jsonl:DIR`), `files:-` (stdout) or `kinesis:STREAM` (PutRecords; AWS
+    /// default chain, AWS_ENDPOINT_URL[_KINESIS] for an emulator).
     #[arg(long, default_value = "ingest")]
     sink: String,
+    /// The pipeline configuration (TOML). Its declared schema is what the
+    /// records follow; without one, the shipped click/impression events.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// How each declared field's values are drawn (TOML, `[field.NAME]`
+    /// tables: cardinality, zipf, weights, distribution, min, max, mean, sd,
+    /// p_true, absent). Every field has defaults by its type.
+    #[arg(long, value_name = "FILE")]
+    fields: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Records to generate (all shards together).
@@ -42,14 +57,16 @@ struct Cli {
     rate: Option<f64>,
     #[arg(long, default_value_t = 4)]
     shards: u32,
-    /// Distinct referrers (Zipf-distributed popularity).
+    /// Shipped events: distinct referrers (Zipf-distributed popularity).
     #[arg(long, default_value_t = 10_000)]
     referrers: u32,
+    /// Shipped events: the referrers' Zipf exponent.
     #[arg(long, default_value_t = 1.1)]
     zipf: f64,
+    /// Shipped events: distinct campaigns.
     #[arg(long, default_value_t = 40)]
     campaigns: u32,
-    /// Clicks per impression.
+    /// Shipped events: clicks per impression.
     #[arg(long, default_value_t = 0.05)]
     ctr: f64,
     /// First event time (RFC 3339 or epoch ms).
@@ -76,15 +93,13 @@ struct Cli {
     /// In-process sink: SQLite file.
     #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH)]
     db: PathBuf,
-    /// In-process sink: pipeline configuration (TOML).
-    #[arg(long)]
-    config: Option<PathBuf>,
     /// In-process sink: dead-letter file.
     #[arg(long, default_value = "dead-letters.jsonl")]
     dead_letters: PathBuf,
-    /// Kinesis sink: the partition key of each record: referrer, campaign or random
-    #[arg(long, default_value = "referrer")]
-    partition_key: String,
+    /// Kinesis sink: the partition key of each record: a field's value (by
+    /// its name) or random [default: referrer if the schema has it, else random]
+    #[arg(long)]
+    partition_key: Option<String>,
     /// Kinesis sink: pack records into KPL aggregates of at most this many bytes (e.g. 51200)
     #[arg(long, value_name = "BYTES")]
     kpl: Option<usize>,
@@ -167,7 +182,17 @@ fn progress_bar(total: u64) -> ProgressBar {
     bar
 }
 
-fn write_jsonl(gen: &Generator, target: &str) -> Result<()> {
+fn write_files(gen: &dyn Traffic, target: &str) -> Result<()> {
+    match write_records(gen, target) {
+        // A reader that stops early (`| head`) is not an error.
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+fn write_records(gen: &dyn Traffic, target: &str) -> Result<()> {
     let total = gen.config().records;
     let bar = progress_bar(total);
     let mut buf = Vec::with_capacity(256);
@@ -178,7 +203,7 @@ fn write_jsonl(gen: &Generator, target: &str) -> Result<()> {
         for seq in 1..=longest {
             for shard in 0..gen.config().shards {
                 if seq <= gen.shard_len(shard) {
-                    gen.record(shard, seq, &mut buf);
+                    gen.write(shard, seq, &mut buf);
                     out.write_all(&buf)?;
                     out.write_all(b"\n")?;
                     bar.inc(1);
@@ -190,11 +215,11 @@ fn write_jsonl(gen: &Generator, target: &str) -> Result<()> {
         let dir = PathBuf::from(target);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         for shard in 0..gen.config().shards {
-            let path = dir.join(format!("{}.jsonl", Generator::shard_id(shard)));
+            let path = dir.join(format!("{}.{}", GenConfig::shard_id(shard), gen.file_extension()));
             let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
             let mut out = std::io::BufWriter::new(file);
             for seq in 1..=gen.shard_len(shard) {
-                gen.record(shard, seq, &mut buf);
+                gen.write(shard, seq, &mut buf);
                 out.write_all(&buf)?;
                 out.write_all(b"\n")?;
                 bar.inc(1);
@@ -206,14 +231,9 @@ fn write_jsonl(gen: &Generator, target: &str) -> Result<()> {
     Ok(())
 }
 
-async fn run_in_process(cli: &Cli, gen: Generator) -> Result<()> {
-    let config = match &cli.config {
-        None => Config::default(),
-        Some(p) => Config::from_toml(&std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?)
-            .with_context(|| format!("in {}", p.display()))?,
-    };
+async fn run_in_process(cli: &Cli, config: Config, gen: Arc<dyn Traffic>) -> Result<()> {
     let total = gen.config().records;
-    let source = Arc::new(SyntheticSource::new(gen, cli.rate));
+    let source = Arc::new(SyntheticSource::shared(gen, cli.rate));
     let produced = source.produced.clone();
     let aggregates = Arc::new(SqliteTable::open(&cli.db).with_context(|| format!("opening {}", cli.db.display()))?);
     let checkpoints = Arc::new(SqliteTable::open_table(&cli.db, "checkpoints")?);
@@ -263,12 +283,16 @@ async fn run_in_process(cli: &Cli, gen: Generator) -> Result<()> {
     Ok(())
 }
 
-async fn run_kinesis(cli: &Cli, gen: &Generator, stream: &str) -> Result<()> {
+async fn run_kinesis(cli: &Cli, gen: &dyn Traffic, stream: &str) -> Result<()> {
     if stream.is_empty() {
         bail!("--sink kinesis:STREAM needs a stream name");
     }
-    let partition_key = PartitionKey::parse(&cli.partition_key)
-        .with_context(|| format!("--partition-key {:?}: expected referrer, campaign or random", cli.partition_key))?;
+    let has_referrer = gen.fields().iter().any(|f| f.name == "referrer");
+    let key = cli.partition_key.as_deref().unwrap_or(if has_referrer { "referrer" } else { "random" });
+    let partition_key = PartitionKey::parse(key, gen.fields()).with_context(|| {
+        let names: Vec<&str> = gen.fields().iter().map(|f| f.name.as_str()).collect();
+        format!("--partition-key {key:?}: expected random or a field ({})", names.join(", "))
+    })?;
     if let Some(r) = cli.rate {
         if !(r.is_finite() && r > 0.0) {
             bail!("--rate {r}: must be a positive number of records per second");
@@ -305,16 +329,30 @@ async fn run_kinesis(cli: &Cli, gen: &Generator, stream: &str) -> Result<()> {
     Ok(())
 }
 
+fn read(path: &PathBuf) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    let gen = Generator::new(gen_config(&cli)?);
+    let gen_config = gen_config(&cli)?;
     let config = match &cli.config {
-        Some(p) => Config::from_toml(&std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?)
-            .with_context(|| format!("in {}", p.display()))?,
+        Some(p) => Config::from_toml(&read(p)?).with_context(|| format!("in {}", p.display()))?,
         None => Config::default(),
     };
-    let truth = truth::compute_for(&gen, &config)?;
+    // The shipped generator writes the shipped fields; any other schema,
+    // or a field traffic file, takes the declared schema's generator.
+    let gen: Arc<dyn Traffic> = if cli.fields.is_none() && config.fields == Config::default().fields {
+        Arc::new(Generator::new(gen_config))
+    } else {
+        let traffic = match &cli.fields {
+            Some(p) => TrafficFile::from_toml(&read(p)?).with_context(|| format!("in {}", p.display()))?,
+            None => TrafficFile::default(),
+        };
+        Arc::new(SchemaGenerator::new(gen_config, &config, &traffic)?)
+    };
+    let truth = truth::compute_for(&*gen, &config)?;
     let text = serde_json::to_string_pretty(&truth)?;
     std::fs::write(&cli.truth, text).with_context(|| format!("writing {}", cli.truth.display()))?;
     eprintln!(
@@ -327,10 +365,12 @@ async fn main() -> Result<()> {
         gen.config().shards,
         cli.truth.display()
     );
-    match cli.sink.as_str() {
-        "ingest" => run_in_process(&cli, gen).await,
-        s if s.starts_with("jsonl:") => write_jsonl(&gen, &s["jsonl:".len()..]),
-        s if s.starts_with("kinesis:") => run_kinesis(&cli, &gen, &s["kinesis:".len()..]).await,
-        other => bail!("--sink {other:?}: expected ingest, jsonl:DIR, jsonl:- or kinesis:STREAM"),
+    let sink = cli.sink.clone();
+    match sink.as_str() {
+        "ingest" => run_in_process(&cli, config, gen).await,
+        s if s.starts_with("files:") => write_files(&*gen, &s["files:".len()..]),
+        s if s.starts_with("jsonl:") => write_files(&*gen, &s["jsonl:".len()..]),
+        s if s.starts_with("kinesis:") => run_kinesis(&cli, &*gen, &s["kinesis:".len()..]).await,
+        other => bail!("--sink {other:?}: expected ingest, files:DIR, files:-, or kinesis:STREAM"),
     }
 }

@@ -1,9 +1,9 @@
-//! The generator as an ingest source: shard `s` is the sequence of records
+//! A generator ([`Traffic`]) as an ingest source: shard `s` is the sequence of records
 //! 1..=shard_len(s); reopening after a position regenerates from there.
 //! With a target rate, record `i` (global order) is released no earlier
 //! than `i / rate` seconds after the source was created.
 
-use crate::generator::Generator;
+use crate::traffic::{GenConfig, Traffic};
 use async_trait::async_trait;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use zigzag_ingest::source::{RecordBatch, ShardInfo, ShardReader, Source, SourceE
 use zigzag_model::Position;
 
 pub struct SyntheticSource {
-    gen: Arc<Generator>,
+    gen: Arc<dyn Traffic>,
     rate: Option<f64>,
     started: Instant,
     /// Records handed out (for progress bars).
@@ -20,9 +20,13 @@ pub struct SyntheticSource {
 }
 
 impl SyntheticSource {
-    pub fn new(gen: Generator, rate: Option<f64>) -> Self {
+    pub fn new(gen: impl Traffic + 'static, rate: Option<f64>) -> Self {
+        Self::shared(Arc::new(gen), rate)
+    }
+
+    pub fn shared(gen: Arc<dyn Traffic>, rate: Option<f64>) -> Self {
         SyntheticSource {
-            gen: Arc::new(gen),
+            gen,
             rate: rate.filter(|r| *r > 0.0),
             started: Instant::now(),
             produced: Arc::new(AtomicU64::new(0)),
@@ -37,7 +41,7 @@ fn shard_index(id: &str) -> Option<u32> {
 #[async_trait]
 impl Source for SyntheticSource {
     async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError> {
-        Ok((0..self.gen.config().shards).map(|s| ShardInfo::root(Generator::shard_id(s))).collect())
+        Ok((0..self.gen.config().shards).map(|s| ShardInfo::root(GenConfig::shard_id(s))).collect())
     }
 
     fn bounded(&self) -> bool {
@@ -66,7 +70,7 @@ impl Source for SyntheticSource {
 }
 
 struct SyntheticReader {
-    gen: Arc<Generator>,
+    gen: Arc<dyn Traffic>,
     shard: u32,
     next: u64,
     len: u64,
@@ -93,7 +97,7 @@ impl ShardReader for SyntheticReader {
         let mut batch = RecordBatch::default();
         let mut buf = Vec::with_capacity(256);
         for seq in self.next..=last {
-            self.gen.record(self.shard, seq, &mut buf);
+            self.gen.write(self.shard, seq, &mut buf);
             batch.push(Position::at(seq), &buf);
         }
         self.produced.fetch_add(batch.records.len() as u64, Ordering::Relaxed);

@@ -33,6 +33,7 @@ use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_kinesis::stream::ensure_stream;
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
+use zigzag_loadgen::traffic::Traffic;
 use zigzag_loadgen::{GenConfig, Generator, SyntheticSource};
 use zigzag_model::{Config, KeyModel, MeasureValues};
 
@@ -194,7 +195,11 @@ async fn ingest_bench(records: u64) {
     let gen = generator(records);
     let t0 = Instant::now();
     let mut producer = Producer::new(kinesis.clone(), &name);
-    let opts = SinkOptions { partition_key: PartitionKey::Referrer, rate: None, kpl_max_bytes: None };
+    let opts = SinkOptions {
+        partition_key: PartitionKey::parse("referrer", gen.fields()).expect("a shipped field"),
+        rate: None,
+        kpl_max_bytes: None,
+    };
     produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");
     let put = t0.elapsed().as_secs_f64();
     println!("loadgen → kinesalite: {records} records in {put:.1}s ({:.0}/s)", records as f64 / put);

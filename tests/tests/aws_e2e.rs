@@ -21,6 +21,7 @@ use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_kinesis::stream::{ensure_stream, list_shards};
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
+use zigzag_loadgen::traffic::Traffic;
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, MeasureValues, Truth};
 
@@ -107,7 +108,11 @@ async fn kinesis_local_to_dynamodb_local_exactly_with_a_restart() {
         let gen = gen.clone();
         tokio::spawn(async move {
             let mut producer = Producer::new(kinesis, &name);
-            let opts = SinkOptions { partition_key: PartitionKey::Referrer, rate: None, kpl_max_bytes: None };
+            let opts = SinkOptions {
+                partition_key: PartitionKey::parse("referrer", gen.fields()).expect("a shipped field"),
+                rate: None,
+                kpl_max_bytes: None,
+            };
             let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");
             done.cancel();
             (sent, producer.stats.records.load(std::sync::atomic::Ordering::Relaxed))

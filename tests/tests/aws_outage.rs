@@ -22,6 +22,7 @@ use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::stream::ensure_stream;
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
+use zigzag_loadgen::traffic::Traffic;
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel};
 use zigzag_tests::fault_proxy::{dynamodb, kinesis, FaultProxy, Rule};
@@ -73,7 +74,11 @@ async fn a_worker_survives_a_dynamodb_outage_then_a_kinesis_outage_and_catches_u
         let rate = gen.config().records as f64 / (down.as_secs_f64() * 2.5);
         tokio::spawn(async move {
             let mut producer = Producer::new(direct_kinesis, &name);
-            let opts = SinkOptions { partition_key: PartitionKey::Referrer, rate: Some(rate), kpl_max_bytes: None };
+            let opts = SinkOptions {
+                partition_key: PartitionKey::parse("referrer", gen.fields()).expect("a shipped field"),
+                rate: Some(rate),
+                kpl_max_bytes: None,
+            };
             let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");
             produced.cancel();
             sent

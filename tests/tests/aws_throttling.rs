@@ -20,6 +20,7 @@ use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::stream::ensure_stream;
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
+use zigzag_loadgen::traffic::Traffic;
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel};
 use zigzag_tests::fault_proxy::{dynamodb, kinesis, Fault, FaultProxy, Rule};
@@ -114,7 +115,11 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
 
     // loadgen: whole PutRecords calls throttled and retried.
     let mut producer = Producer::new(kinesis_client.clone(), &name);
-    let opts = SinkOptions { partition_key: PartitionKey::Referrer, rate: None, kpl_max_bytes: None };
+    let opts = SinkOptions {
+        partition_key: PartitionKey::parse("referrer", gen.fields()).expect("a shipped field"),
+        rate: None,
+        kpl_max_bytes: None,
+    };
     let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce despite throttling");
     assert_eq!(sent, truth.records);
     let put = kinesis_proxy.stats().target(kinesis::PUT_RECORDS);

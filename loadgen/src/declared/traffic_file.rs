@@ -1,0 +1,127 @@
+//! The field traffic file (`loadgen --fields FILE`): how each declared
+//! field's values are drawn. Every key is optional; a field without a table
+//! gets its type's defaults (see [`super::value_gen`]).
+//!
+//! ```toml
+//! [field.user_id]          # a string: a vocabulary of 200k names, Zipf-skewed
+//! cardinality = 200000
+//! zipf = 0.8
+//! absent = 0.05            # optional or defaulted fields only
+//!
+//! [field.event]            # a string with declared values: their weights
+//! weights = [90, 9, 1]
+//!
+//! [field.status]           # a number drawn from listed values
+//! values = [200, 304, 404, 500]
+//! weights = [80, 12, 6, 2]
+//!
+//! [field.price]            # a number, in the field's own units
+//! distribution = "exponential"   # uniform | zipf | normal | exponential
+//! min = 100
+//! max = 2000000
+//! mean = 2500
+//!
+//! [field.premium]          # a boolean
+//! p_true = 0.2
+//! ```
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum TrafficError {
+    #[error("field traffic file: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("field traffic for `{field}`: {message}")]
+    Field { field: String, message: String },
+    #[error("field traffic names `{0}`, which the schema does not declare")]
+    Unknown(String),
+    #[error(transparent)]
+    Schema(#[from] zigzag_model::ConfigError),
+}
+
+impl TrafficError {
+    pub(crate) fn field(field: &str, message: impl Into<String>) -> TrafficError {
+        TrafficError::Field { field: field.to_string(), message: message.into() }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficFile {
+    #[serde(default)]
+    pub field: BTreeMap<String, FieldTraffic>,
+}
+
+impl TrafficFile {
+    pub fn from_toml(text: &str) -> Result<TrafficFile, TrafficError> {
+        Ok(toml::from_str(text)?)
+    }
+}
+
+/// How one field's values are drawn. Which keys apply depends on the
+/// field's type; a key its type does not take is an error.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldTraffic {
+    /// Fraction of records without the field (optional or defaulted fields).
+    pub absent: Option<f64>,
+    /// The values to draw from: strings without declared values, numbers
+    /// (in the field's units, inside its bounds).
+    pub values: Option<Vec<toml::Value>>,
+    /// Relative weights of the values (a string's declared ones or those
+    /// listed here).
+    pub weights: Option<Vec<f64>>,
+    /// Strings: the size of a generated vocabulary. Numbers with `zipf`:
+    /// how many values from `min` up carry the skew.
+    pub cardinality: Option<u64>,
+    /// Zipf exponent (rank 1 the most frequent). Strings: over the
+    /// vocabulary; numbers: with `distribution = "zipf"`.
+    pub zipf: Option<f64>,
+    /// Numbers: uniform (default), zipf, normal or exponential.
+    pub distribution: Option<String>,
+    /// Numbers, in the field's units (`2.5` for a decimal): the range drawn
+    /// from, inside the field's declared bounds.
+    pub min: Option<toml::Value>,
+    pub max: Option<toml::Value>,
+    /// Numbers: normal and exponential.
+    pub mean: Option<toml::Value>,
+    /// Numbers: normal.
+    pub sd: Option<toml::Value>,
+    /// Booleans: the probability of `true`.
+    pub p_true: Option<f64>,
+}
+
+impl FieldTraffic {
+    /// The keys set, for "does not apply" errors.
+    pub(crate) fn keys_set(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        let mut add = |set: bool, key| {
+            if set {
+                keys.push(key)
+            }
+        };
+        add(self.values.is_some(), "values");
+        add(self.weights.is_some(), "weights");
+        add(self.cardinality.is_some(), "cardinality");
+        add(self.zipf.is_some(), "zipf");
+        add(self.distribution.is_some(), "distribution");
+        add(self.min.is_some(), "min");
+        add(self.max.is_some(), "max");
+        add(self.mean.is_some(), "mean");
+        add(self.sd.is_some(), "sd");
+        add(self.p_true.is_some(), "p_true");
+        keys
+    }
+}
+
+/// A scalar written in TOML (integer, float or text) as text.
+pub(crate) fn number_text(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) if f.is_finite() => Some(f.to_string()),
+        toml::Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}

@@ -1,0 +1,449 @@
+//! One field's values: drawn by its type (and its field traffic table), and
+//! for each draw both the typed value a correct decoder must produce and
+//! how the record writes it. The typed value comes from the draw itself
+//! (a rank, a number of units, an instant), never from reading the text.
+//!
+//! Defaults by type:
+//! - string with declared `values`: uniform over them;
+//! - other strings: 1000 generated names (fewer if `max_bytes` cannot hold
+//!   them), Zipf 1.0; some names carry characters that need quoting or
+//!   escaping (`,` `"` `\` non-ASCII, spaces);
+//! - integer and decimal: uniform over the declared bounds, or from the
+//!   lower bound (else 0) up 1000 whole units; written in several exact
+//!   forms (plain, zero-padded fraction, exponent, quoted);
+//! - boolean: p = 0.5, written as true/false (CSV also 1/0);
+//! - timestamp: the event time (the time field) or up to an hour before
+//!   it, in the field's format; RFC 3339 and zoned patterns with random UTC
+//!   offsets; epoch µs/ns with sub-millisecond digits (floored by readers);
+//! - optional or defaulted fields absent 10 % of the time (JSON: key left
+//!   out or `null`; CSV: empty cell).
+
+use super::traffic_file::{number_text, FieldTraffic, TrafficError};
+use chrono::{DateTime, FixedOffset};
+use rand::distributions::WeightedIndex;
+use rand::rngs::SmallRng;
+use rand::Rng;
+use rand_distr::{Distribution, Exp, Normal, Zipf};
+use zigzag_model::schema::value::{decimal_units, format_units, Bounds};
+use zigzag_model::schema::{FieldSpec, FieldType, FieldValue, TimeFormat, TypedField};
+
+/// How a record writes one field.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Written {
+    /// Not in the record (CSV: an empty cell).
+    Omit,
+    /// JSON `null` (CSV: an empty cell).
+    Null,
+    /// Text: a JSON string, a CSV cell.
+    Str(String),
+    /// A bare JSON token (number, boolean); a CSV cell.
+    Bare(String),
+}
+
+/// Characters some generated names end with, to exercise quoting.
+const DECORATIONS: [&str; 8] = ["", "", ",c", "\"q\"", "é", "\\b", " s", ""];
+/// UTC offsets (seconds) of instants written with a zone.
+const OFFSETS: [i32; 3] = [0, 19_800, -28_800];
+const DEFAULT_ABSENT: f64 = 0.1;
+
+#[derive(Debug, Clone)]
+enum Pick {
+    Uniform(u64),
+    Zipf(Zipf<f64>),
+    Weighted(WeightedIndex<f64>),
+}
+
+impl Pick {
+    /// A rank from 0.
+    fn rank(&self, rng: &mut SmallRng, n: u64) -> u64 {
+        match self {
+            Pick::Uniform(n) => rng.gen_range(0..*n),
+            Pick::Zipf(z) => (z.sample(rng) as u64).clamp(1, n) - 1,
+            Pick::Weighted(w) => w.sample(rng) as u64,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Words {
+    Listed(Vec<String>),
+    /// `stem` + rank (or the rank in base 36 when no stem fits), sometimes
+    /// decorated, at most `max_bytes`.
+    Generated {
+        stem: String,
+        n: u64,
+        max_bytes: usize,
+    },
+}
+
+impl Words {
+    fn len(&self) -> u64 {
+        match self {
+            Words::Listed(w) => w.len() as u64,
+            Words::Generated { n, .. } => *n,
+        }
+    }
+
+    fn word(&self, rank: u64) -> String {
+        match self {
+            Words::Listed(w) => w[rank as usize].clone(),
+            Words::Generated { stem, max_bytes, .. } => {
+                let mut s = if stem.is_empty() { base36(rank) } else { format!("{stem}{rank}") };
+                let deco = DECORATIONS[(rank % DECORATIONS.len() as u64) as usize];
+                if s.len() + deco.len() <= *max_bytes {
+                    s.push_str(deco);
+                }
+                s
+            }
+        }
+    }
+}
+
+fn base36(mut n: u64) -> String {
+    let mut digits = Vec::new();
+    loop {
+        digits.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).unwrap_or_default()
+}
+
+#[derive(Debug, Clone)]
+enum NumberDist {
+    Listed(Vec<i64>, Pick),
+    Uniform,
+    Zipf(Zipf<f64>),
+    Normal(Normal<f64>),
+    /// `lo` plus an exponential draw.
+    Exponential(Exp<f64>),
+}
+
+#[derive(Debug, Clone)]
+enum ValueGen {
+    Words {
+        words: Words,
+        pick: Pick,
+    },
+    /// Units of 10^-scale in `lo..=hi`.
+    Number {
+        lo: i64,
+        hi: i64,
+        dist: NumberDist,
+        scale: u32,
+        integer: bool,
+    },
+    Bool {
+        p_true: f64,
+    },
+    /// An instant `before_ms` or less before the event time, floored to
+    /// `resolution_ms` (what the format can say).
+    Time {
+        format: TimeFormat,
+        resolution_ms: i64,
+        zoned: bool,
+        before_ms: i64,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct FieldGen {
+    absent: f64,
+    /// What an absent field reads as: its default, or absent.
+    when_absent: FieldValue<'static>,
+    gen: ValueGen,
+}
+
+impl FieldGen {
+    pub(crate) fn new(
+        spec: &FieldSpec,
+        traffic: Option<&FieldTraffic>,
+        is_time: bool,
+    ) -> Result<FieldGen, TrafficError> {
+        let none = FieldTraffic::default();
+        let t = traffic.unwrap_or(&none);
+        let err = |m: String| TrafficError::field(&spec.name, m);
+        let allowed: &[&str] = match spec.kind {
+            FieldType::String { .. } => &["values", "weights", "cardinality", "zipf"],
+            FieldType::Integer { .. } | FieldType::Decimal { .. } => {
+                &["distribution", "min", "max", "mean", "sd", "zipf", "cardinality", "values", "weights"]
+            }
+            FieldType::Boolean => &["p_true"],
+            FieldType::Timestamp { .. } => &[],
+        };
+        if let Some(k) = t.keys_set().into_iter().find(|k| !allowed.contains(k)) {
+            return Err(err(format!("`{k}` does not apply to a {} field", spec.type_name())));
+        }
+        let typed = TypedField::new(spec).map_err(|e| err(e.to_string()))?;
+        let defaulted = spec.default.is_some() || spec.optional;
+        let absent = match t.absent {
+            Some(a) if !(0.0..=1.0).contains(&a) => return Err(err(format!("absent = {a} is not a fraction"))),
+            Some(a) if a > 0.0 && (!defaulted || is_time) => {
+                return Err(err("absent > 0 on a required field would make malformed records".into()))
+            }
+            Some(a) => a,
+            None if defaulted && !is_time => DEFAULT_ABSENT,
+            None => 0.0,
+        };
+        let when_absent = match &spec.default {
+            Some(d) => typed.parse_text(d).map(FieldValue::into_owned).map_err(|e| err(e.to_string()))?,
+            None => FieldValue::Absent,
+        };
+        let gen = match &spec.kind {
+            FieldType::String { max_bytes, values } => words(spec, t, *max_bytes as usize, values).map_err(err)?,
+            FieldType::Integer { .. } | FieldType::Decimal { .. } => number(spec, t, typed.bounds).map_err(err)?,
+            FieldType::Boolean => match t.p_true.unwrap_or(0.5) {
+                p if (0.0..=1.0).contains(&p) => ValueGen::Bool { p_true: p },
+                p => return Err(err(format!("p_true = {p} is not a probability"))),
+            },
+            FieldType::Timestamp { format } => time(format, &typed, is_time).map_err(err)?,
+        };
+        Ok(FieldGen { absent, when_absent, gen })
+    }
+
+    /// One draw: the typed value and how the record writes it.
+    pub(crate) fn draw(&self, rng: &mut SmallRng, event_ms: i64, csv: bool) -> (FieldValue<'static>, Written) {
+        if self.absent > 0.0 && rng.gen_bool(self.absent) {
+            let written = if !csv && rng.gen_bool(0.3) { Written::Null } else { Written::Omit };
+            return (self.when_absent.clone(), written);
+        }
+        match &self.gen {
+            ValueGen::Words { words, pick } => {
+                let w = words.word(pick.rank(rng, words.len()));
+                (FieldValue::Str(w.clone().into()), Written::Str(w))
+            }
+            ValueGen::Number { lo, hi, dist, scale, integer } => {
+                let v = draw_units(rng, *lo, *hi, dist);
+                let value = if *integer { FieldValue::Int(v) } else { FieldValue::Dec(v) };
+                (value, number_written(rng, v, *scale))
+            }
+            ValueGen::Bool { p_true } => {
+                let b = rng.gen_bool(*p_true);
+                let text = match (csv && rng.gen_bool(0.3), b) {
+                    (true, true) => "1",
+                    (true, false) => "0",
+                    (false, b) => {
+                        if b {
+                            "true"
+                        } else {
+                            "false"
+                        }
+                    }
+                };
+                (FieldValue::Bool(b), Written::Bare(text.into()))
+            }
+            ValueGen::Time { format, resolution_ms, zoned, before_ms } => {
+                let ms = event_ms - if *before_ms > 0 { rng.gen_range(0..=*before_ms) } else { 0 };
+                let offset = if *zoned { OFFSETS[rng.gen_range(0..OFFSETS.len())] } else { 0 };
+                let sub = rng.gen_range(0..1_000_000i64);
+                (FieldValue::Time(ms - ms.rem_euclid(*resolution_ms)), time_written(format, ms, offset, sub, rng))
+            }
+        }
+    }
+}
+
+fn words(spec: &FieldSpec, t: &FieldTraffic, max_bytes: usize, declared: &[String]) -> Result<ValueGen, String> {
+    let words = match (declared.is_empty(), &t.values, t.cardinality) {
+        (false, Some(_), _) => return Err("the schema declares this field's values; give `weights` instead".into()),
+        (false, None, Some(_)) => return Err("the schema declares this field's values; no `cardinality`".into()),
+        (false, None, None) => Words::Listed(declared.to_vec()),
+        (true, Some(_), Some(_)) => return Err("give `values` or `cardinality`, not both".into()),
+        (true, Some(list), None) => {
+            let list =
+                list.iter().map(|v| number_text(v).ok_or("`values` must be text")).collect::<Result<Vec<_>, _>>()?;
+            if let Some(bad) = list.iter().find(|w| w.is_empty() || w.len() > max_bytes || w.contains(['\n', '\r'])) {
+                return Err(format!("value {bad:?} is empty, over {max_bytes} bytes, or holds a line break"));
+            }
+            Words::Listed(list)
+        }
+        (true, None, n) => {
+            let stem: String = spec.name.chars().filter(char::is_ascii_alphanumeric).take(8).collect::<String>() + "-";
+            let fits = |n: u64, stem: &str| {
+                let last = n.saturating_sub(1);
+                let len = if stem.is_empty() { base36(last).len() } else { stem.len() + last.to_string().len() };
+                len <= max_bytes
+            };
+            let capacity =
+                |stem: &str| (1..=20u32).map(|d| 10u64.saturating_pow(d)).take_while(|&n| fits(n, stem)).last();
+            let n = match n {
+                Some(0) => return Err("cardinality must be at least 1".into()),
+                Some(n) => n,
+                None => 1000u64.min(capacity("").unwrap_or(36).max(1)),
+            };
+            let stem = if fits(n, &stem) {
+                stem
+            } else if fits(n, "") {
+                String::new()
+            } else {
+                return Err(format!("{n} distinct values do not fit in max_bytes = {max_bytes}"));
+            };
+            Words::Generated { stem, n, max_bytes }
+        }
+    };
+    let default_zipf = matches!(words, Words::Generated { .. }).then_some(1.0);
+    let pick = pick(words.len(), t.weights.as_deref(), t.zipf.or(default_zipf))?;
+    Ok(ValueGen::Words { words, pick })
+}
+
+/// How one of `n` values is chosen: by weight, Zipf-skewed or uniformly.
+fn pick(n: u64, weights: Option<&[f64]>, zipf: Option<f64>) -> Result<Pick, String> {
+    if n == 0 {
+        return Err("no values to draw from".into());
+    }
+    Ok(match (weights, zipf) {
+        (Some(_), Some(_)) => return Err("give `weights` or `zipf`, not both".into()),
+        (Some(w), None) => {
+            if w.len() as u64 != n {
+                return Err(format!("{} weights for {n} values", w.len()));
+            }
+            Pick::Weighted(WeightedIndex::new(w).map_err(|e| format!("weights: {e}"))?)
+        }
+        (None, Some(s)) => Pick::Zipf(Zipf::new(n, s).map_err(|e| format!("zipf = {s}: {e}"))?),
+        (None, None) => Pick::Uniform(n),
+    })
+}
+
+fn number(spec: &FieldSpec, t: &FieldTraffic, bounds: Bounds) -> Result<ValueGen, String> {
+    let (scale, integer) = match spec.kind {
+        FieldType::Decimal { scale, .. } => (scale, false),
+        _ => (0, true),
+    };
+    let units = |v: &Option<toml::Value>, key: &str| -> Result<Option<i64>, String> {
+        v.as_ref()
+            .map(|v| {
+                let text = number_text(v).ok_or_else(|| format!("`{key}` must be a number"))?;
+                decimal_units(&text, scale).map_err(|e| format!("`{key}` = {text}: {e}"))
+            })
+            .transpose()
+    };
+    let whole = 10i64.checked_pow(scale).ok_or("scale too large to draw from")?;
+    let lo = units(&t.min, "min")?.unwrap_or(if bounds.min > i64::MIN { bounds.min } else { 0.min(bounds.max) });
+    let hi = units(&t.max, "max")?.unwrap_or_else(|| bounds.max.min(lo.saturating_add(1000i64.saturating_mul(whole))));
+    if lo < bounds.min || hi > bounds.max {
+        return Err("min and max must lie inside the field's declared bounds".into());
+    }
+    if lo > hi {
+        return Err("min is above max".into());
+    }
+    let span = hi as f64 - lo as f64;
+    let dist = match t.distribution.as_deref().unwrap_or("uniform") {
+        "uniform" if t.values.is_some() => {
+            let listed =
+                t.values.iter().flatten().map(|v| units(&Some(v.clone()), "values")).collect::<Result<Vec<_>, _>>()?;
+            let listed: Vec<i64> = listed.into_iter().flatten().collect();
+            if listed.iter().any(|v| !(bounds.min..=bounds.max).contains(v)) {
+                return Err("`values` must lie inside the field's declared bounds".into());
+            }
+            if t.min.is_some() || t.max.is_some() {
+                return Err("give `values` or `min`/`max`, not both".into());
+            }
+            let pick = pick(listed.len() as u64, t.weights.as_deref(), None)?;
+            NumberDist::Listed(listed, pick)
+        }
+        "uniform" => NumberDist::Uniform,
+        "zipf" => {
+            let n = t.cardinality.unwrap_or_else(|| (hi - lo).saturating_add(1).clamp(1, 1000) as u64);
+            NumberDist::Zipf(Zipf::new(n, t.zipf.unwrap_or(1.0)).map_err(|e| format!("zipf: {e}"))?)
+        }
+        "normal" => {
+            let mean = units(&t.mean, "mean")?.map_or(lo as f64 + span / 2.0, |m| m as f64);
+            let sd = units(&t.sd, "sd")?.map_or(span / 6.0, |s| s as f64);
+            NumberDist::Normal(Normal::new(mean, sd).map_err(|e| format!("normal: {e}"))?)
+        }
+        "exponential" => {
+            let mean = units(&t.mean, "mean")?.map_or(span / 10.0, |m| m as f64 - lo as f64).max(1.0);
+            NumberDist::Exponential(Exp::new(1.0 / mean).map_err(|e| format!("exponential: {e}"))?)
+        }
+        other => return Err(format!("distribution {other:?}: expected uniform, zipf, normal or exponential")),
+    };
+    let used = |set: bool, key: &str, by: &[&str]| {
+        if set && !by.contains(&t.distribution.as_deref().unwrap_or("uniform")) {
+            Err(format!("`{key}` applies to distribution {}", by.join(" or ")))
+        } else {
+            Ok(())
+        }
+    };
+    used(t.mean.is_some(), "mean", &["normal", "exponential"])?;
+    used(t.sd.is_some(), "sd", &["normal"])?;
+    used(t.zipf.is_some() || t.cardinality.is_some(), "zipf/cardinality", &["zipf"])?;
+    used(t.values.is_some() || t.weights.is_some(), "values/weights", &["uniform"])?;
+    if t.weights.is_some() && t.values.is_none() {
+        return Err("`weights` of a number need its `values`".into());
+    }
+    Ok(ValueGen::Number { lo, hi, dist, scale, integer })
+}
+
+fn draw_units(rng: &mut SmallRng, lo: i64, hi: i64, dist: &NumberDist) -> i64 {
+    let clamp = |x: f64| (x.round() as i64).clamp(lo, hi);
+    match dist {
+        NumberDist::Listed(values, pick) => values[pick.rank(rng, values.len() as u64) as usize],
+        NumberDist::Uniform => rng.gen_range(lo..=hi),
+        NumberDist::Zipf(z) => lo.saturating_add(z.sample(rng) as i64 - 1).min(hi),
+        NumberDist::Normal(n) => clamp(n.sample(rng)),
+        NumberDist::Exponential(e) => clamp(lo as f64 + e.sample(rng)),
+    }
+}
+
+/// `v` units of 10^-scale in one of several exact spellings.
+fn number_written(rng: &mut SmallRng, v: i64, scale: u32) -> Written {
+    let plain = format_units(v as i128, scale);
+    let text = match rng.gen_range(0..10) {
+        // Every digit of the scale, trailing zeros kept: 1.500.
+        0 if scale > 0 => {
+            let digits = format!("{:0>width$}", v.unsigned_abs(), width = scale as usize + 1);
+            let (int, frac) = digits.split_at(digits.len() - scale as usize);
+            format!("{}{int}.{frac}", if v < 0 { "-" } else { "" })
+        }
+        // The units with a negative exponent: 1500e-3.
+        1 if scale > 0 => format!("{v}e-{scale}"),
+        2 => return Written::Str(plain),
+        _ => plain,
+    };
+    Written::Bare(text)
+}
+
+fn time(format: &TimeFormat, typed: &TypedField, is_time: bool) -> Result<ValueGen, String> {
+    let before_ms = if is_time { 0 } else { 3_600_000 };
+    let (resolution_ms, zoned) = match format {
+        TimeFormat::Pattern(p) => {
+            // What the pattern can say: the coarsest unit that loses nothing
+            // of a probe instant with every unit set.
+            let probe = 1_795_268_849_123; // 2026-11-21T13:47:29.123Z
+            let text = |ms: i64| DateTime::from_timestamp_millis(ms).map(|t| t.format(p).to_string());
+            let resolution = [86_400_000, 3_600_000, 60_000, 1_000, 1]
+                .into_iter()
+                .find(|u| text(probe - probe % u) == text(probe))
+                .unwrap_or(1);
+            let written = text(probe).ok_or("the probe instant cannot be written")?;
+            match typed.parse_text(&written) {
+                Ok(FieldValue::Time(t)) if t == probe - probe % resolution => {}
+                _ => return Err(format!("pattern {p:?} writes {written:?}, which does not read back as that instant")),
+            }
+            (resolution, p.contains("%z") || p.contains("%:z"))
+        }
+        TimeFormat::Auto | TimeFormat::Rfc3339 => (1, true),
+        _ => (1, false),
+    };
+    Ok(ValueGen::Time { format: format.clone(), resolution_ms, zoned, before_ms })
+}
+
+fn time_written(format: &TimeFormat, ms: i64, offset_s: i32, sub: i64, rng: &mut SmallRng) -> Written {
+    let at = |ms: i64| {
+        let utc = DateTime::from_timestamp_millis(ms).unwrap_or_default();
+        utc.with_timezone(&FixedOffset::east_opt(offset_s).unwrap_or(FixedOffset::east_opt(0).expect("UTC")))
+    };
+    match format {
+        TimeFormat::Auto if rng.gen_bool(0.5) => Written::Bare(ms.to_string()),
+        TimeFormat::Auto | TimeFormat::Rfc3339 => {
+            Written::Str(at(ms).to_rfc3339_opts(chrono::SecondsFormat::Millis, offset_s == 0))
+        }
+        TimeFormat::EpochS => Written::Bare(format_units(ms as i128, 3)),
+        TimeFormat::EpochMs => Written::Bare(ms.to_string()),
+        TimeFormat::EpochUs => Written::Bare((ms as i128 * 1_000 + (sub % 1_000) as i128).to_string()),
+        TimeFormat::EpochNs => Written::Bare((ms as i128 * 1_000_000 + sub as i128).to_string()),
+        TimeFormat::Pattern(p) => Written::Str(at(ms).format(p).to_string()),
+    }
+}
