@@ -97,15 +97,25 @@ fn insert(node: &mut Node, tokens: &[String], field: usize) {
             };
             insert(&mut entries[at].1, rest, field);
         }
-        Node::Array(items) => {
-            // Validated schemas have no overlapping paths; a digit token
-            // under an array is its index.
-            let i = Pointer::index(head).unwrap_or(0);
-            if items.len() <= i {
-                items.resize(i + 1, None);
+        Node::Array(items) => match Pointer::index(head) {
+            Some(i) => {
+                if items.len() <= i {
+                    items.resize(i + 1, None);
+                }
+                insert(items[i].get_or_insert_with(fresh), rest, field);
             }
-            insert(items[i].get_or_insert_with(fresh), rest, field);
-        }
+            // A key beside indexes: digit tokens also name object keys, so
+            // the array becomes an object keyed by its indexes.
+            None => {
+                let entries = std::mem::take(items)
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(i, n)| n.map(|n| (i.to_string(), n)))
+                    .collect();
+                *node = Node::Object(entries);
+                insert(node, tokens, field);
+            }
+        },
         Node::Field(_) => {}
     }
 }

@@ -19,8 +19,9 @@ fn gen_cfg(records: u64, malformed: f64) -> GenConfig {
     GenConfig { records, shards: 2, malformed_fraction: malformed, ..Default::default() }
 }
 
-/// Every type and time format, nested paths with array indexes, defaults,
-/// optional fields, and a CSV layout with an undeclared column.
+/// Every type and time format, nested paths with array indexes (and digit
+/// tokens beside keys, which make an object), defaults, optional fields,
+/// and a CSV layout with an undeclared column.
 fn schemas() -> Vec<(&'static str, Config, TrafficFile)> {
     let json = r#"
         [input]
@@ -63,6 +64,11 @@ fn schemas() -> Vec<(&'static str, Config, TrafficFile)> {
         type = "string"
         max_bytes = 3
         default = "-"
+        [[field]]
+        name = "note"
+        path = "/meta/note"
+        type = "string"
+        optional = true
         [[dimension]]
         field = "kind"
         type = "enum"
