@@ -65,11 +65,16 @@ impl PathTrie {
             return Err(DecodeError::Json { line, column, message: format!("expected a JSON object, got {kind}") });
         }
         let mut de = serde_json::Deserializer::from_str(record);
-        let mut duplicate = None;
-        let walk = Walk { node: &self.root, out, duplicate: &mut duplicate };
+        let mut problem = None;
+        let walk = Walk { node: &self.root, out, problem: &mut problem };
         let result = walk.deserialize(&mut de).and_then(|()| de.end());
-        if let Some(field) = duplicate {
-            return Err(DecodeError::Duplicate(self.names[field].clone()));
+        match problem {
+            Some(Problem::Duplicate(field)) => return Err(DecodeError::Duplicate(self.names[field].clone())),
+            Some(Problem::Shape { field, expected, got }) => {
+                let error = zigzag_model::schema::ValueError::WrongType { expected, got };
+                return Err(DecodeError::Field { field: self.names[field].clone(), error });
+            }
+            None => {}
         }
         result.map_err(|e| DecodeError::Json {
             line: e.line(),
@@ -84,10 +89,36 @@ fn prefix_err(fields: &[FieldSpec], name: &str, other: Option<usize>) -> ConfigE
     ConfigError::Invalid(format!("field {name}: its path and the path of {other} are one inside the other"))
 }
 
+/// Why a walk stopped short of a JSON syntax error.
+enum Problem {
+    /// A captured key appears twice.
+    Duplicate(usize),
+    /// Where a path goes deeper, a value that cannot hold it (a string, a
+    /// number, an array without the path's index): `field` is the first
+    /// field below.
+    Shape { field: usize, expected: &'static str, got: &'static str },
+}
+
+impl Node {
+    /// The first field at or below this node (every node has one).
+    fn first_field(&self) -> usize {
+        self.field.or_else(|| self.children.first().map(|(_, _, c)| c.first_field())).unwrap_or(0)
+    }
+}
+
 struct Walk<'n, 'o, 'a> {
     node: &'n Node,
     out: &'o mut [Option<&'a str>],
-    duplicate: &'o mut Option<usize>,
+    problem: &'o mut Option<Problem>,
+}
+
+impl Walk<'_, '_, '_> {
+    fn shape<E: serde::de::Error>(self, got: &'static str) -> Result<(), E> {
+        let expected =
+            if self.node.children.iter().any(|(_, i, _)| i.is_some()) { "an array or object" } else { "an object" };
+        *self.problem = Some(Problem::Shape { field: self.node.first_field(), expected, got });
+        Err(E::custom("a value where the path goes deeper"))
+    }
 }
 
 impl<'de: 'a, 'a> DeserializeSeed<'de> for Walk<'_, '_, 'a> {
@@ -97,7 +128,7 @@ impl<'de: 'a, 'a> DeserializeSeed<'de> for Walk<'_, '_, 'a> {
         if let Some(field) = self.node.field {
             let raw = <&'de RawValue>::deserialize(d)?;
             if self.out[field].replace(raw.get()).is_some() {
-                *self.duplicate = Some(field);
+                *self.problem = Some(Problem::Duplicate(field));
                 return Err(serde::de::Error::custom("duplicate field"));
             }
             return Ok(());
@@ -141,7 +172,7 @@ impl<'de: 'a, 'a> Visitor<'de> for Walk<'_, '_, 'a> {
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             match self.node.children.iter().find(|(k, _, _)| *k == *key) {
                 Some((_, _, child)) => {
-                    map.next_value_seed(Walk { node: child, out: self.out, duplicate: self.duplicate })?
+                    map.next_value_seed(Walk { node: child, out: self.out, problem: self.problem })?
                 }
                 None => {
                     map.next_value::<IgnoredAny>()?;
@@ -152,12 +183,15 @@ impl<'de: 'a, 'a> Visitor<'de> for Walk<'_, '_, 'a> {
     }
 
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
+        if !self.node.children.iter().any(|(_, index, _)| index.is_some()) {
+            return self.shape("an array");
+        }
         let mut i = 0;
         loop {
             let wanted = self.node.children.iter().find(|(_, index, _)| *index == Some(i));
             let more = match wanted {
                 Some((_, _, child)) => {
-                    seq.next_element_seed(Walk { node: child, out: self.out, duplicate: self.duplicate })?.is_some()
+                    seq.next_element_seed(Walk { node: child, out: self.out, problem: self.problem })?.is_some()
                 }
                 None => seq.next_element::<IgnoredAny>()?.is_some(),
             };
@@ -168,21 +202,22 @@ impl<'de: 'a, 'a> Visitor<'de> for Walk<'_, '_, 'a> {
         }
     }
 
-    // A scalar where a path goes deeper: the fields below are absent.
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
+    // A scalar where a path goes deeper: the record does not have the
+    // declared shape (`null` is an absent subtree).
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        self.shape("a boolean")
     }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        self.shape("a number")
     }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        self.shape("a number")
     }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        self.shape("a number")
     }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+        self.shape("a string")
     }
     fn visit_unit<E>(self) -> Result<(), E> {
         Ok(())

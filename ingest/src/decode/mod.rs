@@ -98,6 +98,7 @@ impl DecodeError {
                 ValueError::OutOfRange { .. } => "out_of_range",
                 ValueError::TooPrecise { .. } => "too_precise",
                 ValueError::BadTimestamp { .. } => "bad_timestamp",
+                ValueError::BadString { .. } => "malformed_json",
             },
         }
     }

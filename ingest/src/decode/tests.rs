@@ -145,12 +145,20 @@ fn nested_paths_array_indexes_and_defaults() {
             FieldValue::Bool(true),
         ]
     );
-    let rec = r#"{"ad":{"campaign":{"id":7},"slots":"none"},"geo":null,"meta":{"ts":1795256130250},"price_micros":0}"#;
+    let rec = r#"{"ad":{"campaign":{"id":7}},"geo":null,"meta":{"ts":1795256130250},"price_micros":0}"#;
     let e = d.decode(rec.as_bytes()).unwrap();
+    assert_eq!((&e.values[2], &e.values[3]), (&s("ZZ"), &FieldValue::Absent), "a null subtree is absent");
+    // A value where a declared path goes deeper is the wrong shape, named
+    // by the first field below it, never silently absent (or defaulted).
+    let rec = r#"{"ad":{"campaign":{"id":7},"slots":"none"},"meta":{"ts":1795256130250},"price_micros":0}"#;
+    let e = d.decode(rec.as_bytes()).unwrap_err();
+    assert_eq!(e.to_string(), "field `slot`: expected an array or object, got a string");
+    let rec = r#"{"ad":{"campaign":{"id":7}},"geo":"DE","meta":{"ts":1795256130250},"price_micros":0}"#;
+    assert_eq!(d.decode(rec.as_bytes()).unwrap_err().to_string(), "field `country`: expected an object, got a string");
+    let rec = r#"{"ad":[{"campaign":{"id":7}}],"meta":{"ts":1795256130250},"price_micros":0}"#;
     assert_eq!(
-        (&e.values[2], &e.values[3]),
-        (&s("ZZ"), &FieldValue::Absent),
-        "default, and a scalar where an array was"
+        d.decode(rec.as_bytes()).unwrap_err().to_string(),
+        "field `campaign_id`: expected an object, got an array"
     );
     let e = d.decode(br#"{"ad":{"campaign":{"id":-1}},"meta":{"ts":1795256130250},"price_micros":1}"#).unwrap_err();
     assert_eq!(e.reason(), "out_of_range");

@@ -65,6 +65,10 @@ pub enum ValueError {
     TooPrecise { value: String, scale: u32 },
     #[error("{value:?} is not a timestamp ({format})")]
     BadTimestamp { value: String, format: String },
+    /// A JSON string the record's syntax allows but whose escapes name no
+    /// text (a lone surrogate such as `\ud800`).
+    #[error("{value} is not a valid JSON string")]
+    BadString { value: String },
 }
 
 /// What a JSON value's text is, for messages.
@@ -132,7 +136,8 @@ fn parse_json<'a>(t: &TypedField, raw: &'a str) -> Result<FieldValue<'a>, ValueE
     let f = &t.spec;
     match raw.as_bytes().first() {
         Some(b'"') => {
-            let text = json_string(raw).ok_or(ValueError::WrongType { expected: "a string", got: "a bad string" })?;
+            let bad = || ValueError::BadString { value: raw.chars().take(64).collect() };
+            let text = json_string(raw).ok_or_else(bad)?;
             parse_cow(t, text, true)
         }
         Some(b'n') => Ok(FieldValue::Absent),
