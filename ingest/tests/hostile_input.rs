@@ -218,7 +218,7 @@ fn a_hostile_json_file_is_dead_lettered_line_by_line_and_the_run_completes() {
             format!(r#"{{"at":{AT},"event":"purchase","ad":{{"campaign":{{"id":7}}}}}}"#).into_bytes(),
             Reason("not_allowed"),
         ),
-        (format!(r#"{{"event":"view","ad":{{"campaign":{{"id":7}}}}}}"#).into_bytes(), Reason("missing_field")),
+        (br#"{"event":"view","ad":{"campaign":{"id":7}}}"#.to_vec(), Reason("missing_field")),
         (
             format!(r#"{{"at":{AT},"event":"view","ad":{{"campaign":{{"id":7}}}},"geo":"DE"}}"#).into_bytes(),
             Reason("wrong_type"),
