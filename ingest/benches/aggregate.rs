@@ -77,24 +77,40 @@ fn bench(c: &mut Criterion) {
             criterion::BatchSize::LargeInput,
         )
     });
-    // Two threads into one generation, as two shard tasks do: how close to
-    // linear the shared DashMap lets the hot path scale on 2 cores.
-    g.throughput(Throughput::Elements(2 * N));
-    let b2 = batch_from(GenConfig { seed: 2, records: N, shards: 1, malformed_fraction: 0.0, ..Default::default() });
-    g.bench_function("decode_downsample_aggregate_2_threads", |bn| {
+    // The steady state: the pipeline sizes each generation like the last,
+    // so its maps do not rehash as they fill.
+    g.bench_function("decode_downsample_aggregate_sized", |bn| {
         bn.iter_batched_ref(
-            Generation::default,
+            || Generation::with_capacity([(0, (N as usize, N as usize))].into_iter().collect()),
             |gen| {
-                std::thread::scope(|s| {
-                    for (shard, batch) in [(0u32, &b), (1, &b2)] {
-                        let (agg, gen) = (&agg, &*gen);
-                        s.spawn(move || agg.add_batch(gen, shard, batch, &mut Vec::new()).unwrap());
-                    }
-                });
+                let mut rejected = Vec::new();
+                agg.add_batch(gen, 0, &b, &mut rejected).unwrap()
             },
             criterion::BatchSize::LargeInput,
         )
     });
+    // Two threads into one generation, as two shard tasks do: how close to
+    // linear the shared DashMap lets the hot path scale on 2 cores.
+    g.throughput(Throughput::Elements(2 * N));
+    let b2 = batch_from(GenConfig { seed: 2, records: N, shards: 1, malformed_fraction: 0.0, ..Default::default() });
+    for (name, keys) in
+        [("decode_downsample_aggregate_2_threads", 0), ("decode_downsample_aggregate_2_threads_sized", 2 * N)]
+    {
+        g.bench_function(name, |bn| {
+            bn.iter_batched_ref(
+                || Generation::with_capacity((0..2).map(|s| (s, (keys as usize, keys as usize))).collect()),
+                |gen| {
+                    std::thread::scope(|s| {
+                        for (shard, batch) in [(0u32, &b), (1, &b2)] {
+                            let (agg, gen) = (&agg, &*gen);
+                            s.spawn(move || agg.add_batch(gen, shard, batch, &mut Vec::new()).unwrap());
+                        }
+                    });
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
     g.finish();
 }
 

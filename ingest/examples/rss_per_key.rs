@@ -53,11 +53,11 @@ fn main() {
     println!(
         "{} events, {} distinct keys ({} live aggregate entries over {} rollups): RSS +{:.0} MB = {:.1} MB per million entries, {:.1} MB per million keys",
         n,
-        gen.names.len(),
+        gen.identities(),
         keys_live,
         keys.rollups().count(),
         mb,
         mb / (keys_live / 1e6),
-        mb / (gen.names.len() as f64 / 1e6)
+        mb / (gen.identities() as f64 / 1e6)
     );
 }

@@ -11,7 +11,7 @@
 //! This is the pipeline's one retry loop for item writes: the store returns
 //! each item's result and only the failed items are sent again.
 
-use crate::aggregate::{AggKey, Generation, KeyValues, MergedPartials};
+use crate::aggregate::{AggKey, Generation, IdentityCollision, KeyValues, MergedPartials};
 use dashmap::DashMap;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use rustc_hash::FxBuildHasher;
@@ -26,7 +26,7 @@ use zigzag_model::measure::update::{
 };
 use zigzag_model::measure::Partial;
 use zigzag_model::MeasureValue;
-use zigzag_model::{Config, ConfigError, Identity, KeyModel, MeasureSet, MeasureValues};
+use zigzag_model::{Config, ConfigError, KeyModel, MeasureSet, MeasureValues};
 
 #[derive(Debug, Error)]
 pub enum FlushError {
@@ -38,6 +38,8 @@ pub enum FlushError {
     NoConvergence { pk: String, attempts: u32 },
     #[error("item {pk}: {why}")]
     Corrupt { pk: String, why: String },
+    #[error("item {pk}: {why}")]
+    Overflow { pk: String, why: String },
 }
 
 impl Retryable for FlushError {
@@ -108,10 +110,9 @@ impl Flusher {
     /// The merged partials of the shards `keep` accepts (by index), ready
     /// to write under any writer. Partials of other shards (leases lost
     /// before the flush) are dropped: the new owner reads them again.
-    pub fn merge(&self, gen: Generation, keep: impl Fn(u32) -> bool) -> Merged {
+    pub fn merge(&self, gen: Generation, keep: impl Fn(u32) -> bool) -> Result<Merged, IdentityCollision> {
         let rollups: Vec<_> = self.keys.rollups().collect();
-        let (partials, names) = gen.into_rollups(&self.set, &rollups, keep);
-        Merged { partials, names }
+        Ok(Merged { partials: gen.into_rollups(&self.set, &rollups, keep)? })
     }
 
     /// Writes merged partials under `writer`. Can be called again after a
@@ -125,7 +126,7 @@ impl Flusher {
         // Locate every partial (cheap), then build full item keys one
         // partition at a time: the flush's extra memory is the compact
         // partials plus one partition's writes, not every item key at once.
-        let mut located: Vec<((u32, zigzag_model::Rollup, i64), AggKey, &Partial)> = merged
+        let mut located: Vec<Located> = merged
             .partials
             .iter()
             .map(|(&key, p)| {
@@ -144,7 +145,7 @@ impl Flusher {
         // flush future `Send` for any caller (rust-lang/rust#102211).
         let partitions: Vec<_> = located
             .chunk_by(|a, b| a.0 == b.0)
-            .map(|partition| self.write_partition(partition, &merged.names, &mark, writer.k))
+            .map(|partition| self.write_partition(partition, &mark, writer.k))
             .collect();
         stream::iter(partitions).buffer_unordered(partitions_in_flight).try_collect::<()>().await?;
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
@@ -154,17 +155,10 @@ impl Flusher {
     /// One partition's items, in key order (a chunk then touches
     /// neighbouring B-tree pages: SQLite writes each dirty page once per
     /// transaction), CHUNK per store call.
-    async fn write_partition(
-        &self,
-        partition: &[((u32, zigzag_model::Rollup, i64), AggKey, &Partial)],
-        names: &DashMap<Identity, KeyValues, FxBuildHasher>,
-        mark: &str,
-        k: u64,
-    ) -> Result<(), FlushError> {
+    async fn write_partition(&self, partition: &[Located<'_>], mark: &str, k: u64) -> Result<(), FlushError> {
         let mut writes = Vec::with_capacity(partition.len());
-        for ((prefix, _, _), key, p) in partition {
-            let values = names.get(&key.id()).map(|v| v.clone()).expect("names hold every key of the generation");
-            self.prepare(*key, *prefix, p.values(&self.set), values, &mut writes)?;
+        for ((prefix, _, _), key, (p, names)) in partition {
+            self.prepare(*key, *prefix, p.values(&self.set), names.clone(), &mut writes)?;
         }
         writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
         let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
@@ -334,10 +328,13 @@ impl Flusher {
     }
 }
 
+/// A merged partial with where its item goes: (prefix, rollup, partition
+/// start) first, for sorting into partitions.
+type Located<'a> = ((u32, zigzag_model::Rollup, i64), AggKey, &'a (Partial, KeyValues));
+
 /// One flush's partials, merged across shards and rollups.
 pub struct Merged {
     partials: MergedPartials,
-    names: DashMap<Identity, KeyValues, FxBuildHasher>,
 }
 
 impl Merged {
@@ -375,7 +372,7 @@ impl Write<'_> {
     /// None when it is already applied.
     fn plan(&self, known: Option<&Item>) -> Result<Option<zigzag_core::table::UpdateRequest>, FlushError> {
         match self {
-            Write::Item(w) => Ok(plan_update(w, known)),
+            Write::Item(w) => plan_update(w, known).map_err(|why| FlushError::Overflow { pk: w.pk.clone(), why }),
             Write::Sketch(w) => {
                 plan_sketch_update(w, known).map_err(|why| FlushError::Corrupt { pk: w.pk.clone(), why })
             }

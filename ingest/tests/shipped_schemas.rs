@@ -26,9 +26,9 @@ fn totals(config: &Config, records: &[String]) -> (BTreeMap<String, Vec<MeasureV
     let mut rejected = Vec::new();
     agg.add_batch(&gen, 0, &batch, &mut rejected).unwrap();
     let rollups: Vec<_> = keys.rollups().collect();
-    let (merged, _) = gen.into_rollups(agg.measures(), &rollups, |_| true);
+    let merged = gen.into_rollups(agg.measures(), &rollups, |_| true).unwrap();
     let mut out: BTreeMap<String, Vec<MeasureValue>> = BTreeMap::new();
-    for (k, p) in merged {
+    for (k, (p, _)) in merged {
         let v = p.values(agg.measures());
         match out.get_mut(k.rollup.name()) {
             Some(t) => t.iter_mut().zip(&v.0).for_each(|(a, b)| a.merge(b)),

@@ -207,7 +207,7 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
 async fn apply<T: SortedTable + ?Sized>(table: &T, w: &ItemWrite<'_>) {
     let mut known = None;
     for _ in 0..4 {
-        let Some(req) = plan_update(w, known.as_ref()) else { return };
+        let Some(req) = plan_update(w, known.as_ref()).expect("in range") else { return };
         match table.update(&req).await.unwrap() {
             UpdateOutcome::Applied(_) => return,
             UpdateOutcome::ConditionFailed(old) => known = old,

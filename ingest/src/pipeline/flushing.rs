@@ -72,7 +72,14 @@ impl Pipeline {
         if !has_progress {
             return None;
         }
-        let batch = std::mem::take(&mut *run.gate.write().await);
+        let batch = {
+            let mut gate = run.gate.write().await;
+            // The next generation sized like this one, shard by shard
+            // (bounded by the key limit): no rehashing while they fill it.
+            let max = self.opts.config.flush.max_keys;
+            let sizes = gate.gen.sizes().into_iter().map(|(s, (p, n))| (s, (p.min(max), n.min(max)))).collect();
+            std::mem::replace(&mut *gate, Batch::sized(sizes))
+        };
         run.swaps += 1;
         let _ = run.swapped_tx.send(run.swaps);
         self.counters.max_keys_seen.fetch_max(batch.gen.len() as u64, Ordering::Relaxed);

@@ -63,7 +63,7 @@ impl FlushJob {
                 p.write_dead_letters(&batch, |i| keep.contains(&i).then(|| self.shard_id(i)).flatten())?;
                 self.dead_letters_written = true;
             }
-            self.merged = Some(p.flusher.merge(batch.gen, |i| keep.contains(&i)));
+            self.merged = Some(p.flusher.merge(batch.gen, |i| keep.contains(&i))?);
         }
         if !self.written {
             let merged = self.merged.as_ref().expect("merged above");
@@ -102,7 +102,7 @@ impl Pipeline {
             self.reread(&batch.gen, &batch, index as u32, range).await?;
         }
         self.write_dead_letters(&batch, |i| r.ranges.get(i as usize).map(|r| r.shard.as_str()))?;
-        let merged = self.flusher.merge(batch.gen, |_| true);
+        let merged = self.flusher.merge(batch.gen, |_| true)?;
         self.flusher.write(&merged, Writer { lane: r.lane, k: r.k }).await?;
         self.coord.finish_recovery(&r).await?;
         tracing::info!(lane, k = r.k, shards = r.ranges.len(), items = merged.len(), "recovered a dead worker's flush");

@@ -37,7 +37,7 @@ use crate::schema::{FieldType, TypedField};
 use condition::Condition;
 pub use partial::{Partial, MAX_MEASURES};
 use serde::{Deserialize, Serialize};
-pub use values::{MeasureValue, MeasureValues};
+pub use values::{MeasureValue, MeasureValues, MAX_STORED_UNITS};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -79,7 +79,7 @@ fn apply(item: Option<Item>, w: &ItemWrite) -> (Option<Item>, u32) {
     let mut known: Option<Item> = None;
     let mut current = item;
     for attempt in 1..=4 {
-        let Some(req) = plan_update(w, known.as_ref()) else { return (current, attempt - 1) };
+        let Some(req) = plan_update(w, known.as_ref()).expect("in range") else { return (current, attempt - 1) };
         match apply_update(current.clone(), &req).unwrap() {
             UpdateOutcome::Applied(new) => return (Some(new), attempt),
             UpdateOutcome::ConditionFailed(old) => {
@@ -118,12 +118,40 @@ fn min_max_and_sums_are_exact_and_replays_are_skipped() {
 }
 
 #[test]
+fn a_sum_past_what_the_store_keeps_exactly_is_refused_never_clamped() {
+    let (set, _) = shipped();
+    let sum = |units: i128| {
+        let mut v = set.zero();
+        v.0[2] = MeasureValue::Sum(units);
+        v
+    };
+    let too_big = sum(MAX_STORED_UNITS + 1);
+    let err = plan_update(&write(&set, &too_big, 1), None).unwrap_err();
+    assert!(err.contains("measure cost") && err.contains("smaller scale"), "{err}");
+    // In range alone, out of range on top of the stored total: the guard
+    // refuses the ADD, and the plan from the returned item is an error.
+    let (item, _) = apply(None, &write(&set, &sum(MAX_STORED_UNITS - 10), 1));
+    let near = item.unwrap();
+    let eleven = sum(11);
+    let req = plan_update(&write(&set, &eleven, 2), None).unwrap().unwrap();
+    let UpdateOutcome::ConditionFailed(Some(old)) = apply_update(Some(near.clone()), &req).unwrap() else {
+        panic!("the guard holds the total in range")
+    };
+    assert!(plan_update(&write(&set, &eleven, 2), Some(&old)).is_err());
+    // Exactly at the limit is fine, and so is going back down.
+    let (item, _) = apply(Some(near), &write(&set, &sum(10), 2));
+    let (item, _) = apply(item, &write(&set, &sum(-(MAX_STORED_UNITS)), 3));
+    let m = MeasureValues::from_item(&set, &item.unwrap()).unwrap();
+    assert_eq!(m.0[2], MeasureValue::Sum(0));
+}
+
+#[test]
 fn remembered_extremes_make_a_moving_min_or_max_one_write() {
     let (set, _) = shipped();
     let (item, _) = apply(None, &write(&set, &costs(&set, &[5, 9]), 1));
     let memory = remembered_extremes(&set, "p", &[1], &extremes_of(&set, item.as_ref().unwrap()));
     let second = costs(&set, &[2, 12]);
-    let req = plan_update(&write(&set, &second, 2), Some(&memory)).unwrap();
+    let req = plan_update(&write(&set, &second, 2), Some(&memory)).unwrap().unwrap();
     let UpdateOutcome::Applied(after) = apply_update(item.clone(), &req).unwrap() else {
         panic!("min and max move in the first write")
     };
@@ -131,7 +159,7 @@ fn remembered_extremes_make_a_moving_min_or_max_one_write() {
     // A stale memory (the store moved on) fails the guard: nothing applied.
     let stale = remembered_extremes(&set, "p", &[1], &[Some(9), Some(9)]);
     let third = costs(&set, &[7]);
-    let req = plan_update(&write(&set, &third, 3), Some(&stale)).unwrap();
+    let req = plan_update(&write(&set, &third, 3), Some(&stale)).unwrap().unwrap();
     assert!(!apply_update(Some(after), &req).unwrap().applied(), "min 2 < 7: the guess 'min moves to 7' is refused");
 }
 

@@ -18,10 +18,11 @@
 //! and written guarded by its version; a stored sketch that already holds
 //! ours is not written at all.
 
-use super::values::attr_sketch;
+use super::values::{attr_sketch, MAX_STORED_UNITS};
 use super::{Measure, MeasureKind, MeasureSet, MeasureValue, MeasureValues};
 use crate::hll::Hll;
 use crate::keys::TIME_ATTR;
+use crate::schema::value::format_units;
 use rust_decimal::Decimal;
 use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
 
@@ -43,12 +44,14 @@ pub struct ItemWrite<'a> {
 /// The update that applies `w` exactly once, given what is known of the
 /// stored item: nothing (first attempt: assume min/max do not move), or
 /// the item a failed attempt returned. None when that item shows the flush
-/// was already applied (its mark is at or past this flush).
-pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Option<UpdateRequest> {
+/// was already applied (its mark is at or past this flush). An error when
+/// a sum would leave the range the store keeps exactly: the write is
+/// refused, never clamped.
+pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Result<Option<UpdateRequest>, String> {
     let flush = Decimal::from(w.flush);
     if let Some(AttrValue::N(mark)) = known.and_then(|old| old.attrs.get(w.mark_attr)) {
         if *mark >= flush {
-            return None;
+            return Ok(None);
         }
     }
     let mut req = UpdateRequest::new(w.pk.clone(), w.sk.clone())
@@ -66,12 +69,30 @@ pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Option<UpdateRequest>
             // In its own item (`plan_sketch_update`).
             MeasureValue::Distinct(_) => req,
             MeasureValue::Count(n) => req.add(name, Decimal::from(n)),
-            MeasureValue::Sum(s) => match MeasureValue::attr(s, m.scale) {
-                AttrValue::N(d) => req.add(name, d),
-                _ => req,
-            },
+            MeasureValue::Sum(s) => {
+                let overflow = |total: i128| {
+                    format!(
+                        "measure {name}: a sum of {} would exceed the ±{} the store keeps exactly; \
+                         declare its field with a smaller scale",
+                        format_units(total, m.scale),
+                        format_units(MAX_STORED_UNITS, m.scale)
+                    )
+                };
+                if let Some(old) = stored() {
+                    if (old + s).abs() > MAX_STORED_UNITS {
+                        return Err(overflow(old + s));
+                    }
+                }
+                let d = MeasureValue::decimal(s, m.scale).ok_or_else(|| overflow(s))?;
+                // The stored total must stay in range after the ADD: a
+                // refused guard brings the item back, and the check above.
+                let (op, bound) =
+                    if s > 0 { (CmpOp::Le, MAX_STORED_UNITS - s) } else { (CmpOp::Ge, -MAX_STORED_UNITS - s) };
+                let bound = MeasureValue::decimal(bound, m.scale).ok_or_else(|| overflow(s))?;
+                req.add(name, d).guard(name, op, AttrValue::N(bound), true)
+            }
             MeasureValue::Min(Some(x)) => {
-                let v = MeasureValue::attr(x as i128, m.scale);
+                let v = MeasureValue::attr(x, m.scale);
                 // Lower the stored min only when known to be higher; else
                 // keep it and require it to still be <= ours (it only goes down).
                 match stored() {
@@ -80,7 +101,7 @@ pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Option<UpdateRequest>
                 }
             }
             MeasureValue::Max(Some(x)) => {
-                let v = MeasureValue::attr(x as i128, m.scale);
+                let v = MeasureValue::attr(x, m.scale);
                 match stored() {
                     Some(old) if old < x as i128 => req.set(name, v.clone()).guard(name, CmpOp::Lt, v, true),
                     _ => req.set_if_absent(name, v.clone()).guard(name, CmpOp::Ge, v, true),
@@ -88,7 +109,7 @@ pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Option<UpdateRequest>
             }
         };
     }
-    Some(req)
+    Ok(Some(req))
 }
 
 /// The stored minima and maxima of an item (in the set's order of its
@@ -111,7 +132,7 @@ pub fn remembered_extremes(set: &MeasureSet, pk: &str, sk: &[u8], extremes: &[Op
     let min_max = set.measures().iter().filter(|m| matches!(m.kind, MeasureKind::Min | MeasureKind::Max));
     for (m, v) in min_max.zip(extremes) {
         if let Some(v) = v {
-            item.attrs.insert(m.name.clone(), MeasureValue::attr(*v as i128, m.scale));
+            item.attrs.insert(m.name.clone(), MeasureValue::attr(*v, m.scale));
         }
     }
     item

@@ -79,13 +79,25 @@ impl MeasureValue {
         self.units().cmp(&other.units())
     }
 
-    /// The item attribute holding `units`.
-    pub fn attr(units: i128, scale: u32) -> AttrValue {
-        // In range by construction: sums of i64 units fit Decimal's 96 bits
-        // long before they could overflow i128 at any realistic count.
-        AttrValue::N(Decimal::try_from_i128_with_scale(units, scale).map_or(Decimal::MAX, |d| d.normalize()))
+    /// The item attribute holding `units` (an i64: always representable).
+    pub fn attr(units: i64, scale: u32) -> AttrValue {
+        AttrValue::N(Self::decimal(units as i128, scale).unwrap_or(Decimal::MAX))
+    }
+
+    /// `units` as a stored number, exactly, or None beyond what the store
+    /// keeps exactly (±[`MAX_STORED_UNITS`]).
+    pub fn decimal(units: i128, scale: u32) -> Option<Decimal> {
+        if units.abs() > MAX_STORED_UNITS {
+            return None;
+        }
+        Decimal::try_from_i128_with_scale(units, scale).ok().map(|d| d.normalize())
     }
 }
+
+/// The largest magnitude a stored number holds exactly, in units: a
+/// 96-bit mantissa (the store's number type here; DynamoDB keeps 38
+/// digits). Only sums can reach it: ~8.6e9 events at i64::MAX in one key.
+pub const MAX_STORED_UNITS: i128 = (1 << 96) - 1;
 
 fn extreme(a: Option<i64>, b: Option<i64>, pick: fn(i64, i64) -> i64) -> Option<i64> {
     match (a, b) {

@@ -118,3 +118,15 @@ fn schema_errors_name_the_field() {
     validate(&csv, std::slice::from_ref(&ts)).unwrap();
     validate(&input, &default_fields()).unwrap();
 }
+
+#[test]
+fn units_format_exactly_at_any_size() {
+    assert_eq!(format_units(0, 6), "0");
+    assert_eq!(format_units(1_500, 3), "1.5");
+    assert_eq!(format_units(-5, 2), "-0.05");
+    assert_eq!(format_units(-500, 2), "-5");
+    assert_eq!(format_units(i128::MAX, 0), "170141183460469231731687303715884105727");
+    // Past the 96 bits of a Decimal: still exact, point and all.
+    assert_eq!(format_units(10i128.pow(30) + 5, 3), "1000000000000000000000000000.005");
+    assert_eq!(format_units(i128::MIN, 38), "-1.70141183460469231731687303715884105728");
+}

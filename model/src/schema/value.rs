@@ -285,9 +285,21 @@ pub fn decimal_units(text: &str, scale: u32) -> Result<i64, ValueError> {
 }
 
 /// Text of `v` units of 10^-scale, shortest form (`12.5`, `7`).
+/// `v` units of 10^-scale as exact decimal text, without trailing zeros
+/// (`1500` at scale 3 is `1.5`), for any i128.
 pub fn format_units(v: i128, scale: u32) -> String {
-    rust_decimal::Decimal::try_from_i128_with_scale(v, scale)
-        .map_or_else(|_| v.to_string(), |d| d.normalize().to_string())
+    let sign = if v < 0 { "-" } else { "" };
+    let digits = v.unsigned_abs().to_string();
+    let scale = scale as usize;
+    if scale == 0 {
+        return format!("{sign}{digits}");
+    }
+    let padded = format!("{digits:0>width$}", width = scale + 1);
+    let (int, frac) = padded.split_at(padded.len() - scale);
+    match frac.trim_end_matches('0') {
+        "" => format!("{sign}{int}"),
+        frac => format!("{sign}{int}.{frac}"),
+    }
 }
 
 fn timestamp(format: &TimeFormat, text: &str, quoted: bool) -> Result<i64, ValueError> {

@@ -1,6 +1,6 @@
 //! Aggregate: decoded events → partial measures per (shard, bucket, key),
-//! in memory, shared by the shard tasks (a `DashMap`, so shards aggregate in
-//! parallel without a global lock).
+//! in memory, one map per source shard ([`generation`]), so shards
+//! aggregate in parallel without sharing one.
 //!
 //! Only the finest configured rollup is aggregated per event; the coarser
 //! rollups are sums of its partials, derived once per flush
@@ -8,18 +8,20 @@
 //! per rollup.
 //!
 //! A key is identified by the xxh3-128 of its dimension values; the values
-//! themselves are kept once per generation in `names`, and every event is
-//! checked against them, so a hash collision is an error, never a merge.
+//! themselves are kept once per shard's generation, every event is checked
+//! against them, and so are the shards' names when the flush merges them:
+//! a hash collision is an error, never a merge.
 //! Partials are kept per source shard until the flush, which merges the
 //! shards whose leases it proved still held and drops the others.
 
+mod generation;
+
 use crate::decode::{DecodeError, Decoder, Event, FieldValue};
 use crate::source::RecordBatch;
-use dashmap::DashMap;
-use rustc_hash::FxBuildHasher;
+pub use generation::{Generation, MergedPartials, Sizes};
+use generation::{Grown, ShardPartials, NAME_BYTES, PARTIAL_BYTES};
 use std::borrow::Cow;
 use std::sync::Arc;
-use zigzag_model::measure::Partial;
 use zigzag_model::schema::value::display;
 use zigzag_model::{Identity, KeyModel, MeasureSet, Position, Rollup};
 
@@ -79,82 +81,6 @@ impl KeyValues {
     }
 }
 
-/// The partial aggregates since the last flush.
-pub struct Generation {
-    /// Partials of the finest rollup.
-    pub partials: DashMap<AggKey, Partial, FxBuildHasher>,
-    pub names: DashMap<Identity, KeyValues, FxBuildHasher>,
-    /// Memory the two maps hold, estimated per entry (see `PARTIAL_BYTES`).
-    bytes: std::sync::atomic::AtomicU64,
-}
-
-/// Estimated bytes of one partial in the map: key 32 + partial 72 (six
-/// accumulator words inline, seen bits, the sketches' pointer), the
-/// table's control byte and its spare room (a hash table is 50-87 % full).
-const PARTIAL_BYTES: u64 = 144;
-/// Estimated bytes of one key's names beyond their packed text: the map
-/// entry (16 + 8) with its spare room, and the allocation's header.
-const NAME_BYTES: u64 = 64;
-
-impl Default for Generation {
-    fn default() -> Self {
-        Generation {
-            partials: DashMap::with_hasher(FxBuildHasher),
-            names: DashMap::with_hasher(FxBuildHasher),
-            bytes: Default::default(),
-        }
-    }
-}
-
-impl Generation {
-    pub fn len(&self) -> usize {
-        self.partials.len()
-    }
-
-    /// Estimated memory held, in bytes (bounded by `flush.max_memory_mb`).
-    pub fn bytes(&self) -> u64 {
-        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.partials.is_empty()
-    }
-
-    /// Every rollup's partials of the shards `keep` accepts, merged across
-    /// shards (a flush writes one partial per key): the finest as
-    /// aggregated, each coarser one summed from it (flooring a finest bucket
-    /// start to a coarser unit is the coarser bucket of every event in it:
-    /// the units nest).
-    pub fn into_rollups(
-        self,
-        set: &MeasureSet,
-        rollups: &[Rollup],
-        keep: impl Fn(u32) -> bool,
-    ) -> (MergedPartials, DashMap<Identity, KeyValues, FxBuildHasher>) {
-        let Generation { partials, names, .. } = self;
-        let mut merged: rustc_hash::FxHashMap<AggKey, Partial> = Default::default();
-        merged.reserve(partials.len());
-        for (key, p) in partials {
-            if !keep(key.shard) {
-                continue;
-            }
-            for &r in rollups {
-                let k = AggKey { rollup: r, bucket: r.floor(key.bucket), shard: 0, ..key };
-                match merged.entry(k) {
-                    std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().merge(set, &p),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(p.clone());
-                    }
-                }
-            }
-        }
-        (merged, names)
-    }
-}
-
-/// A flush's partials merged across shards, every rollup, one per item.
-pub type MergedPartials = rustc_hash::FxHashMap<AggKey, Partial>;
-
 /// The aggregation rules: how records decode, which fields key an
 /// aggregate (each dimension's field index), which measures, which rollup.
 #[derive(Debug, Clone)]
@@ -209,10 +135,13 @@ impl Aggregator {
         rejected: &mut Vec<Rejected>,
     ) -> Result<BatchCounts, IdentityCollision> {
         let mut counts = BatchCounts::default();
+        let part = gen.shard(shard);
+        let mut part = Generation::lock(&part);
+        let mut grown = Grown::new(gen);
         for (pos, bytes) in batch.iter() {
             match self.decoder.decode(bytes) {
                 Ok(event) => {
-                    self.add_event(gen, shard, &event)?;
+                    self.add(&mut part, shard, &event, &mut grown)?;
                     counts.valid += 1;
                 }
                 // A CSV header row is framing, not a record: nothing to keep.
@@ -226,8 +155,16 @@ impl Aggregator {
         Ok(counts)
     }
 
-    #[inline]
+    /// Aggregates one decoded event into `gen`.
     pub fn add_event(&self, gen: &Generation, shard: u32, e: &Event) -> Result<(), IdentityCollision> {
+        let part = gen.shard(shard);
+        let mut part = Generation::lock(&part);
+        self.add(&mut part, shard, e, &mut Grown::new(gen))
+    }
+
+    /// Aggregates one event into its shard's maps.
+    #[inline]
+    fn add(&self, part: &mut ShardPartials, shard: u32, e: &Event, grown: &mut Grown) -> Result<(), IdentityCollision> {
         const INLINE: usize = 4;
         let mut texts: smallvec::SmallVec<[Cow<'_, str>; INLINE]> = smallvec::SmallVec::new();
         for (f, spec) in &self.dims {
@@ -238,45 +175,48 @@ impl Aggregator {
         }
         let values: smallvec::SmallVec<[&str; INLINE]> = texts.iter().map(|t| &**t).collect();
         let id = KeyModel::identity(&values);
-        self.check_names(gen, id, &values)?;
         let key = AggKey::new(shard, self.finest, self.finest.floor(e.ts_ms), id);
-        match gen.partials.entry(key) {
-            // A sketch grows as values arrive: counted as it grows.
-            dashmap::Entry::Occupied(mut p) if self.measures.has_sketches() => {
-                let before = p.get().heap_bytes();
-                p.get_mut().add(&self.measures, &e.values);
-                let grown = p.get().heap_bytes().saturating_sub(before);
-                gen.bytes.fetch_add(grown as u64, std::sync::atomic::Ordering::Relaxed);
+        let ShardPartials { partials, names } = part;
+        // Every event is checked against its key's names (a hash collision
+        // is an error, never a merge); a new key's are kept.
+        match names.get(&id) {
+            Some(known) if known.iter().eq(values.iter().copied()) => {}
+            Some(known) => return Err(collision(id, known, &values)),
+            None => {
+                let packed = KeyValues::new(&values);
+                grown.bytes += NAME_BYTES + packed.0.len() as u64;
+                names.insert(id, packed);
             }
-            dashmap::Entry::Occupied(mut p) => p.get_mut().add(&self.measures, &e.values),
-            dashmap::Entry::Vacant(v) => {
+        }
+        match partials.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut entry) => {
+                let p = entry.get_mut();
+                if self.measures.has_sketches() {
+                    // A sketch grows as values arrive: counted as it grows.
+                    let before = p.heap_bytes();
+                    p.add(&self.measures, &e.values);
+                    grown.bytes += p.heap_bytes().saturating_sub(before) as u64;
+                } else {
+                    p.add(&self.measures, &e.values);
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(entry) => {
                 let mut p = self.measures.partial();
                 p.add(&self.measures, &e.values);
-                let extra = p.heap_bytes() as u64;
-                v.insert(p);
-                gen.bytes.fetch_add(PARTIAL_BYTES + extra, std::sync::atomic::Ordering::Relaxed);
+                grown.bytes += PARTIAL_BYTES + p.heap_bytes() as u64;
+                grown.partials += 1;
+                entry.insert(p);
             }
         }
         Ok(())
     }
+}
 
-    fn check_names(&self, gen: &Generation, id: Identity, values: &[&str]) -> Result<(), IdentityCollision> {
-        if let Some(known) = gen.names.get(&id) {
-            if known.iter().eq(values.iter().copied()) {
-                return Ok(());
-            }
-            return Err(IdentityCollision {
-                id,
-                a: known.iter().map(|s| s.to_string()).collect(),
-                b: values.iter().map(|s| s.to_string()).collect(),
-            });
-        }
-        if let dashmap::Entry::Vacant(e) = gen.names.entry(id) {
-            let packed = KeyValues::new(values);
-            gen.bytes.fetch_add(NAME_BYTES + packed.0.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            e.insert(packed);
-        }
-        Ok(())
+fn collision(id: Identity, known: &KeyValues, values: &[&str]) -> IdentityCollision {
+    IdentityCollision {
+        id,
+        a: known.iter().map(|s| s.to_string()).collect(),
+        b: values.iter().map(|s| s.to_string()).collect(),
     }
 }
 
@@ -306,10 +246,10 @@ mod tests {
         assert_eq!(rejected[0].pos, Position::at(2));
         assert_eq!(rejected[0].record, b"{not json");
         assert_eq!(gen.len(), 1, "the finest rollup only");
-        let (all, _) = gen.into_rollups(agg.measures(), &Rollup::ALL, |_| true);
+        let all = gen.into_rollups(agg.measures(), &Rollup::ALL, |_| true).unwrap();
         let all: Vec<_> = all.into_iter().collect();
         assert_eq!(all.len(), 3, "minute, hour and day partials");
-        for (_, p) in &all {
+        for (_, (p, _)) in &all {
             let m = p.values(agg.measures());
             assert_eq!(m.0[0], MeasureValue::Count(2));
             assert_eq!(m.0[2], MeasureValue::Sum(500_000));
@@ -333,9 +273,9 @@ mod tests {
             agg.add_batch(&gen, shard, &batch, &mut Vec::new()).unwrap();
         }
         assert_eq!(gen.len(), 3, "one partial per shard in memory");
-        let (merged, _) = gen.into_rollups(agg.measures(), &[Rollup::Minute], |shard| shard != 1);
+        let merged = gen.into_rollups(agg.measures(), &[Rollup::Minute], |shard| shard != 1).unwrap();
         assert_eq!(merged.len(), 1, "one item write for the key");
-        let m = merged.values().next().unwrap().values(agg.measures());
+        let m = merged.values().next().unwrap().0.values(agg.measures());
         assert_eq!((&m.0[0], &m.0[2]), (&MeasureValue::Count(2), &MeasureValue::Sum(2_000_000)), "shards 0 and 2 only");
     }
 
@@ -359,10 +299,36 @@ mod tests {
         batch.push(Position::at(3), event(&"r".repeat(200)).as_bytes());
         agg.add_batch(&gen, 0, &batch, &mut Vec::new()).unwrap();
         assert!(gen.bytes() - one >= PARTIAL_BYTES + NAME_BYTES + 200, "a longer value costs more");
+        // Another minute of a known key in the same shard: its names are shared.
         let mut batch = RecordBatch::default();
-        batch.push(Position::at(4), event("a").as_bytes());
+        batch.push(Position::at(4), event("a").replace("10:15:30", "10:16:30").as_bytes());
+        let before = gen.bytes();
+        agg.add_batch(&gen, 0, &batch, &mut Vec::new()).unwrap();
+        assert_eq!(gen.bytes() - before, PARTIAL_BYTES, "a new bucket of a known key: no new names");
+        // Another shard keeps its own map, names included.
+        let mut batch = RecordBatch::default();
+        batch.push(Position::at(5), event("a").as_bytes());
         let before = gen.bytes();
         agg.add_batch(&gen, 1, &batch, &mut Vec::new()).unwrap();
-        assert_eq!(gen.bytes() - before, PARTIAL_BYTES, "another shard's partial of a known key: no new names");
+        assert_eq!(gen.bytes() - before, one, "another shard's partial of a key costs what the first did");
+        assert_eq!((gen.len(), gen.identities()), (4, 3), "partials, and each shard's keys");
+    }
+
+    #[test]
+    fn shards_whose_names_differ_for_one_identity_are_a_collision_at_merge() {
+        let keys = KeyModel::new(&Config::default()).unwrap();
+        let agg = aggregator(&keys);
+        let gen = Generation::default();
+        let ev =
+            br#"{"type":"click","ts":"2026-11-21T10:15:30Z","referrer":"r","campaign":"c","country":"DE","url":"/"}"#;
+        let mut batch = RecordBatch::default();
+        batch.push(Position::at(1), ev);
+        agg.add_batch(&gen, 0, &batch, &mut Vec::new()).unwrap();
+        // Forge shard 1's names for the same identity (a real collision
+        // needs two values with one xxh3-128).
+        agg.add_batch(&gen, 1, &batch, &mut Vec::new()).unwrap();
+        gen.forge_names(1, &["x", "y", "z"]);
+        let err = gen.into_rollups(agg.measures(), &[Rollup::Minute], |_| true).unwrap_err();
+        assert!(err.to_string().contains("share identity"), "{err}");
     }
 }
