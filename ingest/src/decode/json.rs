@@ -113,6 +113,8 @@ struct Walk<'n, 'o, 'a> {
 }
 
 impl Walk<'_, '_, '_> {
+    #[cold]
+    #[inline(never)]
     fn shape<E: serde::de::Error>(self, got: &'static str) -> Result<(), E> {
         let expected =
             if self.node.children.iter().any(|(_, i, _)| i.is_some()) { "an array or object" } else { "an object" };
