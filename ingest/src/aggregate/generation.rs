@@ -6,27 +6,125 @@
 
 use super::{AggKey, IdentityCollision, KeyValues};
 use dashmap::DashMap;
+use hashbrown::hash_table::{self, HashTable};
 use rustc_hash::{FxBuildHasher, FxHashMap};
+use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use zigzag_model::measure::Partial;
 use zigzag_model::{Identity, MeasureSet, Rollup};
 
 /// One shard's partials of the finest rollup, and its keys' names (once
-/// per key, whatever its buckets).
+/// per key, whatever its buckets). Entries are kept dense, in vectors, and
+/// found through tables of their indices: only the pages the entries fill
+/// are resident (a hash table's whole capacity is, and it is 50-87 % full),
+/// and a key's names are bytes in one shard-wide buffer, not an allocation
+/// each.
 #[derive(Debug, Default)]
 pub(super) struct ShardPartials {
-    pub partials: FxHashMap<AggKey, Partial>,
-    pub names: FxHashMap<Identity, KeyValues>,
+    slots: Vec<Slot>,
+    /// Indices into `slots`, by (name, bucket).
+    index: HashTable<u32>,
+    names: Names,
 }
 
-/// Estimated bytes of one partial in its map: key 32 + partial 72 (six
-/// accumulator words inline, seen bits, the sketches' pointer), the
-/// table's control byte and its spare room (a hash table is 50-87 % full).
-pub(super) const PARTIAL_BYTES: u64 = 144;
-/// Estimated bytes of one key's names beyond their packed text: the map
-/// entry (16 + 16) with its spare room, and the allocation's header.
-pub(super) const NAME_BYTES: u64 = 72;
+#[derive(Debug)]
+struct Slot {
+    /// The finest rollup's bucket start.
+    bucket: i64,
+    /// The key: an index into `names`.
+    name: u32,
+    partial: Partial,
+}
+
+#[derive(Debug, Default)]
+struct Names {
+    keys: Vec<Name>,
+    /// Indices into `keys`, by identity.
+    index: HashTable<u32>,
+    /// Every key's values, packed (`super::pack`), back to back.
+    packed: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Name {
+    /// The identity as two words (alignment 8, not 16: 24-byte entries).
+    id: [u64; 2],
+    start: u64,
+}
+
+impl Name {
+    fn id(&self) -> Identity {
+        (self.id[0] as u128) << 64 | self.id[1] as u128
+    }
+}
+
+impl Names {
+    fn values(&self, i: usize) -> &[u8] {
+        let start = self.keys[i].start as usize;
+        let end = self.keys.get(i + 1).map_or(self.packed.len(), |n| n.start as usize);
+        &self.packed[start..end]
+    }
+}
+
+fn slot_hash(name: u32, bucket: i64) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    h.write_u32(name);
+    h.write_i64(bucket);
+    h.finish()
+}
+
+impl ShardPartials {
+    /// The index of key `id`'s names, kept if new (their bytes added to
+    /// `grown`); an error when the kept names are not `values`.
+    pub fn name(&mut self, id: Identity, values: &[&str], grown: &mut u64) -> Result<u32, IdentityCollision> {
+        let Names { keys, index, packed } = &mut self.names;
+        // The identity is a hash already.
+        let hash = id as u64;
+        let i = match index.entry(hash, |&i| keys[i as usize].id() == id, |&i| keys[i as usize].id() as u64) {
+            hash_table::Entry::Occupied(e) => *e.get(),
+            hash_table::Entry::Vacant(e) => {
+                let i = keys.len() as u32;
+                let start = packed.len();
+                keys.push(Name { id: [(id >> 64) as u64, id as u64], start: start as u64 });
+                super::pack(values, packed);
+                *grown += NAME_BYTES + (packed.len() - start) as u64;
+                e.insert(i);
+                return Ok(i);
+            }
+        };
+        let known = self.names.values(i as usize);
+        if !super::unpack(known).eq(values.iter().copied()) {
+            return Err(super::collision(id, &KeyValues::from_packed(known), values));
+        }
+        Ok(i)
+    }
+
+    /// The partial of (name, bucket), made by `new` when absent (then true).
+    pub fn partial(&mut self, name: u32, bucket: i64, new: impl FnOnce() -> Partial) -> (&mut Partial, bool) {
+        let ShardPartials { slots, index, .. } = self;
+        let hash = slot_hash(name, bucket);
+        let found = |&i: &u32| slots[i as usize].name == name && slots[i as usize].bucket == bucket;
+        let (i, created) = match index.find(hash, found) {
+            Some(&i) => (i, false),
+            None => {
+                let i = slots.len() as u32;
+                slots.push(Slot { bucket, name, partial: new() });
+                index.insert_unique(hash, i, |&i| slot_hash(slots[i as usize].name, slots[i as usize].bucket));
+                (i, true)
+            }
+        };
+        (&mut slots[i as usize].partial, created)
+    }
+}
+
+/// Estimated bytes of one partial: its slot (bucket 8, name 4 + 4, partial
+/// 72: six accumulator words inline, seen bits, the sketches' pointer) and
+/// its index entry (4 + a control byte, the table 50-87 % full).
+pub(super) const PARTIAL_BYTES: u64 = 96;
+/// Estimated bytes of one key's names beyond their packed text: its entry
+/// (24) and its index entry.
+pub(super) const NAME_BYTES: u64 = 32;
 
 /// Capacity to reserve per shard: (partials, names).
 pub type Sizes = FxHashMap<u32, (usize, usize)>;
@@ -65,7 +163,7 @@ impl Generation {
             .iter()
             .map(|e| {
                 let part = lock(e.value());
-                (*e.key(), (part.partials.len(), part.names.len()))
+                (*e.key(), (part.slots.len(), part.names.keys.len()))
             })
             .collect()
     }
@@ -77,8 +175,13 @@ impl Generation {
         }
         let (partials, names) = self.sizes.get(&shard).copied().unwrap_or_default();
         let fresh = ShardPartials {
-            partials: FxHashMap::with_capacity_and_hasher(partials, FxBuildHasher),
-            names: FxHashMap::with_capacity_and_hasher(names, FxBuildHasher),
+            slots: Vec::with_capacity(partials),
+            index: HashTable::with_capacity(partials),
+            names: Names {
+                keys: Vec::with_capacity(names),
+                index: HashTable::with_capacity(names),
+                packed: Vec::new(),
+            },
         };
         self.shards.entry(shard).or_insert_with(|| Arc::new(Mutex::new(fresh))).clone()
     }
@@ -103,15 +206,18 @@ impl Generation {
 
     /// Distinct keys, counted once per shard that holds them.
     pub fn identities(&self) -> usize {
-        self.shards.iter().map(|e| lock(e.value()).names.len()).sum()
+        self.shards.iter().map(|e| lock(e.value()).names.keys.len()).sum()
     }
 
     /// Replaces every key's names in a shard (tests: a forged collision).
     #[cfg(test)]
     pub(super) fn forge_names(&self, shard: u32, values: &[&str]) {
         let part = self.shard(shard);
-        for names in lock(&part).names.values_mut() {
-            *names = KeyValues::new(values);
+        let names = &mut lock(&part).names;
+        names.packed.clear();
+        for n in names.keys.iter_mut() {
+            n.start = names.packed.len() as u64;
+            super::pack(values, &mut names.packed);
         }
     }
 
@@ -134,21 +240,23 @@ impl Generation {
                 continue;
             }
             let part = std::mem::take(&mut *lock(&part));
-            for (key, p) in part.partials {
-                let names = part.names.get(&key.id()).expect("a shard keeps the names of each of its partials' keys");
+            let names: Vec<KeyValues> =
+                (0..part.names.keys.len()).map(|i| KeyValues::from_packed(part.names.values(i))).collect();
+            for slot in part.slots {
+                let (id, names) = (part.names.keys[slot.name as usize].id(), &names[slot.name as usize]);
                 for &r in rollups {
-                    let k = AggKey { rollup: r, bucket: r.floor(key.bucket), shard: 0, ..key };
+                    let k = AggKey::new(0, r, r.floor(slot.bucket), id);
                     match merged.entry(k) {
                         std::collections::hash_map::Entry::Occupied(mut e) => {
                             let (mine, known) = e.get_mut();
                             if known != names {
                                 let values: Vec<&str> = names.iter().collect();
-                                return Err(super::collision(key.id(), known, &values));
+                                return Err(super::collision(id, known, &values));
                             }
-                            mine.merge(set, &p);
+                            mine.merge(set, &slot.partial);
                         }
                         std::collections::hash_map::Entry::Vacant(e) => {
-                            e.insert((p.clone(), names.clone()));
+                            e.insert((slot.partial.clone(), names.clone()));
                         }
                     }
                 }
@@ -181,6 +289,59 @@ impl Drop for Grown<'_> {
         }
         if self.bytes > 0 {
             self.gen.bytes.fetch_add(self.bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+    use zigzag_model::schema::FieldValue;
+    use zigzag_model::MeasureValue;
+
+    proptest! {
+        /// The dense slots and their index tables behave as a map from
+        /// (key, bucket) to one partial, and from a key to its names,
+        /// whatever the order and however the tables grow.
+        #[test]
+        fn slots_and_names_are_a_map(ops in proptest::collection::vec((0u8..40, 0i64..30), 1..2_000)) {
+            let set = zigzag_model::Config::default().measure_set().expect("shipped measures");
+            let s = |x: &'static str| FieldValue::Str(x.into());
+            let click = [s("click"), FieldValue::Time(0), s("r"), s("c"), s("DE"), s("/"), FieldValue::Absent, FieldValue::Absent];
+            let mut part = ShardPartials::default();
+            let mut oracle: HashMap<(u8, i64), u32> = HashMap::new();
+            let mut names: HashMap<u8, u32> = HashMap::new();
+            let mut grown = 0;
+            for (key, bucket) in ops {
+                // Identities sharing their low word: the index's hash (the
+                // low word) collides, and equality must tell them apart.
+                let id = (Identity::from(key) << 64) | Identity::from(key % 3);
+                let text = format!("key-{key}");
+                let values = [text.as_str(), "x"];
+                let name = part.name(id, &values, &mut grown).expect("one key, one set of names");
+                prop_assert_eq!(*names.entry(key).or_insert(name), name, "a key keeps its index");
+                let (p, created) = part.partial(name, bucket * 60_000, || set.partial());
+                p.add(&set, &click);
+                let seen = oracle.entry((key, bucket)).or_insert(0);
+                prop_assert_eq!(created, *seen == 0);
+                *seen += 1;
+            }
+            prop_assert_eq!(part.slots.len(), oracle.len());
+            prop_assert_eq!(part.names.keys.len(), names.len());
+            for slot in &part.slots {
+                let key = names.iter().find(|(_, &n)| n == slot.name).map(|(k, _)| *k).expect("a known key");
+                let count = MeasureValue::Count(oracle[&(key, slot.bucket / 60_000)] as u64);
+                prop_assert_eq!(&slot.partial.values(&set).0[0], &count, "every add reached its own partial");
+                let text = format!("key-{key}");
+                prop_assert!(super::super::unpack(part.names.values(slot.name as usize)).eq([text.as_str(), "x"]));
+            }
+            // Another set of names for a known identity is a collision.
+            let id: Identity = 0;
+            if names.contains_key(&0) {
+                prop_assert!(part.name(id, &["other", "x"], &mut grown).is_err());
+            }
         }
     }
 }

@@ -19,7 +19,7 @@ mod generation;
 use crate::decode::{DecodeError, Decoder, Event, FieldValue};
 use crate::source::RecordBatch;
 pub use generation::{Generation, MergedPartials, Sizes};
-use generation::{Grown, ShardPartials, NAME_BYTES, PARTIAL_BYTES};
+use generation::{Grown, ShardPartials, PARTIAL_BYTES};
 use std::borrow::Cow;
 use std::sync::Arc;
 use zigzag_model::schema::value::display;
@@ -62,23 +62,37 @@ pub struct KeyValues(Arc<[u8]>);
 impl KeyValues {
     pub fn new(values: &[&str]) -> Self {
         let mut packed = Vec::with_capacity(values.iter().map(|v| 4 + v.len()).sum());
-        for v in values {
-            packed.extend_from_slice(&(v.len() as u32).to_le_bytes());
-            packed.extend_from_slice(v.as_bytes());
-        }
+        pack(values, &mut packed);
+        KeyValues(packed.into())
+    }
+
+    /// From values already packed.
+    fn from_packed(packed: &[u8]) -> Self {
         KeyValues(packed.into())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        let mut rest: &[u8] = &self.0;
-        std::iter::from_fn(move || {
-            let (len, tail) = rest.split_first_chunk::<4>()?;
-            let (value, tail) = tail.split_at(u32::from_le_bytes(*len) as usize);
-            rest = tail;
-            // Packed from &str values only: always UTF-8.
-            Some(std::str::from_utf8(value).unwrap_or_default())
-        })
+        unpack(&self.0)
     }
+}
+
+/// Appends `values` packed: u32 length + UTF-8 bytes each.
+fn pack(values: &[&str], out: &mut Vec<u8>) {
+    for v in values {
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        out.extend_from_slice(v.as_bytes());
+    }
+}
+
+/// The values of a packed slice.
+fn unpack(mut rest: &[u8]) -> impl Iterator<Item = &str> + '_ {
+    std::iter::from_fn(move || {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let (value, tail) = tail.split_at(u32::from_le_bytes(*len) as usize);
+        rest = tail;
+        // Packed from &str values only: always UTF-8.
+        Some(std::str::from_utf8(value).unwrap_or_default())
+    })
 }
 
 /// The aggregation rules: how records decode, which fields key an
@@ -141,7 +155,7 @@ impl Aggregator {
         for (pos, bytes) in batch.iter() {
             match self.decoder.decode(bytes) {
                 Ok(event) => {
-                    self.add(&mut part, shard, &event, &mut grown)?;
+                    self.add(&mut part, &event, &mut grown)?;
                     counts.valid += 1;
                 }
                 // A CSV header row is framing, not a record: nothing to keep.
@@ -159,12 +173,12 @@ impl Aggregator {
     pub fn add_event(&self, gen: &Generation, shard: u32, e: &Event) -> Result<(), IdentityCollision> {
         let part = gen.shard(shard);
         let mut part = Generation::lock(&part);
-        self.add(&mut part, shard, e, &mut Grown::new(gen))
+        self.add(&mut part, e, &mut Grown::new(gen))
     }
 
     /// Aggregates one event into its shard's maps.
     #[inline]
-    fn add(&self, part: &mut ShardPartials, shard: u32, e: &Event, grown: &mut Grown) -> Result<(), IdentityCollision> {
+    fn add(&self, part: &mut ShardPartials, e: &Event, grown: &mut Grown) -> Result<(), IdentityCollision> {
         const INLINE: usize = 4;
         let mut texts: smallvec::SmallVec<[Cow<'_, str>; INLINE]> = smallvec::SmallVec::new();
         for (f, spec) in &self.dims {
@@ -175,38 +189,21 @@ impl Aggregator {
         }
         let values: smallvec::SmallVec<[&str; INLINE]> = texts.iter().map(|t| &**t).collect();
         let id = KeyModel::identity(&values);
-        let key = AggKey::new(shard, self.finest, self.finest.floor(e.ts_ms), id);
-        let ShardPartials { partials, names } = part;
         // Every event is checked against its key's names (a hash collision
         // is an error, never a merge); a new key's are kept.
-        match names.get(&id) {
-            Some(known) if known.iter().eq(values.iter().copied()) => {}
-            Some(known) => return Err(collision(id, known, &values)),
-            None => {
-                let packed = KeyValues::new(&values);
-                grown.bytes += NAME_BYTES + packed.0.len() as u64;
-                names.insert(id, packed);
-            }
-        }
-        match partials.entry(key) {
-            std::collections::hash_map::Entry::Occupied(mut entry) => {
-                let p = entry.get_mut();
-                if self.measures.has_sketches() {
-                    // A sketch grows as values arrive: counted as it grows.
-                    let before = p.heap_bytes();
-                    p.add(&self.measures, &e.values);
-                    grown.bytes += p.heap_bytes().saturating_sub(before) as u64;
-                } else {
-                    p.add(&self.measures, &e.values);
-                }
-            }
-            std::collections::hash_map::Entry::Vacant(entry) => {
-                let mut p = self.measures.partial();
-                p.add(&self.measures, &e.values);
-                grown.bytes += PARTIAL_BYTES + p.heap_bytes() as u64;
-                grown.partials += 1;
-                entry.insert(p);
-            }
+        let name = part.name(id, &values, &mut grown.bytes)?;
+        let (p, created) = part.partial(name, self.finest.floor(e.ts_ms), || self.measures.partial());
+        if created {
+            p.add(&self.measures, &e.values);
+            grown.bytes += PARTIAL_BYTES + p.heap_bytes() as u64;
+            grown.partials += 1;
+        } else if self.measures.has_sketches() {
+            // A sketch grows as values arrive: counted as it grows.
+            let before = p.heap_bytes();
+            p.add(&self.measures, &e.values);
+            grown.bytes += p.heap_bytes().saturating_sub(before) as u64;
+        } else {
+            p.add(&self.measures, &e.values);
         }
         Ok(())
     }
@@ -222,6 +219,7 @@ fn collision(id: Identity, known: &KeyValues, values: &[&str]) -> IdentityCollis
 
 #[cfg(test)]
 mod tests {
+    use super::generation::NAME_BYTES;
     use super::*;
     use zigzag_model::{Config, MeasureValue};
 
