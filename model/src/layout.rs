@@ -97,7 +97,8 @@ impl Layout {
         format!("{:016x}", xxhash_rust::xxh3::xxh3_64(self.canonical().as_bytes()))
     }
 
-    /// What differs from `stored`, one phrase per field.
+    /// What differs from `stored`, one phrase per difference: lists
+    /// (fields, dimensions, measures, ratios) entry by entry, by name.
     pub fn differences(&self, stored: &Layout) -> Vec<String> {
         let mut out = Vec::new();
         let mut field = |name: &str, mine: String, theirs: String| {
@@ -108,12 +109,12 @@ impl Layout {
         field("version", self.version.to_string(), stored.version.to_string());
         field("rollups", json(&self.rollups), json(&stored.rollups));
         field("input", json(&self.input), json(&stored.input));
-        field("fields", json(&self.fields), json(&stored.fields));
-        field("dimensions", json(&self.dimensions), json(&stored.dimensions));
-        field("measures", json(&self.measures), json(&stored.measures));
-        field("ratios", json(&self.ratios), json(&stored.ratios));
         field("scatter.prefixes", self.scatter_prefixes.to_string(), stored.scatter_prefixes.to_string());
         field("scatter.mode", self.scatter_mode.name().into(), stored.scatter_mode.name().into());
+        entries("field", &self.fields, &stored.fields, |f| &f.name, &mut out);
+        entries("dimension", &self.dimensions, &stored.dimensions, |d| &d.field, &mut out);
+        entries("measure", &self.measures, &stored.measures, |m| &m.name, &mut out);
+        entries("ratio", &self.ratios, &stored.ratios, |r| &r.name, &mut out);
         out
     }
 
@@ -209,6 +210,36 @@ fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+/// The differences between two lists of named entries: each entry only
+/// one side has, each entry declared otherwise, and, when the entries
+/// agree, their order (it is part of the layout: it orders key values and
+/// item attributes).
+fn entries<T: Serialize + PartialEq>(
+    what: &str,
+    mine: &[T],
+    theirs: &[T],
+    name: impl Fn(&T) -> &String,
+    out: &mut Vec<String>,
+) {
+    let before = out.len();
+    for m in mine {
+        match theirs.iter().find(|t| name(t) == name(m)) {
+            None => out.push(format!("{what} `{}` is declared here but not in the table", name(m))),
+            Some(t) if t != m => {
+                out.push(format!("{what} `{}` is {} here but {} in the table", name(m), json(m), json(t)))
+            }
+            Some(_) => {}
+        }
+    }
+    for t in theirs.iter().filter(|t| !mine.iter().any(|m| name(m) == name(t))) {
+        out.push(format!("{what} `{}` is in the table but not declared here", name(t)));
+    }
+    if out.len() == before && mine != theirs {
+        let order = |list: &[T]| list.iter().map(|e| name(e).as_str()).collect::<Vec<_>>().join(", ");
+        out.push(format!("{what}s are in the order {} here but {} in the table", order(mine), order(theirs)));
+    }
+}
+
 /// Records `layout` in the table if it has none; otherwise checks it is
 /// the same. Called by every writer before its first flush.
 pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<(), LayoutError> {
@@ -278,6 +309,18 @@ mod tests {
         let e = ensure(&table, &Layout::of(&other)).await.unwrap_err().to_string();
         assert!(e.contains("scatter.prefixes is 8 here but 16 in the table") && e.contains("rollups"), "{e}");
         assert!(!e.contains("measures"), "only what differs: {e}");
+        // Lists differ entry by entry, by name.
+        let table = MemoryTable::new();
+        ensure(&table, &mine).await.unwrap();
+        let mut other = Config::default();
+        other.measures.retain(|m| m.name != "impressions");
+        other.measures.iter_mut().filter(|m| m.name == "clicks").for_each(|m| m.condition = None);
+        other.fields.swap(2, 3);
+        let e = ensure(&table, &Layout::of(&other)).await.unwrap_err().to_string();
+        assert!(e.contains("measure `impressions` is in the table but not declared here"), "{e}");
+        assert!(e.contains(r#"measure `clicks` is {"name":"clicks","type":"count"} here but"#), "{e}");
+        assert!(e.contains("fields are in the order type, ts, campaign, referrer"), "{e}");
+        assert!(!e.contains("dimension"), "only what differs: {e}");
         let mut flush_only = Config::default();
         flush_only.flush.interval_ms = 5;
         ensure(&table, &Layout::of(&flush_only)).await.expect("flush timing is not layout");
