@@ -1,11 +1,15 @@
 //! A measure's `where`: which events it counts. Grammar (clauses joined by
-//! `and`; a value may be quoted with `"`):
+//! `and`):
 //!
 //! ```text
 //! FIELD = VALUE        type = click
 //! FIELD != VALUE       status != 200
 //! FIELD in V1, V2      status in 500, 502, 503
 //! ```
+//!
+//! A value is a bare word (up to a space; in a list, also up to a comma)
+//! or quoted with `"` (`\"` and `\\` inside), for values with spaces,
+//! commas or the word `and`: `path = "/a, b"`.
 //!
 //! Values are typed by the field (`status = 200` compares integers), so a
 //! literal the field could never hold is a configuration error.
@@ -28,37 +32,43 @@ pub struct Condition {
 impl Condition {
     pub fn parse(text: &str, fields: &[TypedField]) -> Result<Condition, ConfigError> {
         let bad = |why: String| ConfigError::Invalid(format!("where {text:?}: {why}"));
+        let mut cur = Cursor { rest: text };
         let mut clauses = Vec::new();
-        for clause in text.split(" and ") {
-            let clause = clause.trim();
-            let (name, negate, rest) = if let Some((n, r)) = clause.split_once("!=") {
-                (n, true, vec![r])
-            } else if let Some((n, r)) = clause.split_once('=') {
-                (n, false, vec![r])
-            } else if let Some((n, r)) = clause.split_once(" in ") {
-                (n, false, r.split(',').collect())
-            } else {
-                return Err(bad(format!("{clause:?} is not FIELD = VALUE, FIELD != VALUE or FIELD in V1, V2")));
-            };
-            let name = name.trim();
+        loop {
+            let name = cur.name();
+            if name.is_empty() {
+                return Err(bad(format!("expected a field name at {:?}", cur.rest)));
+            }
             let field = fields
                 .iter()
                 .position(|f| f.spec.name == name)
                 .ok_or_else(|| bad(format!("{name:?} is not a declared field")))?;
-            let values = rest
-                .iter()
-                .map(|v| {
-                    let v = v.trim();
-                    let v = v.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(v);
-                    fields[field]
-                        .parse_text(v)
-                        .map(FieldValue::into_owned)
-                        .map_err(|e| bad(format!("{v:?} cannot be a value of {name}: {e}")))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let (negate, list) = if cur.eat("!=") {
+                (true, false)
+            } else if cur.eat("=") {
+                (false, false)
+            } else if cur.eat_word("in") {
+                (false, true)
+            } else {
+                return Err(bad(format!("after {name}: expected =, != or in, at {:?}", cur.rest)));
+            };
+            let mut values = Vec::new();
+            loop {
+                let v = cur.value(list).map_err(&bad)?;
+                let typed = fields[field].parse_text(&v).map(FieldValue::into_owned);
+                values.push(typed.map_err(|e| bad(format!("{v:?} cannot be a value of {name}: {e}")))?);
+                if !(list && cur.eat(",")) {
+                    break;
+                }
+            }
             clauses.push(Clause { field, negate, values });
+            if cur.at_end() {
+                return Ok(Condition { clauses });
+            }
+            if !cur.eat_word("and") {
+                return Err(bad(format!("expected `and` or the end at {:?}", cur.rest)));
+            }
         }
-        Ok(Condition { clauses })
     }
 
     /// Does the event (its values, in field order) match? An absent value
@@ -69,6 +79,84 @@ impl Condition {
             let v = &values[c.field];
             c.values.iter().any(|x| x == v) != c.negate
         })
+    }
+}
+
+/// Where `Condition::parse` is in the text; every step skips leading spaces.
+struct Cursor<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Cursor<'a> {
+    fn skip_spaces(&mut self) {
+        self.rest = self.rest.trim_start();
+    }
+
+    fn at_end(&mut self) -> bool {
+        self.skip_spaces();
+        self.rest.is_empty()
+    }
+
+    /// A field name: up to a space, `=` or `!`.
+    fn name(&mut self) -> &'a str {
+        self.skip_spaces();
+        let end = self.rest.find(|c: char| c.is_whitespace() || c == '=' || c == '!').unwrap_or(self.rest.len());
+        let (name, rest) = self.rest.split_at(end);
+        self.rest = rest;
+        name
+    }
+
+    fn eat(&mut self, token: &str) -> bool {
+        self.skip_spaces();
+        match self.rest.strip_prefix(token) {
+            Some(rest) => {
+                self.rest = rest;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A keyword, followed by a space or the end (so `index` is not `in`).
+    fn eat_word(&mut self, word: &str) -> bool {
+        self.skip_spaces();
+        match self.rest.strip_prefix(word) {
+            Some(rest) if rest.is_empty() || rest.starts_with(char::is_whitespace) => {
+                self.rest = rest;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A quoted or bare value (in a list, a bare one also ends at a comma).
+    fn value(&mut self, list: bool) -> Result<String, String> {
+        self.skip_spaces();
+        if let Some(quoted) = self.rest.strip_prefix('"') {
+            let mut out = String::new();
+            let mut chars = quoted.char_indices();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '"' => {
+                        self.rest = &quoted[i + 1..];
+                        return Ok(out);
+                    }
+                    '\\' => match chars.next() {
+                        Some((_, e @ ('"' | '\\'))) => out.push(e),
+                        _ => return Err(format!("only \\\" and \\\\ are escapes, at {:?}", &quoted[i..])),
+                    },
+                    c => out.push(c),
+                }
+            }
+            return Err(format!("a quoted value does not end: {:?}", self.rest));
+        }
+        let end = self.rest.find(|c: char| c.is_whitespace() || (list && c == ',')).unwrap_or(self.rest.len());
+        let (value, rest) = self.rest.split_at(end);
+        if value.is_empty() {
+            return Err(format!("a value is missing at {:?}", self.rest));
+        }
+        self.rest = rest;
+        Ok(value.to_string())
     }
 }
 
@@ -100,5 +188,34 @@ mod tests {
         assert!(e.contains("status") && e.contains("not a number"), "{e}");
         assert!(Condition::parse("colour = red", &f).unwrap_err().to_string().contains("not a declared field"));
         assert!(Condition::parse("kind click", &f).is_err());
+    }
+
+    #[test]
+    fn quoted_values_hold_spaces_commas_quotes_and_the_word_and() {
+        let f = fields();
+        let ev = |k: &'static str| vec![FieldValue::Str(Cow::Borrowed(k)), FieldValue::Int(0)];
+        let c = Condition::parse(r#"kind in "a, b", "rock and roll", "say \"hi\"", plain"#, &f).unwrap();
+        for k in ["a, b", "rock and roll", r#"say "hi""#, "plain"] {
+            assert!(c.matches(&ev(k)), "{k}");
+        }
+        assert!(!c.matches(&ev("a")));
+        let c = Condition::parse(r#"kind="x=y"and status!=3"#, &f).unwrap();
+        assert!(c.matches(&ev("x=y")), "a closing quote ends a value: no spaces needed");
+        let c = Condition::parse(r#"kind = a=b and status != 3"#, &f).unwrap();
+        assert!(c.matches(&ev("a=b")), "a bare value may hold `=`");
+        let c = Condition::parse(r#"kind = """#, &f).unwrap();
+        assert!(c.matches(&ev("")), "an empty quoted value");
+        for (bad, why) in [
+            (r#"kind = "open"#, "does not end"),
+            (r#"kind = "a\q""#, "escapes"),
+            ("kind =", "value is missing"),
+            ("kind = a b", "expected `and`"),
+            ("kind = a and", "field name"),
+            ("status in 1,, 2", "value is missing"),
+            ("kind index a", "expected =, != or in"),
+        ] {
+            let e = Condition::parse(bad, &f).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 }
