@@ -114,3 +114,34 @@ pub async fn produce(
 async fn send_aggregate(producer: &mut Producer, agg: Aggregate) -> Result<(), ProduceError> {
     producer.send(agg.partition_key, agg.data).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::DrawnEvent;
+    use zigzag_model::schema::{default_fields, FieldValue};
+
+    #[test]
+    fn a_partition_key_is_a_fields_value_or_a_hash() {
+        let fields = default_fields();
+        assert_eq!(PartitionKey::parse("referrer", &fields), Some(PartitionKey::Field(2)));
+        assert_eq!(PartitionKey::parse("random", &fields), Some(PartitionKey::Random));
+        assert_eq!(PartitionKey::parse("nope", &fields), None);
+        let with = |url: FieldValue<'static>| {
+            let mut values = vec![FieldValue::Absent; fields.len()];
+            values[5] = url;
+            Drawn::Valid(DrawnEvent { ts_ms: 0, late: false, values })
+        };
+        let url = PartitionKey::parse("url", &fields).expect("a shipped field");
+        assert_eq!(url.of(&with(FieldValue::Str("/p/1".into())), &fields, 0, 1), "/p/1");
+        // Kinesis takes 1..=256 characters: longer values and absent ones
+        // become hashes (of the value, of the record's position).
+        let long = url.of(&with(FieldValue::Str("x".repeat(300).into())), &fields, 0, 1);
+        assert_eq!(long.len(), 16);
+        assert_eq!(long, url.of(&with(FieldValue::Str("x".repeat(300).into())), &fields, 3, 9), "by value");
+        let absent = url.of(&with(FieldValue::Absent), &fields, 0, 1);
+        assert_eq!(absent.len(), 16);
+        assert_ne!(absent, url.of(&with(FieldValue::Absent), &fields, 0, 2), "by position");
+        assert_eq!(url.of(&Drawn::Malformed("truncated"), &fields, 0, 1), absent, "malformed: by position");
+    }
+}
