@@ -94,7 +94,7 @@ impl ShardPartials {
             }
         };
         let known = self.names.values(i as usize);
-        if !super::unpack(known).eq(values.iter().copied()) {
+        if !super::packed_eq(known, values) {
             return Err(super::collision(id, &KeyValues::from_packed(known), values));
         }
         Ok(i)

@@ -84,6 +84,20 @@ fn pack(values: &[&str], out: &mut Vec<u8>) {
     }
 }
 
+/// Whether `packed` holds exactly `values` (compared as bytes: the hot
+/// path's check of every event against its key's names).
+fn packed_eq(mut packed: &[u8], values: &[&str]) -> bool {
+    for v in values {
+        let Some((len, tail)) = packed.split_first_chunk::<4>() else { return false };
+        let len = u32::from_le_bytes(*len) as usize;
+        if len != v.len() || tail.get(..len) != Some(v.as_bytes()) {
+            return false;
+        }
+        packed = &tail[len..];
+    }
+    packed.is_empty()
+}
+
 /// The values of a packed slice.
 fn unpack(mut rest: &[u8]) -> impl Iterator<Item = &str> + '_ {
     std::iter::from_fn(move || {
