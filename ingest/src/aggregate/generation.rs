@@ -234,7 +234,9 @@ impl Generation {
         keep: impl Fn(u32) -> bool,
     ) -> Result<MergedPartials, IdentityCollision> {
         let mut merged = MergedPartials::default();
-        merged.reserve(self.len() * rollups.len());
+        // One entry per finest partial at most; coarser rollups fold many
+        // buckets into one, and the map grows if it must.
+        merged.reserve(self.len());
         for (shard, part) in self.shards {
             if !keep(shard) {
                 continue;

@@ -186,7 +186,12 @@ impl<'de: 'a, 'a> Visitor<'de> for Walk<'_, '_, 'a> {
 
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
         if !self.node.children.iter().any(|(_, index, _)| index.is_some()) {
-            return self.shape("an array");
+            // `[]` for an empty object is a common encoder habit (PHP's
+            // json_encode): the fields below are absent, as with `null`.
+            return match seq.next_element::<IgnoredAny>()? {
+                None => Ok(()),
+                Some(_) => self.shape("an array"),
+            };
         }
         let mut i = 0;
         loop {

@@ -155,6 +155,10 @@ fn nested_paths_array_indexes_and_defaults() {
     assert_eq!(e.to_string(), "field `slot`: expected an array or object, got a string");
     let rec = r#"{"ad":{"campaign":{"id":7}},"geo":"DE","meta":{"ts":1795256130250},"price_micros":0}"#;
     assert_eq!(d.decode(rec.as_bytes()).unwrap_err().to_string(), "field `country`: expected an object, got a string");
+    let rec = r#"{"ad":{"campaign":{"id":7}},"geo":[],"meta":{"ts":1795256130250},"price_micros":0}"#;
+    assert_eq!(d.decode(rec.as_bytes()).unwrap().values[2], s("ZZ"), "an empty array is an absent object");
+    let rec = r#"{"ad":{"campaign":{"id":7}},"geo":["DE"],"meta":{"ts":1795256130250},"price_micros":0}"#;
+    assert_eq!(d.decode(rec.as_bytes()).unwrap_err().to_string(), "field `country`: expected an object, got an array");
     let rec = r#"{"ad":[{"campaign":{"id":7}}],"meta":{"ts":1795256130250},"price_micros":0}"#;
     assert_eq!(
         d.decode(rec.as_bytes()).unwrap_err().to_string(),

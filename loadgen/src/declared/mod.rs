@@ -52,11 +52,12 @@ impl SchemaGenerator {
             .iter()
             .position(|f| f.name == config.input.time)
             .ok_or_else(|| TrafficError::field(&config.input.time, "the time field is not declared"))?;
+        let csv = config.input.format == zigzag_model::schema::Format::Csv;
         let gens = config
             .fields
             .iter()
             .enumerate()
-            .map(|(i, f)| FieldGen::new(f, traffic.field.get(&f.name), i == time))
+            .map(|(i, f)| FieldGen::new(f, traffic.field.get(&f.name), i == time, csv))
             .collect::<Result<Vec<_>, _>>()?;
         let shape = Shape::new(config)?;
         let defects = Defects::new(&config.fields, time, &shape);

@@ -158,10 +158,12 @@ pub(crate) struct FieldGen {
 }
 
 impl FieldGen {
+    /// `csv`: records are CSV lines (no value may hold a line break).
     pub(crate) fn new(
         spec: &FieldSpec,
         traffic: Option<&FieldTraffic>,
         is_time: bool,
+        csv: bool,
     ) -> Result<FieldGen, TrafficError> {
         let none = FieldTraffic::default();
         let t = traffic.unwrap_or(&none);
@@ -193,7 +195,7 @@ impl FieldGen {
             None => FieldValue::Absent,
         };
         let gen = match &spec.kind {
-            FieldType::String { max_bytes, values } => words(spec, t, *max_bytes as usize, values).map_err(err)?,
+            FieldType::String { max_bytes, values } => words(spec, t, *max_bytes as usize, values, csv).map_err(err)?,
             FieldType::Integer { .. } | FieldType::Decimal { .. } => number(spec, t, typed.bounds).map_err(err)?,
             FieldType::Boolean => match t.p_true.unwrap_or(0.5) {
                 p if (0.0..=1.0).contains(&p) => ValueGen::Bool { p_true: p },
@@ -245,17 +247,27 @@ impl FieldGen {
     }
 }
 
-fn words(spec: &FieldSpec, t: &FieldTraffic, max_bytes: usize, declared: &[String]) -> Result<ValueGen, String> {
+fn words(
+    spec: &FieldSpec,
+    t: &FieldTraffic,
+    max_bytes: usize,
+    declared: &[String],
+    csv: bool,
+) -> Result<ValueGen, String> {
     let words = match (declared.is_empty(), &t.values, t.cardinality) {
         (false, Some(_), _) => return Err("the schema declares this field's values; give `weights` instead".into()),
         (false, None, Some(_)) => return Err("the schema declares this field's values; no `cardinality`".into()),
+        (false, None, None) if csv && declared.iter().any(|w| w.contains(['\n', '\r'])) => {
+            return Err("a declared value holds a line break: CSV records are lines".into())
+        }
         (false, None, None) => Words::Listed(declared.to_vec()),
         (true, Some(_), Some(_)) => return Err("give `values` or `cardinality`, not both".into()),
         (true, Some(list), None) => {
             let list =
                 list.iter().map(|v| number_text(v).ok_or("`values` must be text")).collect::<Result<Vec<_>, _>>()?;
-            if let Some(bad) = list.iter().find(|w| w.is_empty() || w.len() > max_bytes || w.contains(['\n', '\r'])) {
-                return Err(format!("value {bad:?} is empty, over {max_bytes} bytes, or holds a line break"));
+            let unframed = |w: &String| csv && w.contains(['\n', '\r']);
+            if let Some(bad) = list.iter().find(|w| w.is_empty() || w.len() > max_bytes || unframed(w)) {
+                return Err(format!("value {bad:?} is empty, over {max_bytes} bytes, or holds a line break in CSV"));
             }
             Words::Listed(list)
         }
@@ -345,7 +357,7 @@ fn number(spec: &FieldSpec, t: &FieldTraffic, bounds: Bounds) -> Result<ValueGen
         }
         "uniform" => NumberDist::Uniform,
         "zipf" => {
-            let n = t.cardinality.unwrap_or_else(|| (hi - lo).saturating_add(1).clamp(1, 1000) as u64);
+            let n = t.cardinality.unwrap_or_else(|| (hi as i128 - lo as i128 + 1).clamp(1, 1000) as u64);
             NumberDist::Zipf(Zipf::new(n, t.zipf.unwrap_or(1.0)).map_err(|e| format!("zipf: {e}"))?)
         }
         "normal" => {

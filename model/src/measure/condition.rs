@@ -56,7 +56,16 @@ impl Condition {
             loop {
                 let v = cur.value(list).map_err(&bad)?;
                 let typed = fields[field].parse_text(&v).map(FieldValue::into_owned);
-                values.push(typed.map_err(|e| bad(format!("{v:?} cannot be a value of {name}: {e}")))?);
+                let typed = typed.map_err(|e| bad(format!("{v:?} cannot be a value of {name}: {e}")))?;
+                if typed == FieldValue::Absent {
+                    // Empty text reads as no value for non-strings: it would
+                    // match events without the field.
+                    return Err(bad(format!(
+                        "an empty value is no value of the {} field {name}",
+                        fields[field].spec.type_name()
+                    )));
+                }
+                values.push(typed);
                 if !(list && cur.eat(",")) {
                     break;
                 }
@@ -213,6 +222,7 @@ mod tests {
             ("kind = a and", "field name"),
             ("status in 1,, 2", "value is missing"),
             ("kind index a", "expected =, != or in"),
+            (r#"status = """#, "an empty value"),
         ] {
             let e = Condition::parse(bad, &f).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");

@@ -369,6 +369,12 @@ pub fn validate(input: &InputSpec, fields: &[FieldSpec]) -> Result<(), ConfigErr
             FieldType::String { max_bytes, .. } if *max_bytes == 0 || *max_bytes > MAX_STRING_BYTES => {
                 return bad(format!("field {}: max_bytes = {max_bytes} must be in 1..={MAX_STRING_BYTES}", f.name))
             }
+            // A listed value no record could hold is a mistake in the schema.
+            FieldType::String { max_bytes, values } => {
+                if let Some(v) = values.iter().find(|v| v.is_empty() || v.len() > *max_bytes as usize) {
+                    return bad(format!("field {}: value {v:?} is empty or over max_bytes = {max_bytes}", f.name));
+                }
+            }
             FieldType::Integer { min: Some(lo), max: Some(hi) } if lo > hi => {
                 return bad(format!("field {}: min {lo} is above max {hi}", f.name))
             }

@@ -115,6 +115,13 @@ fn schema_errors_name_the_field() {
     let csv = InputSpec { format: Format::Csv, columns: vec!["ts".into()], time: "ts".into() };
     assert!(err(&[ts.clone(), FieldSpec::string("status")], &csv).contains("not in input.columns"));
     assert!(err(&[ts.clone().at("/ts")], &csv).contains("`path` is for JSON"));
+    let listed = |values: &[&str]| {
+        let kind = FieldType::String { max_bytes: 4, values: values.iter().map(|v| v.to_string()).collect() };
+        FieldSpec::string("kind").with(kind)
+    };
+    assert!(err(&[ts.clone(), listed(&["view", "click"])], &input).contains("\"click\" is empty or over max_bytes = 4"));
+    assert!(err(&[ts.clone(), listed(&["", "a"])], &input).contains("\"\" is empty"));
+    validate(&input, &[ts.clone(), listed(&["view", "buy"])]).unwrap();
     validate(&csv, std::slice::from_ref(&ts)).unwrap();
     validate(&input, &default_fields()).unwrap();
 }
