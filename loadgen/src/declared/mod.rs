@@ -53,11 +53,12 @@ impl SchemaGenerator {
             .position(|f| f.name == config.input.time)
             .ok_or_else(|| TrafficError::field(&config.input.time, "the time field is not declared"))?;
         let csv = config.input.format == zigzag_model::schema::Format::Csv;
+        let typed = config.typed_fields()?;
         let gens = config
             .fields
             .iter()
             .enumerate()
-            .map(|(i, f)| FieldGen::new(f, traffic.field.get(&f.name), i == time, csv))
+            .map(|(i, f)| FieldGen::new(&typed, i, traffic.field.get(&f.name), i == time, csv))
             .collect::<Result<Vec<_>, _>>()?;
         let shape = Shape::new(config)?;
         let defects = Defects::new(&config.fields, time, &shape);
@@ -83,16 +84,17 @@ impl Traffic for SchemaGenerator {
         let mut rng = self.cfg.rng(shard, seq);
         let (ts, late) = self.cfg.event_time(&mut rng, shard, seq);
         let csv = self.shape.is_csv();
-        let (mut values, mut parts) = (Vec::with_capacity(self.gens.len()), Vec::with_capacity(self.gens.len()));
-        for g in &self.gens {
-            let (v, w) = g.draw(&mut rng, ts, csv);
-            values.push(v);
+        let mut values = vec![FieldValue::Absent; self.gens.len()];
+        let mut parts = Vec::with_capacity(self.gens.len());
+        for (i, g) in self.gens.iter().enumerate() {
+            let (v, w) = g.draw(&mut rng, ts, csv, &values);
+            values[i] = v;
             parts.push(w);
         }
         if rng.gen_bool(self.cfg.malformed_fraction.clamp(0.0, 1.0)) {
             let time = &self.gens[self.time];
             let broken =
-                self.defects.apply(&mut rng, &self.fields, &mut parts, |rng| time.draw(rng, ANCIENT_MS, csv).1);
+                self.defects.apply(&mut rng, &self.fields, &mut parts, |rng| time.draw(rng, ANCIENT_MS, csv, &[]).1);
             self.shape.render(&parts, broken.repeat, out);
             if let Some(change) = broken.bytes {
                 change(out);

@@ -251,6 +251,25 @@ fn weights_zipf_and_absence_shape_the_values() {
     assert!((s["200"] - 0.8).abs() < 0.015 && s.len() == 3, "{s:?}");
 }
 
+#[test]
+fn a_field_with_when_is_present_only_where_its_condition_holds() {
+    let config = example("ad_server");
+    let gen = SchemaGenerator::new(gen_cfg(4_000, 0.0), &config, &example_traffic("ad_server")).unwrap();
+    let (event, price) = (1, 5);
+    let mut buf = Vec::new();
+    let (mut priced, mut clicks) = (0, 0);
+    for seq in 1..=gen.shard_len(0) {
+        let Drawn::Valid(ev) = gen.draw(0, seq, &mut buf) else { panic!("valid") };
+        let paid = matches!(&ev.values[event], FieldValue::Str(e) if e != "view");
+        clicks += u32::from(paid);
+        let has_price = ev.values[price] != FieldValue::Absent;
+        assert!(!has_price || paid, "a view has no price: {}", String::from_utf8_lossy(&buf));
+        priced += u32::from(has_price);
+    }
+    // Clicks and conversions are 10 % of 2000 records; 5 % of them lack a price.
+    assert!(clicks > 120 && priced as f64 > 0.9 * clicks as f64 && priced < clicks, "{priced} of {clicks}");
+}
+
 fn mean_and_sd(gen: &SchemaGenerator) -> (f64, f64, i64, i64) {
     let mut buf = Vec::new();
     let mut xs = Vec::new();
@@ -303,6 +322,9 @@ fn traffic_files_that_cannot_be_honoured_are_refused_with_the_field_named() {
     assert!(refused("[field.event]\nweights = [1, 2]").contains("2 weights for 3 values"));
     assert!(refused("[field.event]\nbogus = 1").contains("bogus"));
     assert!(refused("[field.price]\nmin = 0.5").contains("price"), "integers take whole numbers");
+    assert!(refused("[field.event]\nwhen = \"os = ios\"").contains("required field"));
+    assert!(refused("[field.country]\nwhen = \"os = ios\"").contains("declared after this one"));
+    assert!(refused("[field.price]\nwhen = \"event = buy\"").contains("buy"), "typed like a where");
 }
 
 fn timed(format: &str) -> Result<SchemaGenerator, String> {

@@ -16,6 +16,7 @@
 //! weights = [80, 12, 6, 2]
 //!
 //! [field.price]            # a number, in the field's own units
+//! when = "event = click"   # only in clicks (absent in the other records)
 //! distribution = "exponential"   # uniform | zipf | normal | exponential
 //! min = 100
 //! max = 2000000
@@ -67,6 +68,10 @@ impl TrafficFile {
 pub struct FieldTraffic {
     /// Fraction of records without the field (optional or defaulted fields).
     pub absent: Option<f64>,
+    /// The field is there only in records matching this condition (the
+    /// `where` grammar, on fields declared before it), absent in the others
+    /// (optional or defaulted fields): `when = "event in click, conversion"`.
+    pub when: Option<String>,
     /// The values to draw from: strings without declared values, numbers
     /// (in the field's units, inside its bounds).
     pub values: Option<Vec<toml::Value>>,

@@ -24,6 +24,7 @@ use rand::distributions::WeightedIndex;
 use rand::rngs::SmallRng;
 use rand::Rng;
 use rand_distr::{Distribution, Exp, Normal, Zipf};
+use zigzag_model::measure::condition::Condition;
 use zigzag_model::schema::value::{decimal_units, format_units, Bounds};
 use zigzag_model::schema::{FieldSpec, FieldType, FieldValue, TimeFormat, TypedField};
 
@@ -152,6 +153,8 @@ enum ValueGen {
 #[derive(Debug, Clone)]
 pub(crate) struct FieldGen {
     absent: f64,
+    /// Only records matching it have the field.
+    when: Option<Condition>,
     /// What an absent field reads as: its default, or absent.
     when_absent: FieldValue<'static>,
     gen: ValueGen,
@@ -159,12 +162,15 @@ pub(crate) struct FieldGen {
 
 impl FieldGen {
     /// `csv`: records are CSV lines (no value may hold a line break).
+    /// Field `index` of `fields`.
     pub(crate) fn new(
-        spec: &FieldSpec,
+        fields: &[TypedField],
+        index: usize,
         traffic: Option<&FieldTraffic>,
         is_time: bool,
         csv: bool,
     ) -> Result<FieldGen, TrafficError> {
+        let spec = &fields[index].spec;
         let none = FieldTraffic::default();
         let t = traffic.unwrap_or(&none);
         let err = |m: String| TrafficError::field(&spec.name, m);
@@ -179,7 +185,7 @@ impl FieldGen {
         if let Some(k) = t.keys_set().into_iter().find(|k| !allowed.contains(k)) {
             return Err(err(format!("`{k}` does not apply to a {} field", spec.type_name())));
         }
-        let typed = TypedField::new(spec).map_err(|e| err(e.to_string()))?;
+        let typed = &fields[index];
         let defaulted = spec.default.is_some() || spec.optional;
         let absent = match t.absent {
             Some(a) if !(0.0..=1.0).contains(&a) => return Err(err(format!("absent = {a} is not a fraction"))),
@@ -201,14 +207,37 @@ impl FieldGen {
                 p if (0.0..=1.0).contains(&p) => ValueGen::Bool { p_true: p },
                 p => return Err(err(format!("p_true = {p} is not a probability"))),
             },
-            FieldType::Timestamp { format } => time(format, &typed, is_time).map_err(err)?,
+            FieldType::Timestamp { format } => time(format, typed, is_time).map_err(err)?,
         };
-        Ok(FieldGen { absent, when_absent, gen })
+        let when = match &t.when {
+            None => None,
+            Some(_) if !defaulted || is_time => {
+                return Err(err("`when` on a required field would make malformed records".into()))
+            }
+            Some(text) => {
+                let c = Condition::parse(text, fields).map_err(|e| err(e.to_string()))?;
+                if c.fields().any(|f| f >= index) {
+                    return Err(err(format!(
+                        "when {text:?} reads a field declared after this one (fields are drawn in order)"
+                    )));
+                }
+                Some(c)
+            }
+        };
+        Ok(FieldGen { absent, when, when_absent, gen })
     }
 
-    /// One draw: the typed value and how the record writes it.
-    pub(crate) fn draw(&self, rng: &mut SmallRng, event_ms: i64, csv: bool) -> (FieldValue<'static>, Written) {
-        if self.absent > 0.0 && rng.gen_bool(self.absent) {
+    /// One draw: the typed value and how the record writes it. `drawn`:
+    /// the record's values so far (the fields before this one).
+    pub(crate) fn draw(
+        &self,
+        rng: &mut SmallRng,
+        event_ms: i64,
+        csv: bool,
+        drawn: &[FieldValue<'static>],
+    ) -> (FieldValue<'static>, Written) {
+        let excluded = self.when.as_ref().is_some_and(|c| !c.matches(drawn));
+        if excluded || (self.absent > 0.0 && rng.gen_bool(self.absent)) {
             let written = if !csv && rng.gen_bool(0.3) { Written::Null } else { Written::Omit };
             return (self.when_absent.clone(), written);
         }

@@ -80,6 +80,11 @@ impl Condition {
         }
     }
 
+    /// The fields it reads (indexes into the schema's fields).
+    pub fn fields(&self) -> impl Iterator<Item = usize> + '_ {
+        self.clauses.iter().map(|c| c.field)
+    }
+
     /// Does the event (its values, in field order) match? An absent value
     /// matches only `!=`.
     #[inline]
