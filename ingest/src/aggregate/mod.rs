@@ -120,7 +120,7 @@ pub struct Aggregator {
     finest: Rollup,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("two keys share identity {id:032x}: {a:?} and {b:?}")]
 pub struct IdentityCollision {
     pub id: Identity,

@@ -13,6 +13,7 @@
 
 use super::{lock, Batch, Pipeline, PipelineError};
 use crate::aggregate::Generation;
+use crate::aggregate::IdentityCollision;
 use crate::flush::{Merged, Writer};
 use crate::source::StartAt;
 use std::collections::HashSet;
@@ -25,6 +26,9 @@ pub(super) struct FlushJob {
     batch: Option<Batch>,
     pub began: Option<Began>,
     merged: Option<Merged>,
+    /// Why the batch could not be merged: it is gone, so every later
+    /// attempt fails the same way.
+    unmergeable: Option<IdentityCollision>,
     dead_letters_written: bool,
     written: bool,
     committed: bool,
@@ -40,6 +44,7 @@ impl FlushJob {
             batch: Some(batch),
             began: None,
             merged: None,
+            unmergeable: None,
             dead_letters_written: false,
             written: false,
             committed: false,
@@ -63,7 +68,13 @@ impl FlushJob {
                 p.write_dead_letters(&batch, |i| keep.contains(&i).then(|| self.shard_id(i)).flatten())?;
                 self.dead_letters_written = true;
             }
-            self.merged = Some(p.flusher.merge(batch.gen, |i| keep.contains(&i))?);
+            match p.flusher.merge(batch.gen, |i| keep.contains(&i)) {
+                Ok(merged) => self.merged = Some(merged),
+                Err(e) => self.unmergeable = Some(e),
+            }
+        }
+        if let Some(e) = &self.unmergeable {
+            return Err(e.clone().into());
         }
         if !self.written {
             let merged = self.merged.as_ref().expect("merged above");
