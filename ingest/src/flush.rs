@@ -76,6 +76,12 @@ pub struct Flusher {
     /// (`remembered_extremes`). Empty when no measure is a min or max.
     extremes: DashMap<u64, smallvec::SmallVec<[Option<i64>; 2]>, FxBuildHasher>,
     remember: bool,
+    /// Sketch items as this worker's last write of them left them (by a
+    /// hash of the key), so the next merge into one is written at once
+    /// under its version instead of after a refused attempt; bounded by
+    /// `sketch_bytes`.
+    sketches: DashMap<u64, Item, FxBuildHasher>,
+    sketch_bytes: AtomicU64,
     set: MeasureSet,
     aggregates: Arc<dyn SortedTable>,
     concurrency: usize,
@@ -93,6 +99,8 @@ impl Flusher {
         Ok(Flusher {
             extremes: DashMap::with_hasher(FxBuildHasher),
             remember,
+            sketches: DashMap::with_hasher(FxBuildHasher),
+            sketch_bytes: AtomicU64::new(0),
             keys,
             set,
             aggregates,
@@ -122,6 +130,10 @@ impl Flusher {
         // this flush's (the keys written now are the ones written next).
         if self.extremes.len() >= EXTREMES_REMEMBERED {
             self.extremes.clear();
+        }
+        if self.sketch_bytes.load(Ordering::Relaxed) >= SKETCHES_REMEMBERED_BYTES {
+            self.sketches.clear();
+            self.sketch_bytes.store(0, Ordering::Relaxed);
         }
         // Locate every partial (cheap), then build full item keys one
         // partition at a time: the flush's extra memory is the compact
@@ -246,7 +258,14 @@ impl Flusher {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let memory = p.sketch.is_none().then(|| self.extremes.get(&item_hash(&p.pk, &p.sk))).flatten();
+                let hash = item_hash(&p.pk, &p.sk);
+                if p.sketch.is_some() {
+                    // A stored sketch only grows (other writers merge into
+                    // it), so one remembered that already holds ours means
+                    // the store does too; a stale version is refused.
+                    return (i, self.sketches.get(&hash).map(|item| item.clone()));
+                }
+                let memory = self.extremes.get(&hash);
                 (i, memory.map(|m| remembered_extremes(&self.set, &p.pk, &p.sk, &m)))
             })
             .collect();
@@ -286,7 +305,15 @@ impl Flusher {
                 self.stats.per_prefix[chunk[i].prefix as usize].fetch_add(1, Ordering::Relaxed);
                 match result {
                     Ok(UpdateOutcome::Applied(item)) => {
-                        if !self.remember || chunk[i].sketch.is_some() || self.extremes.len() >= EXTREMES_REMEMBERED {
+                        if chunk[i].sketch.is_some() {
+                            if self.sketch_bytes.load(Ordering::Relaxed) < SKETCHES_REMEMBERED_BYTES {
+                                let bytes = item.attrs.values().map(attr_bytes).sum::<usize>() + item.sk.len() + 64;
+                                self.sketch_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                                self.sketches.insert(item_hash(&item.pk, &item.sk), item);
+                            }
+                            continue;
+                        }
+                        if !self.remember || self.extremes.len() >= EXTREMES_REMEMBERED {
                             continue; // full: refilled at the next flush
                         }
                         let extremes = extremes_of(&self.set, &item).into_iter().collect();
@@ -384,6 +411,21 @@ impl Write<'_> {
 /// enough for the keys a steady stream rewrites every flush; a bigger
 /// flush (a backfill) remembers its first items only.
 const EXTREMES_REMEMBERED: usize = 1 << 18;
+
+/// Memory for remembered sketch items (a dense sketch at p = 14 is 12 KB;
+/// sparse ones a few bytes each): past it, the next flush starts over.
+const SKETCHES_REMEMBERED_BYTES: u64 = 64 << 20;
+
+/// An attribute's size, roughly (for the sketch memory's bound).
+fn attr_bytes(v: &zigzag_core::table::AttrValue) -> usize {
+    use zigzag_core::table::AttrValue;
+    match v {
+        AttrValue::S(s) => s.len(),
+        AttrValue::B(b) => b.len(),
+        AttrValue::N(_) => 16,
+        AttrValue::Bool(_) => 1,
+    }
+}
 
 fn item_hash(pk: &str, sk: &[u8]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
