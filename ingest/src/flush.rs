@@ -307,7 +307,7 @@ impl Flusher {
                     Ok(UpdateOutcome::Applied(item)) => {
                         if chunk[i].sketch.is_some() {
                             if self.sketch_bytes.load(Ordering::Relaxed) < SKETCHES_REMEMBERED_BYTES {
-                                let bytes = item.attrs.values().map(attr_bytes).sum::<usize>() + item.sk.len() + 64;
+                                let bytes = item.size() + 64;
                                 self.sketch_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                                 self.sketches.insert(item_hash(&item.pk, &item.sk), item);
                             }
@@ -415,17 +415,6 @@ const EXTREMES_REMEMBERED: usize = 1 << 18;
 /// Memory for remembered sketch items (a dense sketch at p = 14 is 12 KB;
 /// sparse ones a few bytes each): past it, the next flush starts over.
 const SKETCHES_REMEMBERED_BYTES: u64 = 64 << 20;
-
-/// An attribute's size, roughly (for the sketch memory's bound).
-fn attr_bytes(v: &zigzag_core::table::AttrValue) -> usize {
-    use zigzag_core::table::AttrValue;
-    match v {
-        AttrValue::S(s) => s.len(),
-        AttrValue::B(b) => b.len(),
-        AttrValue::N(_) => 16,
-        AttrValue::Bool(_) => 1,
-    }
-}
 
 fn item_hash(pk: &str, sk: &[u8]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();

@@ -144,7 +144,8 @@ pub struct Generation {
 /// with the key's names.
 pub type MergedPartials = FxHashMap<AggKey, (Partial, KeyValues)>;
 
-fn lock(m: &Mutex<ShardPartials>) -> MutexGuard<'_, ShardPartials> {
+/// A shard's maps, locked (a panic elsewhere leaves them usable).
+pub(super) fn lock(m: &Mutex<ShardPartials>) -> MutexGuard<'_, ShardPartials> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -184,10 +185,6 @@ impl Generation {
             },
         };
         self.shards.entry(shard).or_insert_with(|| Arc::new(Mutex::new(fresh))).clone()
-    }
-
-    pub(super) fn lock(part: &Mutex<ShardPartials>) -> MutexGuard<'_, ShardPartials> {
-        lock(part)
     }
 
     /// Partials in all shards (bounded by `flush.max_keys`).

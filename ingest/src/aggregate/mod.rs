@@ -164,7 +164,7 @@ impl Aggregator {
     ) -> Result<BatchCounts, IdentityCollision> {
         let mut counts = BatchCounts::default();
         let part = gen.shard(shard);
-        let mut part = Generation::lock(&part);
+        let mut part = generation::lock(&part);
         let mut grown = Grown::new(gen);
         for (pos, bytes) in batch.iter() {
             match self.decoder.decode(bytes) {
@@ -186,7 +186,7 @@ impl Aggregator {
     /// Aggregates one decoded event into `gen`.
     pub fn add_event(&self, gen: &Generation, shard: u32, e: &Event) -> Result<(), IdentityCollision> {
         let part = gen.shard(shard);
-        let mut part = Generation::lock(&part);
+        let mut part = generation::lock(&part);
         self.add(&mut part, e, &mut Grown::new(gen))
     }
 

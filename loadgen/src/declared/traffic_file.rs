@@ -120,13 +120,3 @@ impl FieldTraffic {
         keys
     }
 }
-
-/// A scalar written in TOML (integer, float or text) as text.
-pub(crate) fn number_text(v: &toml::Value) -> Option<String> {
-    match v {
-        toml::Value::Integer(i) => Some(i.to_string()),
-        toml::Value::Float(f) if f.is_finite() => Some(f.to_string()),
-        toml::Value::String(s) => Some(s.clone()),
-        _ => None,
-    }
-}

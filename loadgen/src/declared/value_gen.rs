@@ -18,7 +18,7 @@
 //! - optional or defaulted fields absent 10 % of the time (JSON: key left
 //!   out or `null`; CSV: empty cell).
 
-use super::traffic_file::{number_text, FieldTraffic, TrafficError};
+use super::traffic_file::{FieldTraffic, TrafficError};
 use chrono::{DateTime, FixedOffset};
 use rand::distributions::WeightedIndex;
 use rand::rngs::SmallRng;
@@ -26,7 +26,7 @@ use rand::Rng;
 use rand_distr::{Distribution, Exp, Normal, Zipf};
 use zigzag_model::measure::condition::Condition;
 use zigzag_model::schema::value::{decimal_units, format_units, Bounds};
-use zigzag_model::schema::{FieldSpec, FieldType, FieldValue, TimeFormat, TypedField};
+use zigzag_model::schema::{scalar_text, FieldSpec, FieldType, FieldValue, TimeFormat, TypedField};
 
 /// How a record writes one field.
 #[derive(Debug, Clone, PartialEq)]
@@ -293,7 +293,7 @@ fn words(
         (true, Some(_), Some(_)) => return Err("give `values` or `cardinality`, not both".into()),
         (true, Some(list), None) => {
             let list =
-                list.iter().map(|v| number_text(v).ok_or("`values` must be text")).collect::<Result<Vec<_>, _>>()?;
+                list.iter().map(|v| scalar_text(v).ok_or("`values` must be text")).collect::<Result<Vec<_>, _>>()?;
             let unframed = |w: &String| csv && w.contains(['\n', '\r']);
             if let Some(bad) = list.iter().find(|w| w.is_empty() || w.len() > max_bytes || unframed(w)) {
                 return Err(format!("value {bad:?} is empty, over {max_bytes} bytes, or holds a line break in CSV"));
@@ -355,7 +355,7 @@ fn number(spec: &FieldSpec, t: &FieldTraffic, bounds: Bounds) -> Result<ValueGen
     let units = |v: &Option<toml::Value>, key: &str| -> Result<Option<i64>, String> {
         v.as_ref()
             .map(|v| {
-                let text = number_text(v).ok_or_else(|| format!("`{key}` must be a number"))?;
+                let text = scalar_text(v).ok_or_else(|| format!("`{key}` must be a number"))?;
                 decimal_units(&text, scale).map_err(|e| format!("`{key}` = {text}: {e}"))
             })
             .transpose()

@@ -139,7 +139,9 @@ struct FieldFile {
 }
 
 /// A scalar option as text (`min = 0`, `min = "0.5"`, `default = true`).
-fn scalar_text(v: &toml::Value) -> Option<String> {
+/// A TOML scalar (text, number, boolean) as text, for options typed later
+/// by a field's own rules.
+pub fn scalar_text(v: &toml::Value) -> Option<String> {
     match v {
         toml::Value::String(s) => Some(s.clone()),
         toml::Value::Integer(i) => Some(i.to_string()),
