@@ -12,6 +12,10 @@
 
 mod csv;
 mod json;
+/// The previous JSON walk (serde_json's visitor): the oracle the scanner
+/// is tested against.
+#[cfg(test)]
+mod serde_walk;
 
 use smallvec::SmallVec;
 use thiserror::Error;
@@ -172,12 +176,12 @@ impl Decoder {
         let mut values: SmallVec<[FieldValue<'a>; 8]> = SmallVec::with_capacity(self.slots.len());
         match &self.format {
             Framing::Json(trie) => {
-                let mut raw: SmallVec<[Option<&'a str>; 8]> = SmallVec::from_elem(None, self.slots.len());
+                let mut raw: SmallVec<[Option<json::Raw<'a>>; 8]> = SmallVec::from_elem(None, self.slots.len());
                 trie.capture(text, &mut raw)?;
                 for (slot, raw) in self.slots.iter().zip(raw) {
                     let v = match raw {
                         None => FieldValue::Absent,
-                        Some(r) => slot.typed.parse_json(r).map_err(|e| field_err(slot, e))?,
+                        Some(r) => slot.typed.parse_json_scanned(r.text, r.escaped).map_err(|e| field_err(slot, e))?,
                     };
                     values.push(self.finish(slot, v)?);
                 }
@@ -237,5 +241,7 @@ fn field_err(slot: &Slot, error: ValueError) -> DecodeError {
     DecodeError::Field { field: slot.typed.spec.name.clone(), error }
 }
 
+#[cfg(test)]
+mod scan_tests;
 #[cfg(test)]
 mod tests;

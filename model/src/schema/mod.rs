@@ -7,6 +7,7 @@
 //! rules in [`value`]; measures and dimensions only ever see typed values.
 
 pub mod pointer;
+pub mod timestamp;
 pub mod value;
 
 use crate::config::ConfigError;

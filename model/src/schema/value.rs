@@ -8,8 +8,8 @@
 //! rounded. A number may also come as a JSON string (`"7"`): producers
 //! often quote ids.
 
+use super::timestamp::timestamp;
 use super::{FieldSpec, FieldType, TimeFormat};
-use chrono::{DateTime, NaiveDateTime};
 use std::borrow::Cow;
 use thiserror::Error;
 
@@ -122,7 +122,14 @@ impl TypedField {
 
     /// A JSON value (its text as it stands in the record); `null` is absent.
     pub fn parse_json<'a>(&self, raw: &'a str) -> Result<FieldValue<'a>, ValueError> {
-        parse_json(self, raw)
+        parse_json(self, raw, raw.contains('\\'))
+    }
+
+    /// A JSON value as a scanner found it: `escaped` says whether a string
+    /// holds escapes (a scanner knows, so the text is not searched again).
+    #[inline]
+    pub fn parse_json_scanned<'a>(&self, raw: &'a str, escaped: bool) -> Result<FieldValue<'a>, ValueError> {
+        parse_json(self, raw, escaped)
     }
 
     /// Plain text (a CSV cell, a default, a literal). Empty text is absent,
@@ -132,12 +139,12 @@ impl TypedField {
     }
 }
 
-fn parse_json<'a>(t: &TypedField, raw: &'a str) -> Result<FieldValue<'a>, ValueError> {
+fn parse_json<'a>(t: &TypedField, raw: &'a str, escaped: bool) -> Result<FieldValue<'a>, ValueError> {
     let f = &t.spec;
     match raw.as_bytes().first() {
         Some(b'"') => {
             let bad = || ValueError::BadString { value: raw.chars().take(64).collect() };
-            let text = json_string(raw).ok_or_else(bad)?;
+            let text = json_string(raw, escaped).ok_or_else(bad)?;
             parse_cow(t, text, true)
         }
         Some(b'n') => Ok(FieldValue::Absent),
@@ -217,9 +224,9 @@ fn check_bounds(t: &TypedField, v: i64, text: &str) -> Result<(), ValueError> {
 }
 
 /// The content of a JSON string literal, borrowed when it has no escapes.
-fn json_string(raw: &str) -> Option<Cow<'_, str>> {
+fn json_string(raw: &str, escaped: bool) -> Option<Cow<'_, str>> {
     let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-    if !inner.contains('\\') {
+    if !escaped {
         return Some(Cow::Borrowed(inner));
     }
     serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
@@ -253,29 +260,28 @@ pub fn decimal_units(text: &str, scale: u32) -> Result<i64, ValueError> {
     }
     // value = digits * 10^(exponent - frac_len); in units: * 10^scale.
     let shift = exponent as i64 - frac_part.len() as i64 + scale as i64;
-    let digits = int_part.bytes().chain(frac_part.bytes()).skip_while(|b| *b == b'0');
-    let digits: Vec<u8> = digits.map(|b| b - b'0').collect();
-    if digits.is_empty() {
-        return Ok(0);
-    }
-    let mut kept = digits.len() as i64;
-    if shift < 0 {
-        // The last -shift digits are below one unit: they must be zeros.
-        let cut = (-shift).min(digits.len() as i64) as usize;
-        if digits[digits.len() - cut..].iter().any(|d| *d != 0) {
-            return Err(ValueError::TooPrecise { value: text.to_string(), scale });
-        }
-        kept -= cut as i64;
+    let digits = || int_part.bytes().chain(frac_part.bytes()).map(|b| b - b'0');
+    let n = int_part.len() + frac_part.len();
+    // The last -shift digits are below one unit: they must be zeros
+    // (checked first: too precise is the error, whatever the size).
+    let kept = if shift < 0 { n.saturating_sub(shift.unsigned_abs().min(n as u64) as usize) } else { n };
+    if digits().skip(kept).any(|d| d != 0) {
+        return Err(ValueError::TooPrecise { value: text.to_string(), scale });
     }
     let mut v: i128 = 0;
-    for d in &digits[..kept as usize] {
-        v = v.checked_mul(10).and_then(|v| v.checked_add(*d as i128)).ok_or_else(range)?;
+    for d in digits().take(kept) {
+        // At most i64::MAX + 1 before: never past i128.
+        v = v * 10 + d as i128;
         if v > i64::MAX as i128 + 1 {
             return Err(range());
         }
     }
+    if v == 0 {
+        // Also ends `0e999999999` here, before a billion multiplications.
+        return Ok(0);
+    }
     for _ in 0..shift.max(0) {
-        v = v.checked_mul(10).ok_or_else(range)?;
+        v *= 10;
         if v > i64::MAX as i128 + 1 {
             return Err(range());
         }
@@ -299,47 +305,6 @@ pub fn format_units(v: i128, scale: u32) -> String {
     match frac.trim_end_matches('0') {
         "" => format!("{sign}{int}"),
         frac => format!("{sign}{int}.{frac}"),
-    }
-}
-
-fn timestamp(format: &TimeFormat, text: &str, quoted: bool) -> Result<i64, ValueError> {
-    let bad = || ValueError::BadTimestamp { value: text.to_string(), format: format_name(format) };
-    let epoch = |scale: u32, per_ms: i64| -> Result<i64, ValueError> {
-        // Seconds may carry a fraction (to the millisecond); finer units
-        // are whole numbers, floored to the millisecond.
-        let units = decimal_units(text, scale).map_err(|_| bad())?;
-        Ok(units.div_euclid(per_ms))
-    };
-    match format {
-        TimeFormat::Auto if quoted && !text.bytes().all(|b| b.is_ascii_digit()) => rfc3339(text).ok_or_else(bad),
-        TimeFormat::Auto => text.parse::<i64>().map_err(|_| bad()),
-        TimeFormat::Rfc3339 => rfc3339(text).ok_or_else(bad),
-        TimeFormat::EpochS => epoch(3, 1),
-        TimeFormat::EpochMs => epoch(0, 1),
-        TimeFormat::EpochUs => epoch(0, 1_000),
-        TimeFormat::EpochNs => epoch(0, 1_000_000),
-        TimeFormat::Pattern(p) => {
-            if let Ok(t) = DateTime::parse_from_str(text, p) {
-                return Ok(t.timestamp_millis());
-            }
-            NaiveDateTime::parse_from_str(text, p).map(|t| t.and_utc().timestamp_millis()).map_err(|_| bad())
-        }
-    }
-}
-
-fn rfc3339(text: &str) -> Option<i64> {
-    DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis())
-}
-
-pub fn format_name(format: &TimeFormat) -> String {
-    match format {
-        TimeFormat::Auto => "RFC 3339 or epoch ms".into(),
-        TimeFormat::Rfc3339 => "RFC 3339".into(),
-        TimeFormat::EpochS => "epoch seconds".into(),
-        TimeFormat::EpochMs => "epoch milliseconds".into(),
-        TimeFormat::EpochUs => "epoch microseconds".into(),
-        TimeFormat::EpochNs => "epoch nanoseconds".into(),
-        TimeFormat::Pattern(p) => format!("pattern {p:?}"),
     }
 }
 
