@@ -221,18 +221,24 @@ impl Decoder {
     }
 
     /// Defaults and requirements.
-    #[inline]
+    #[inline(always)]
     fn finish<'a>(&self, slot: &Slot, v: FieldValue<'a>) -> Result<FieldValue<'a>, DecodeError> {
         match v {
-            FieldValue::Absent => match &slot.default {
-                Some(d) => Ok(d.clone()),
-                None if slot.required => Err(DecodeError::Missing(slot.typed.spec.name.clone())),
-                None => Ok(FieldValue::Absent),
-            },
+            FieldValue::Absent => Self::absent(slot),
             FieldValue::Str(s) if s.is_empty() && slot.required => {
                 Err(DecodeError::Empty(slot.typed.spec.name.clone()))
             }
             v => Ok(v),
+        }
+    }
+
+    /// An absent field: its default, or missing.
+    #[inline(never)]
+    fn absent(slot: &Slot) -> Result<FieldValue<'static>, DecodeError> {
+        match &slot.default {
+            Some(d) => Ok(d.clone()),
+            None if slot.required => Err(DecodeError::Missing(slot.typed.spec.name.clone())),
+            None => Ok(FieldValue::Absent),
         }
     }
 }

@@ -129,6 +129,16 @@ impl TypedField {
     /// holds escapes (a scanner knows, so the text is not searched again).
     #[inline]
     pub fn parse_json_scanned<'a>(&self, raw: &'a str, escaped: bool) -> Result<FieldValue<'a>, ValueError> {
+        // Most values of most records: a plain string that fits its field,
+        // accepted here, inline. Everything else, and every error, goes
+        // through the general rules below.
+        if let (FieldType::String { max_bytes, values }, false) = (&self.spec.kind, escaped) {
+            if let Some(text) = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+                if text.len() <= *max_bytes as usize && (values.is_empty() || values.iter().any(|v| v == text)) {
+                    return Ok(FieldValue::Str(Cow::Borrowed(text)));
+                }
+            }
+        }
         parse_json(self, raw, escaped)
     }
 
@@ -139,6 +149,7 @@ impl TypedField {
     }
 }
 
+#[inline(never)]
 fn parse_json<'a>(t: &TypedField, raw: &'a str, escaped: bool) -> Result<FieldValue<'a>, ValueError> {
     let f = &t.spec;
     match raw.as_bytes().first() {
