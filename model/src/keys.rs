@@ -146,13 +146,13 @@ impl KeyModel {
         self.schemas.iter().find(|(r, _)| *r == rollup).map(|(_, s)| s)
     }
 
+    /// A key's identity: the xxh3-128 of its values packed
+    /// ([`pack_values`]). Sort keys and prefixes are made from it: it must
+    /// never change (`identities_are_pinned`).
     pub fn identity(values: &[&str]) -> Identity {
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        for v in values {
-            h.update(&(v.len() as u32).to_le_bytes());
-            h.update(v.as_bytes());
-        }
-        h.digest128()
+        let mut packed = Vec::with_capacity(values.iter().map(|v| 4 + v.len()).sum());
+        pack_values(values, &mut packed);
+        identity_of_packed(&packed)
     }
 
     pub fn partition_key(prefix: u32, rollup: Rollup, bin_start: i64) -> String {
@@ -198,6 +198,40 @@ impl KeyModel {
     }
 }
 
+/// Appends `values` packed: each as its length (u32, little-endian) and its
+/// UTF-8 bytes. What a key's identity hashes, and how the aggregate keeps
+/// a key's names.
+pub fn pack_values(values: &[&str], out: &mut Vec<u8>) {
+    for v in values {
+        push_packed(v, out);
+    }
+}
+
+/// Appends one value packed.
+#[inline]
+pub fn push_packed(value: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(value.as_bytes());
+}
+
+/// The identity of values already packed ([`KeyModel::identity`]): one
+/// pass of the hash over one buffer.
+#[inline]
+pub fn identity_of_packed(packed: &[u8]) -> Identity {
+    xxhash_rust::xxh3::xxh3_128(packed)
+}
+
+/// The values of a packed buffer (stops at the first malformed entry).
+pub fn unpack_values(mut rest: &[u8]) -> impl Iterator<Item = &str> + '_ {
+    std::iter::from_fn(move || {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let value = std::str::from_utf8(tail.get(..len)?).ok()?;
+        rest = &tail[len..];
+        Some(value)
+    })
+}
+
 /// Bits of a two's-complement integer holding `min..=max`.
 fn signed_bits(min: i64, max: i64) -> u32 {
     (1..=64).find(|b| min >= -(1i128 << (b - 1)) as i64 && (max as i128) < (1i128 << (b - 1))).unwrap_or(64)
@@ -224,6 +258,34 @@ mod tests {
             "007#minute#2025-11-21"
         );
         assert_eq!(KeyModel::partition_key(7, Rollup::Hour, Rollup::Hour.bin().start_of(t)), "007#hour#2025-11");
+    }
+
+    /// Sort keys and prefixes stored by every earlier version depend on
+    /// these: the hash, the packing, the order.
+    #[test]
+    fn identities_are_pinned() {
+        assert_eq!(KeyModel::identity(&["a", "b", "c"]), 0x7b3d61ed1113335c2648cc58f01499e8);
+        assert_eq!(KeyModel::identity(&["news.example", "spring", "DE", "/p/1"]), 0x9091a6e6f1b3532c04bfeff4612184b1);
+        assert_eq!(KeyModel::identity(&[]), 0x99aa06d3014798d86001c324468d497f);
+    }
+
+    proptest::proptest! {
+        /// One pass over the packed values is the hash of the values fed
+        /// one by one (how identities were first computed), and packing
+        /// reads back.
+        #[test]
+        fn one_pass_identity_is_the_streamed_one(values in proptest::collection::vec(".{0,40}", 0..6)) {
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            let mut h = xxhash_rust::xxh3::Xxh3::new();
+            for v in &values {
+                h.update(&(v.len() as u32).to_le_bytes());
+                h.update(v.as_bytes());
+            }
+            proptest::prop_assert_eq!(KeyModel::identity(&values), h.digest128());
+            let mut packed = Vec::new();
+            pack_values(&values, &mut packed);
+            proptest::prop_assert!(unpack_values(&packed).eq(values.iter().copied()));
+        }
     }
 
     #[test]

@@ -76,26 +76,25 @@ fn slot_hash(name: u32, bucket: i64) -> u64 {
 
 impl ShardPartials {
     /// The index of key `id`'s names, kept if new (their bytes added to
-    /// `grown`); an error when the kept names are not `values`.
-    pub fn name(&mut self, id: Identity, values: &[&str], grown: &mut u64) -> Result<u32, IdentityCollision> {
-        let Names { keys, index, packed } = &mut self.names;
+    /// `grown`); an error when the kept names are not `packed`.
+    pub fn name(&mut self, id: Identity, packed: &[u8], grown: &mut u64) -> Result<u32, IdentityCollision> {
+        let Names { keys, index, packed: all } = &mut self.names;
         // The identity is a hash already.
         let hash = id as u64;
         let i = match index.entry(hash, |&i| keys[i as usize].id() == id, |&i| keys[i as usize].id() as u64) {
             hash_table::Entry::Occupied(e) => *e.get(),
             hash_table::Entry::Vacant(e) => {
                 let i = keys.len() as u32;
-                let start = packed.len();
-                keys.push(Name { id: [(id >> 64) as u64, id as u64], start: start as u64 });
-                super::pack(values, packed);
-                *grown += NAME_BYTES + (packed.len() - start) as u64;
+                keys.push(Name { id: [(id >> 64) as u64, id as u64], start: all.len() as u64 });
+                all.extend_from_slice(packed);
+                *grown += NAME_BYTES + packed.len() as u64;
                 e.insert(i);
                 return Ok(i);
             }
         };
         let known = self.names.values(i as usize);
-        if !super::packed_eq(known, values) {
-            return Err(super::collision(id, &KeyValues::from_packed(known), values));
+        if known != packed {
+            return Err(super::collision(id, known, packed));
         }
         Ok(i)
     }
@@ -214,7 +213,7 @@ impl Generation {
         names.packed.clear();
         for n in names.keys.iter_mut() {
             n.start = names.packed.len() as u64;
-            super::pack(values, &mut names.packed);
+            zigzag_model::keys::pack_values(values, &mut names.packed);
         }
     }
 
@@ -249,8 +248,7 @@ impl Generation {
                         std::collections::hash_map::Entry::Occupied(mut e) => {
                             let (mine, known) = e.get_mut();
                             if known != names {
-                                let values: Vec<&str> = names.iter().collect();
-                                return Err(super::collision(id, known, &values));
+                                return Err(super::collision(id, &known.0, &names.0));
                             }
                             mine.merge(set, &slot.partial);
                         }
@@ -318,7 +316,8 @@ mod tests {
                 // low word) collides, and equality must tell them apart.
                 let id = (Identity::from(key) << 64) | Identity::from(key % 3);
                 let text = format!("key-{key}");
-                let values = [text.as_str(), "x"];
+                let mut values = Vec::new();
+                zigzag_model::keys::pack_values(&[text.as_str(), "x"], &mut values);
                 let name = part.name(id, &values, &mut grown).expect("one key, one set of names");
                 prop_assert_eq!(*names.entry(key).or_insert(name), name, "a key keeps its index");
                 let (p, created) = part.partial(name, bucket * 60_000, || set.partial());
@@ -334,12 +333,14 @@ mod tests {
                 let count = MeasureValue::Count(oracle[&(key, slot.bucket / 60_000)] as u64);
                 prop_assert_eq!(&slot.partial.values(&set).0[0], &count, "every add reached its own partial");
                 let text = format!("key-{key}");
-                prop_assert!(super::super::unpack(part.names.values(slot.name as usize)).eq([text.as_str(), "x"]));
+                prop_assert!(zigzag_model::keys::unpack_values(part.names.values(slot.name as usize)).eq([text.as_str(), "x"]));
             }
             // Another set of names for a known identity is a collision.
             let id: Identity = 0;
             if names.contains_key(&0) {
-                prop_assert!(part.name(id, &["other", "x"], &mut grown).is_err());
+                let mut other = Vec::new();
+                zigzag_model::keys::pack_values(&["other", "x"], &mut other);
+                prop_assert!(part.name(id, &other, &mut grown).is_err());
             }
         }
     }

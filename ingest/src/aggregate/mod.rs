@@ -20,8 +20,8 @@ use crate::decode::{DecodeError, Decoder, Event, FieldValue};
 use crate::source::RecordBatch;
 pub use generation::{Generation, MergedPartials, Sizes};
 use generation::{Grown, ShardPartials, PARTIAL_BYTES};
-use std::borrow::Cow;
 use std::sync::Arc;
+use zigzag_model::keys::{identity_of_packed, pack_values, push_packed, unpack_values};
 use zigzag_model::schema::value::display;
 use zigzag_model::{Identity, KeyModel, MeasureSet, Position, Rollup};
 
@@ -62,7 +62,7 @@ pub struct KeyValues(Arc<[u8]>);
 impl KeyValues {
     pub fn new(values: &[&str]) -> Self {
         let mut packed = Vec::with_capacity(values.iter().map(|v| 4 + v.len()).sum());
-        pack(values, &mut packed);
+        pack_values(values, &mut packed);
         KeyValues(packed.into())
     }
 
@@ -72,41 +72,8 @@ impl KeyValues {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        unpack(&self.0)
+        unpack_values(&self.0)
     }
-}
-
-/// Appends `values` packed: u32 length + UTF-8 bytes each.
-fn pack(values: &[&str], out: &mut Vec<u8>) {
-    for v in values {
-        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        out.extend_from_slice(v.as_bytes());
-    }
-}
-
-/// Whether `packed` holds exactly `values` (compared as bytes: the hot
-/// path's check of every event against its key's names).
-fn packed_eq(mut packed: &[u8], values: &[&str]) -> bool {
-    for v in values {
-        let Some((len, tail)) = packed.split_first_chunk::<4>() else { return false };
-        let len = u32::from_le_bytes(*len) as usize;
-        if len != v.len() || tail.get(..len) != Some(v.as_bytes()) {
-            return false;
-        }
-        packed = &tail[len..];
-    }
-    packed.is_empty()
-}
-
-/// The values of a packed slice.
-fn unpack(mut rest: &[u8]) -> impl Iterator<Item = &str> + '_ {
-    std::iter::from_fn(move || {
-        let (len, tail) = rest.split_first_chunk::<4>()?;
-        let (value, tail) = tail.split_at(u32::from_le_bytes(*len) as usize);
-        rest = tail;
-        // Packed from &str values only: always UTF-8.
-        Some(std::str::from_utf8(value).unwrap_or_default())
-    })
 }
 
 /// The aggregation rules: how records decode, which fields key an
@@ -166,10 +133,11 @@ impl Aggregator {
         let part = gen.shard(shard);
         let mut part = generation::lock(&part);
         let mut grown = Grown::new(gen);
+        let mut packed = Vec::new();
         for (pos, bytes) in batch.iter() {
             match self.decoder.decode(bytes) {
                 Ok(event) => {
-                    self.add(&mut part, &event, &mut grown)?;
+                    self.add(&mut part, &event, &mut grown, &mut packed)?;
                     counts.valid += 1;
                 }
                 // A CSV header row is framing, not a record: nothing to keep.
@@ -187,25 +155,30 @@ impl Aggregator {
     pub fn add_event(&self, gen: &Generation, shard: u32, e: &Event) -> Result<(), IdentityCollision> {
         let part = gen.shard(shard);
         let mut part = generation::lock(&part);
-        self.add(&mut part, e, &mut Grown::new(gen))
+        self.add(&mut part, e, &mut Grown::new(gen), &mut Vec::new())
     }
 
-    /// Aggregates one event into its shard's maps.
+    /// Aggregates one event into its shard's maps (`packed`: scratch space
+    /// for the key's values, reused from event to event).
     #[inline]
-    fn add(&self, part: &mut ShardPartials, e: &Event, grown: &mut Grown) -> Result<(), IdentityCollision> {
-        const INLINE: usize = 4;
-        let mut texts: smallvec::SmallVec<[Cow<'_, str>; INLINE]> = smallvec::SmallVec::new();
+    fn add(
+        &self,
+        part: &mut ShardPartials,
+        e: &Event,
+        grown: &mut Grown,
+        packed: &mut Vec<u8>,
+    ) -> Result<(), IdentityCollision> {
+        packed.clear();
         for (f, spec) in &self.dims {
-            texts.push(match &e.values[*f] {
-                FieldValue::Str(s) => Cow::Borrowed(&**s),
-                other => Cow::Owned(display(spec, other)),
-            });
+            match &e.values[*f] {
+                FieldValue::Str(s) => push_packed(s, packed),
+                other => push_packed(&display(spec, other), packed),
+            }
         }
-        let values: smallvec::SmallVec<[&str; INLINE]> = texts.iter().map(|t| &**t).collect();
-        let id = KeyModel::identity(&values);
+        let id = identity_of_packed(packed);
         // Every event is checked against its key's names (a hash collision
         // is an error, never a merge); a new key's are kept.
-        let name = part.name(id, &values, &mut grown.bytes)?;
+        let name = part.name(id, packed, &mut grown.bytes)?;
         let (p, created) = part.partial(name, self.finest.floor(e.ts_ms), || self.measures.partial());
         if created {
             p.add(&self.measures, &e.values);
@@ -223,12 +196,10 @@ impl Aggregator {
     }
 }
 
-fn collision(id: Identity, known: &KeyValues, values: &[&str]) -> IdentityCollision {
-    IdentityCollision {
-        id,
-        a: known.iter().map(|s| s.to_string()).collect(),
-        b: values.iter().map(|s| s.to_string()).collect(),
-    }
+/// Two keys' packed names under one identity.
+fn collision(id: Identity, known: &[u8], other: &[u8]) -> IdentityCollision {
+    let names = |packed| unpack_values(packed).map(str::to_string).collect();
+    IdentityCollision { id, a: names(known), b: names(other) }
 }
 
 #[cfg(test)]

@@ -32,6 +32,9 @@ struct Child {
     /// The key's first 8 bytes, zero-padded: most keys are told apart by
     /// one comparison of words, without a call to `memcmp`.
     head: u64,
+    /// Written in a record as it is, without escapes (no `"`, `\` or
+    /// control character in it): such a key can be read by comparison.
+    plain: bool,
     index: Option<usize>,
     node: Node,
 }
@@ -61,6 +64,7 @@ impl PathTrie {
                         node.children.push(Child {
                             key: token.as_bytes().into(),
                             head: head(token.as_bytes()),
+                            plain: !token.bytes().any(|b| STRING_STOP[b as usize]),
                             index: Pointer::index(token),
                             node: Node::default(),
                         });
@@ -240,14 +244,26 @@ impl<'a> Scan<'a> {
             self.i += 1;
             return Ok(());
         }
+        // The child expected next: records of one producer keep their
+        // keys in one order, so after the key of child k comes child k+1's.
+        let mut expected = 0;
         loop {
             if self.peek() != Some(b'"') {
                 return Err(self.eof_or("EOF while parsing an object", "key must be a string"));
             }
-            let key = self.key()?;
+            let child = match self.expected_key(node, expected) {
+                Some(at) => Some(at),
+                None => {
+                    let key = self.key()?;
+                    self.child(node, &key)
+                }
+            };
+            if let Some(at) = child {
+                expected = at + 1;
+            }
             self.colon()?;
-            match self.child(node, &key) {
-                Some(child) => self.walk(child, out)?,
+            match child {
+                Some(at) => self.walk(&node.children[at].node, out)?,
                 None => self.skip()?,
             }
             self.ws();
@@ -268,9 +284,31 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// The child of `node` named by `key`.
+    /// Whether the key at `"` is child `at`'s, written as it is: then it
+    /// is read by comparing its bytes (and the closing quote after them),
+    /// without scanning a string.
     #[inline]
-    fn child<'n>(&self, node: &'n Node, key: &Key) -> Option<&'n Node> {
+    fn expected_key(&mut self, node: &Node, at: usize) -> Option<usize> {
+        let c = node.children.get(at).filter(|c| c.plain)?;
+        let (start, len) = (self.i + 1, c.key.len());
+        if self.b.get(start + len) != Some(&b'"') {
+            return None;
+        }
+        let word = match self.b.get(start..start + 8) {
+            Some(w) => u64::from_le_bytes(w.try_into().unwrap_or_default()),
+            None => head(&self.b[start..start + len]),
+        };
+        let word = if len >= 8 { word } else { word & ((1u64 << (len * 8)) - 1) };
+        if word != c.head || (len > 8 && self.b[start + 8..start + len] != c.key[8..]) {
+            return None;
+        }
+        self.i = start + len + 1;
+        Some(at)
+    }
+
+    /// The index of the child of `node` named by `key`.
+    #[inline]
+    fn child(&self, node: &Node, key: &Key) -> Option<usize> {
         let (bytes, h) = match key {
             Key::Plain { start, end } => {
                 let bytes = &self.b[*start..*end];
@@ -293,7 +331,7 @@ impl<'a> Scan<'a> {
         };
         let same =
             |c: &&Child| c.head == h && c.key.len() == bytes.len() && (bytes.len() <= 8 || c.key[8..] == bytes[8..]);
-        node.children.iter().find(same).map(|c| &c.node)
+        node.children.iter().position(|c| same(&c))
     }
 
     /// `:` and the whitespace around it.

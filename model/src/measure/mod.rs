@@ -156,6 +156,9 @@ pub struct MeasureSet {
     ratios: Vec<Ratio>,
     slots: usize,
     sketches: usize,
+    /// A partial no event has reached, made once: each new key's is a
+    /// copy (a new partial per event is the aggregate's common case).
+    empty: Partial,
 }
 
 /// Names an item uses for itself: not measure names.
@@ -251,7 +254,9 @@ impl MeasureSet {
                 denominator: find(&r.denominator)?,
             });
         }
-        Ok(MeasureSet { measures, ratios: compiled, slots: slot, sketches })
+        let mut set = MeasureSet { measures, ratios: compiled, slots: slot, sketches, empty: Partial::default() };
+        set.empty = Partial::new(&set);
+        Ok(set)
     }
 
     pub fn measures(&self) -> &[Measure] {
@@ -267,8 +272,9 @@ impl MeasureSet {
     }
 
     /// A fresh accumulator for one key.
+    #[inline]
     pub fn partial(&self) -> Partial {
-        Partial::new(self)
+        self.empty.clone()
     }
 
     /// The value of ratio `r` for `values` (None: zero denominator).

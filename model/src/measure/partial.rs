@@ -10,7 +10,7 @@ use crate::hll::Hll;
 use crate::schema::FieldValue;
 use smallvec::SmallVec;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Partial {
     words: SmallVec<[i64; 6]>,
     /// Bit i: measure i has a value (min/max/sum of at least one event).
