@@ -16,7 +16,7 @@
 
 mod generation;
 
-use crate::decode::{DecodeError, Decoder, Event, FieldValue};
+use crate::decode::{DecodeError, Decoder, Event, FieldValue, Values};
 use crate::source::RecordBatch;
 pub use generation::{Generation, MergedPartials, Sizes};
 use generation::{Grown, ShardPartials, PARTIAL_BYTES};
@@ -134,10 +134,11 @@ impl Aggregator {
         let mut part = generation::lock(&part);
         let mut grown = Grown::new(gen);
         let mut packed = Vec::new();
+        let mut values = Values::new();
         for (pos, bytes) in batch.iter() {
-            match self.decoder.decode(bytes) {
-                Ok(event) => {
-                    self.add(&mut part, &event, &mut grown, &mut packed)?;
+            match self.decoder.decode_into(bytes, &mut values) {
+                Ok(ts_ms) => {
+                    self.add(&mut part, ts_ms, &values, &mut grown, &mut packed)?;
                     counts.valid += 1;
                 }
                 // A CSV header row is framing, not a record: nothing to keep.
@@ -155,7 +156,7 @@ impl Aggregator {
     pub fn add_event(&self, gen: &Generation, shard: u32, e: &Event) -> Result<(), IdentityCollision> {
         let part = gen.shard(shard);
         let mut part = generation::lock(&part);
-        self.add(&mut part, e, &mut Grown::new(gen), &mut Vec::new())
+        self.add(&mut part, e.ts_ms, &e.values, &mut Grown::new(gen), &mut Vec::new())
     }
 
     /// Aggregates one event into its shard's maps (`packed`: scratch space
@@ -164,13 +165,14 @@ impl Aggregator {
     fn add(
         &self,
         part: &mut ShardPartials,
-        e: &Event,
+        ts_ms: i64,
+        values: &[FieldValue],
         grown: &mut Grown,
         packed: &mut Vec<u8>,
     ) -> Result<(), IdentityCollision> {
         packed.clear();
         for (f, spec) in &self.dims {
-            match &e.values[*f] {
+            match &values[*f] {
                 FieldValue::Str(s) => push_packed(s, packed),
                 other => push_packed(&display(spec, other), packed),
             }
@@ -179,18 +181,18 @@ impl Aggregator {
         // Every event is checked against its key's names (a hash collision
         // is an error, never a merge); a new key's are kept.
         let name = part.name(id, packed, &mut grown.bytes)?;
-        let (p, created) = part.partial(name, self.finest.floor(e.ts_ms), || self.measures.partial());
+        let (p, created) = part.partial(name, self.finest.floor(ts_ms), || self.measures.partial());
         if created {
-            p.add(&self.measures, &e.values);
+            p.add(&self.measures, values);
             grown.bytes += PARTIAL_BYTES + p.heap_bytes() as u64;
             grown.partials += 1;
         } else if self.measures.has_sketches() {
             // A sketch grows as values arrive: counted as it grows.
             let before = p.heap_bytes();
-            p.add(&self.measures, &e.values);
+            p.add(&self.measures, values);
             grown.bytes += p.heap_bytes().saturating_sub(before) as u64;
         } else {
-            p.add(&self.measures, &e.values);
+            p.add(&self.measures, values);
         }
         Ok(())
     }

@@ -29,8 +29,11 @@ pub use zigzag_model::schema::FieldValue;
 pub struct Event<'a> {
     /// Milliseconds since the Unix epoch, UTC.
     pub ts_ms: i64,
-    pub values: SmallVec<[FieldValue<'a>; 8]>,
+    pub values: Values<'a>,
 }
+
+/// Every field's value of one event, in schema order.
+pub type Values<'a> = SmallVec<[FieldValue<'a>; 8]>;
 
 /// Limits on what a record may be (beyond each field's own).
 #[derive(Debug, Clone, Copy)]
@@ -169,16 +172,32 @@ impl Decoder {
 
     /// Decodes and validates one record.
     pub fn decode<'a>(&self, bytes: &'a [u8]) -> Result<Event<'a>, DecodeError> {
+        let mut values = SmallVec::new();
+        let ts_ms = self.decode_into(bytes, &mut values)?;
+        Ok(Event { ts_ms, values })
+    }
+
+    /// Decodes one record into `values` (cleared first; a batch reuses one
+    /// buffer, not a new event per record), returning its event time.
+    pub fn decode_into<'a>(&self, bytes: &'a [u8], values: &mut Values<'a>) -> Result<i64, DecodeError> {
         if bytes.len() > self.limits.max_bytes {
             return Err(DecodeError::Oversize { bytes: bytes.len(), max: self.limits.max_bytes });
         }
         let text = std::str::from_utf8(bytes).map_err(|e| DecodeError::NotUtf8 { offset: e.valid_up_to() })?;
-        let mut values: SmallVec<[FieldValue<'a>; 8]> = SmallVec::with_capacity(self.slots.len());
+        values.clear();
         match &self.format {
             Framing::Json(trie) => {
-                let mut raw: SmallVec<[Option<json::Raw<'a>>; 8]> = SmallVec::from_elem(None, self.slots.len());
-                trie.capture(text, &mut raw)?;
-                for (slot, raw) in self.slots.iter().zip(raw) {
+                let mut inline = [None; 8];
+                let mut spilled = Vec::new();
+                let raw = match self.slots.len() {
+                    n if n <= inline.len() => &mut inline[..n],
+                    n => {
+                        spilled.resize(n, None);
+                        &mut spilled[..]
+                    }
+                };
+                trie.capture(text, raw)?;
+                for (slot, raw) in self.slots.iter().zip(raw.iter()) {
                     let v = match raw {
                         None => FieldValue::Absent,
                         Some(r) => slot.typed.parse_json_scanned(r.text, r.escaped).map_err(|e| field_err(slot, e))?,
@@ -217,7 +236,7 @@ impl Decoder {
                 max: self.limits.max_ts_ms,
             });
         }
-        Ok(Event { ts_ms, values })
+        Ok(ts_ms)
     }
 
     /// Defaults and requirements.
