@@ -251,7 +251,7 @@ impl<'a> Scan<'a> {
             if self.peek() != Some(b'"') {
                 return Err(self.eof_or("EOF while parsing an object", "key must be a string"));
             }
-            let child = match self.expected_key(node, expected) {
+            let child = match self.known_key(node, expected) {
                 Some(at) => Some(at),
                 None => {
                     let key = self.key()?;
@@ -284,26 +284,33 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// Whether the key at `"` is child `at`'s, written as it is: then it
-    /// is read by comparing its bytes (and the closing quote after them),
-    /// without scanning a string.
+    /// Which child's key the key at `"` is, if it is one written as it
+    /// stands: found by comparing bytes (each child's, and the closing
+    /// quote after them), without scanning a string. Tried from child
+    /// `from` on: records of one producer keep their keys in one order.
     #[inline]
-    fn expected_key(&mut self, node: &Node, at: usize) -> Option<usize> {
-        let c = node.children.get(at).filter(|c| c.plain)?;
-        let (start, len) = (self.i + 1, c.key.len());
-        if self.b.get(start + len) != Some(&b'"') {
-            return None;
-        }
+    fn known_key(&mut self, node: &Node, from: usize) -> Option<usize> {
+        let start = self.i + 1;
         let word = match self.b.get(start..start + 8) {
             Some(w) => u64::from_le_bytes(w.try_into().unwrap_or_default()),
-            None => head(&self.b[start..start + len]),
+            None => head(&self.b[start.min(self.b.len())..]),
         };
-        let word = if len >= 8 { word } else { word & ((1u64 << (len * 8)) - 1) };
-        if word != c.head || (len > 8 && self.b[start + 8..start + len] != c.key[8..]) {
-            return None;
+        let n = node.children.len();
+        for k in 0..n {
+            let at = if from + k < n { from + k } else { from + k - n };
+            let c = &node.children[at];
+            let len = c.key.len();
+            let masked = if len >= 8 { word } else { word & ((1u64 << (len * 8)) - 1) };
+            if c.plain
+                && masked == c.head
+                && self.b.get(start + len) == Some(&b'"')
+                && (len <= 8 || self.b[start + 8..start + len] == c.key[8..])
+            {
+                self.i = start + len + 1;
+                return Some(at);
+            }
         }
-        self.i = start + len + 1;
-        Some(at)
+        None
     }
 
     /// The index of the child of `node` named by `key`.
