@@ -185,9 +185,9 @@ pub struct Raw<'a> {
     pub escaped: bool,
 }
 
-/// A key as read: its bytes in the record (no escapes) or unescaped.
+/// A key as read: as it stands in the record (no escapes), or unescaped.
 enum Key {
-    Plain { start: usize, end: usize },
+    Plain,
     Unescaped(String),
 }
 
@@ -253,10 +253,12 @@ impl<'a> Scan<'a> {
             }
             let child = match self.known_key(node, expected) {
                 Some(at) => Some(at),
-                None => {
-                    let key = self.key()?;
-                    self.child(node, &key)
-                }
+                // Not a path's key as it stands: another key, or one written
+                // with escapes (then compared once unescaped).
+                None => match self.key()? {
+                    Key::Plain => None,
+                    Key::Unescaped(key) => node.children.iter().position(|c| *c.key == *key.as_bytes()),
+                },
             };
             if let Some(at) = child {
                 expected = at + 1;
@@ -311,34 +313,6 @@ impl<'a> Scan<'a> {
             }
         }
         None
-    }
-
-    /// The index of the child of `node` named by `key`.
-    #[inline]
-    fn child(&self, node: &Node, key: &Key) -> Option<usize> {
-        let (bytes, h) = match key {
-            Key::Plain { start, end } => {
-                let bytes = &self.b[*start..*end];
-                // One unaligned load when 8 bytes are there (always, but
-                // at the very end of a malformed record), masked to the key.
-                let h = match self.b.get(*start..*start + 8) {
-                    Some(w) => {
-                        let w = u64::from_le_bytes(w.try_into().unwrap_or_default());
-                        if bytes.len() >= 8 {
-                            w
-                        } else {
-                            w & ((1u64 << (bytes.len() * 8)) - 1)
-                        }
-                    }
-                    None => head(bytes),
-                };
-                (bytes, h)
-            }
-            Key::Unescaped(s) => (s.as_bytes(), head(s.as_bytes())),
-        };
-        let same =
-            |c: &&Child| c.head == h && c.key.len() == bytes.len() && (bytes.len() <= 8 || c.key[8..] == bytes[8..]);
-        node.children.iter().position(|c| same(&c))
     }
 
     /// `:` and the whitespace around it.
@@ -429,7 +403,7 @@ impl<'a> Scan<'a> {
     fn key(&mut self) -> Step<Key> {
         let start = self.i + 1;
         if !self.string()? {
-            return Ok(Key::Plain { start, end: self.i - 1 });
+            return Ok(Key::Plain);
         }
         // Keys with escapes are rare: unescaped by serde_json, which also
         // refuses escapes that name no text (a lone surrogate).
