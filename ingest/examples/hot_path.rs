@@ -1,20 +1,31 @@
-//! The ingest hot path, run a fixed number of times on the benchmark's
-//! events, for counting instructions rather than timing (this machine's
-//! speed drifts; an instruction count does not):
+//! The ingest hot path, run a fixed number of times on generated events,
+//! for counting instructions as well as timing (this machine's speed
+//! drifts; an instruction count does not):
 //!
 //! `cargo build --release -p zigzag-ingest --example hot_path`
+//! `target/release/examples/hot_path STAGE ROUNDS DATA`
 //! `valgrind --tool=cachegrind --cache-sim=no target/release/examples/hot_path decode 5`
 //!
-//! Stages: `decode` (decode only) or `whole` (decode + downsample +
-//! aggregate into a generation sized like the last). Prints the events
-//! processed (divide cachegrind's `I refs` by it) and the best round's
-//! events per second: on a machine whose neighbours slow it down by turns,
-//! the fastest of many rounds is the steadiest measure of the code.
+//! STAGE: `decode` (decode only) or `whole` (decode + downsample +
+//! aggregate into a generation sized like the last).
+//! DATA: `shipped` (the click/impression generator, ~150-byte records),
+//! `shuffled` (the same records with their keys in a random order per
+//! record, and an unknown key added to one in four), `ad_server` (nested
+//! JSON) or `access_log` (CSV), the last two from `examples/schemas/`.
+//!
+//! Prints the events processed (divide cachegrind's `I refs` by it) and
+//! the best round's events per second: on a machine whose neighbours slow
+//! it down by turns, the fastest of many rounds is the steadiest measure of
+//! the code.
 
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use std::path::Path;
 use zigzag_ingest::aggregate::{Aggregator, Generation};
-use zigzag_ingest::decode::Decoder;
+use zigzag_ingest::decode::{DecodeLimits, Decoder};
 use zigzag_ingest::source::RecordBatch;
-use zigzag_loadgen::{GenConfig, Generator};
+use zigzag_loadgen::declared::traffic_file::TrafficFile;
+use zigzag_loadgen::{GenConfig, Generator, SchemaGenerator, Traffic};
 use zigzag_model::{Config, KeyModel, Position};
 
 const N: u64 = 20_000;
@@ -23,16 +34,20 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let stage = args.next().unwrap_or_else(|| "whole".into());
     let rounds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
-    let gen = Generator::new(GenConfig { records: N, shards: 1, malformed_fraction: 0.0, ..Default::default() });
-    let mut batch = RecordBatch::default();
-    let mut buf = Vec::new();
-    for seq in 1..=N {
-        gen.record(0, seq, &mut buf);
-        batch.push(Position::at(seq), &buf);
+    let data = args.next().unwrap_or_else(|| "shipped".into());
+    let (config, batch) = records(&data);
+    let keys = KeyModel::new(&config).expect("a valid config");
+    let decoder = Decoder::new(&config, DecodeLimits::default()).expect("a valid schema");
+    let agg = Aggregator::new(&keys, decoder, config.measure_set().expect("valid measures"));
+    let mut refused = std::collections::BTreeMap::new();
+    for (_, r) in batch.iter() {
+        if let Err(e) = agg.decoder().decode(r) {
+            *refused.entry(e.reason()).or_insert(0) += 1;
+        }
     }
-    let config = Config::default();
-    let keys = KeyModel::new(&config).expect("the shipped config");
-    let agg = Aggregator::new(&keys, Decoder::shipped(), config.measure_set().expect("the shipped measures"));
+    if !refused.is_empty() {
+        eprintln!("refused (header rows, or a generator/decoder disagreement): {refused:?}");
+    }
     let mut events = 0u64;
     let mut best = std::time::Duration::MAX;
     for _ in 0..rounds {
@@ -56,4 +71,55 @@ fn main() {
         best = best.min(started.elapsed());
     }
     println!("{events} events; best round {:.2} M events/s", N as f64 / best.as_secs_f64() / 1e6);
+}
+
+/// The configuration and N valid records of one kind of data.
+fn records(data: &str) -> (Config, RecordBatch) {
+    let cfg = GenConfig { records: N, shards: 1, malformed_fraction: 0.0, ..Default::default() };
+    let mut batch = RecordBatch::default();
+    let mut buf = Vec::new();
+    match data {
+        "shipped" | "shuffled" => {
+            let gen = Generator::new(cfg);
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+            for seq in 1..=N {
+                gen.record(0, seq, &mut buf);
+                if data == "shuffled" {
+                    buf = shuffled(&buf, &mut rng);
+                }
+                batch.push(Position::at(seq), &buf);
+            }
+            (Config::default(), batch)
+        }
+        "ad_server" | "access_log" => {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/schemas");
+            let read = |file: String| std::fs::read_to_string(dir.join(&file)).expect("the shipped example");
+            let config = Config::from_toml(&read(format!("{data}.toml"))).expect("a valid example");
+            let traffic = TrafficFile::from_toml(&read(format!("{data}.traffic.toml"))).expect("a valid traffic file");
+            let gen = SchemaGenerator::new(cfg, &config, &traffic).expect("the example's generator");
+            for seq in 1..=N {
+                gen.write(0, seq, &mut buf);
+                batch.push(Position::at(seq), &buf);
+            }
+            (config, batch)
+        }
+        other => {
+            eprintln!("unknown data {other}: shipped, shuffled, ad_server or access_log");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The record with its top-level keys in a random order, and one in four
+/// with a key no path names.
+fn shuffled(record: &[u8], rng: &mut rand::rngs::SmallRng) -> Vec<u8> {
+    let object: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(record).expect("the generator writes JSON objects");
+    let mut members: Vec<String> =
+        object.iter().map(|(k, v)| format!("{}:{}", serde_json::Value::from(k.as_str()), v)).collect();
+    if rng.gen_bool(0.25) {
+        members.push(r#""session":{"id":"s-1","pages":[1,2,3]}"#.to_string());
+    }
+    members.shuffle(rng);
+    format!("{{{}}}", members.join(",")).into_bytes()
 }

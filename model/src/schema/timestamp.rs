@@ -11,9 +11,16 @@
 
 use super::value::{decimal_units, ValueError};
 use super::TimeFormat;
-use chrono::{DateTime, NaiveDateTime};
+use chrono::format::{Item, Parsed, StrftimeItems};
+use chrono::DateTime;
 
-pub(super) fn timestamp(format: &TimeFormat, text: &str, quoted: bool) -> Result<i64, ValueError> {
+/// `text` in `format` (`pattern`: a pattern format's items, parsed once).
+pub(super) fn timestamp(
+    format: &TimeFormat,
+    pattern: Option<&[Item<'static>]>,
+    text: &str,
+    quoted: bool,
+) -> Result<i64, ValueError> {
     let bad = || ValueError::BadTimestamp { value: text.to_string(), format: format_name(format) };
     let epoch = |scale: u32, per_ms: i64| -> Result<i64, ValueError> {
         // Seconds may carry a fraction (to the millisecond); finer units
@@ -30,10 +37,20 @@ pub(super) fn timestamp(format: &TimeFormat, text: &str, quoted: bool) -> Result
         TimeFormat::EpochUs => epoch(0, 1_000),
         TimeFormat::EpochNs => epoch(0, 1_000_000),
         TimeFormat::Pattern(p) => {
-            if let Ok(t) = DateTime::parse_from_str(text, p) {
-                return Ok(t.timestamp_millis());
+            // One parse; then the instant it names with its zone, or, when
+            // the pattern has none, as UTC.
+            let mut parsed = Parsed::new();
+            match pattern {
+                Some(items) => chrono::format::parse(&mut parsed, text, items.iter()),
+                None => chrono::format::parse(&mut parsed, text, StrftimeItems::new(p)),
             }
-            NaiveDateTime::parse_from_str(text, p).map(|t| t.and_utc().timestamp_millis()).map_err(|_| bad())
+            .map_err(|_| bad())?;
+            match parsed.to_datetime() {
+                Ok(t) => Ok(t.timestamp_millis()),
+                Err(_) => {
+                    parsed.to_naive_datetime_with_offset(0).map(|t| t.and_utc().timestamp_millis()).map_err(|_| bad())
+                }
+            }
         }
     }
 }
