@@ -256,6 +256,15 @@ fn json_string(raw: &str, escaped: bool) -> Option<Cow<'_, str>> {
 /// units, exactly: more digits than the scale, or a value beyond i64, is
 /// an error.
 pub fn decimal_units(text: &str, scale: u32) -> Result<i64, ValueError> {
+    match plain_units(text, scale) {
+        Some(v) => Ok(v),
+        None => any_units(text, scale),
+    }
+}
+
+/// [`decimal_units`] for any text: exponents, signs, surplus zeros,
+/// overflow, and every error.
+fn any_units(text: &str, scale: u32) -> Result<i64, ValueError> {
     let bad = || ValueError::BadNumber { value: text.to_string() };
     let range = || ValueError::OutOfRange {
         value: text.to_string(),
@@ -310,6 +319,42 @@ pub fn decimal_units(text: &str, scale: u32) -> Result<i64, ValueError> {
     i64::try_from(v).map_err(|_| range())
 }
 
+/// The common case of [`decimal_units`] (tested against [`any_units`]), in one pass: an optional `-`,
+/// 1 to 18 digits (under 10^18: no overflow), and optionally a point and
+/// at most `scale` digits. None for anything else, which the general
+/// rules then read (or refuse).
+#[inline]
+fn plain_units(text: &str, scale: u32) -> Option<i64> {
+    let (negative, body) = match text.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        body => (false, body),
+    };
+    let (mut v, mut digits, mut frac) = (0i64, 0u32, None::<u32>);
+    for &b in body {
+        match b {
+            b'0'..=b'9' => {
+                if digits == 18 {
+                    return None;
+                }
+                v = v * 10 + i64::from(b - b'0');
+                digits += 1;
+                if let Some(f) = frac.as_mut() {
+                    *f += 1;
+                }
+            }
+            b'.' if frac.is_none() => frac = Some(0),
+            _ => return None,
+        }
+    }
+    let frac = frac.unwrap_or(0);
+    let int_digits = digits - frac;
+    if int_digits == 0 || (frac == 0 && body.last() == Some(&b'.')) || frac > scale {
+        return None;
+    }
+    let v = v.checked_mul(10i64.checked_pow(scale - frac)?)?;
+    Some(if negative { -v } else { v })
+}
+
 /// Text of `v` units of 10^-scale, shortest form (`12.5`, `7`).
 /// `v` units of 10^-scale as exact decimal text, without trailing zeros
 /// (`1500` at scale 3 is `1.5`), for any i128.
@@ -338,5 +383,22 @@ pub fn display(f: &FieldSpec, v: &FieldValue<'_>) -> String {
         FieldValue::Dec(d) => format_units(*d as i128, f.scale().unwrap_or(0)),
         FieldValue::Bool(b) => b.to_string(),
         FieldValue::Time(t) => t.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Wherever the one-pass reading answers, the general one agrees.
+        #[test]
+        fn plain_units_agree_with_the_general_rules(text in "-?[0-9]{0,21}(\\.[0-9]{0,8})?", scale in 0u32..10) {
+            if let Some(v) = plain_units(&text, scale) {
+                prop_assert_eq!(Ok(v), any_units(&text, scale), "{} at scale {}", text, scale);
+            }
+            prop_assert_eq!(decimal_units(&text, scale), any_units(&text, scale));
+        }
     }
 }
