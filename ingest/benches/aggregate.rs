@@ -58,11 +58,7 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("aggregate_decoded", format!("{rollups}_rollups")), &events, |bn, evs| {
             bn.iter_batched_ref(
                 Generation::default,
-                |gen| {
-                    for e in evs {
-                        agg_n.add_event(gen, 0, e).unwrap();
-                    }
-                },
+                |gen| agg_n.add_events(gen, 0, evs).unwrap(),
                 criterion::BatchSize::LargeInput,
             )
         });

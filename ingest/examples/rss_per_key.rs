@@ -45,7 +45,7 @@ fn main() {
             .into_iter()
             .collect(),
         };
-        agg.add_event(&gen, 0, &e).expect("no identity collisions");
+        agg.add_events(&gen, 0, std::slice::from_ref(&e)).expect("no identity collisions");
     }
     let after = rss_kb();
     let keys_live = gen.len() as f64;

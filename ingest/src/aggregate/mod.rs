@@ -152,11 +152,15 @@ impl Aggregator {
         Ok(counts)
     }
 
-    /// Aggregates one decoded event into `gen`.
-    pub fn add_event(&self, gen: &Generation, shard: u32, e: &Event) -> Result<(), IdentityCollision> {
+    /// Aggregates decoded events into `gen`, as a batch would.
+    pub fn add_events(&self, gen: &Generation, shard: u32, events: &[Event]) -> Result<(), IdentityCollision> {
         let part = gen.shard(shard);
         let mut part = generation::lock(&part);
-        self.add(&mut part, e.ts_ms, &e.values, &mut Grown::new(gen), &mut Vec::new())
+        let (mut grown, mut packed) = (Grown::new(gen), Vec::new());
+        for e in events {
+            self.add(&mut part, e.ts_ms, &e.values, &mut grown, &mut packed)?;
+        }
+        Ok(())
     }
 
     /// Aggregates one event into its shard's maps (`packed`: scratch space
