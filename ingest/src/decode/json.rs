@@ -32,9 +32,10 @@ struct Child {
     /// The key's first 8 bytes, zero-padded: most keys are told apart by
     /// one comparison of words, without a call to `memcmp`.
     head: u64,
-    /// Written in a record as it is, without escapes (no `"`, `\` or
-    /// control character in it): such a key can be read by comparison.
-    plain: bool,
+    /// Which bytes of a word `head` is compared with: the key's first 8.
+    /// None for a key a record cannot write as it is (holding `"`, `\`
+    /// or a control character): such a key is only found unescaped.
+    plain_mask: Option<u64>,
     index: Option<usize>,
     node: Node,
 }
@@ -64,7 +65,13 @@ impl PathTrie {
                         node.children.push(Child {
                             key: token.as_bytes().into(),
                             head: head(token.as_bytes()),
-                            plain: !token.bytes().any(|b| STRING_STOP[b as usize]),
+                            plain_mask: (!token.bytes().any(|b| STRING_STOP[b as usize])).then(|| {
+                                if token.len() >= 8 {
+                                    u64::MAX
+                                } else {
+                                    (1u64 << (token.len() * 8)) - 1
+                                }
+                            }),
                             index: Pointer::index(token),
                             node: Node::default(),
                         });
@@ -301,10 +308,9 @@ impl<'a> Scan<'a> {
         for k in 0..n {
             let at = if from + k < n { from + k } else { from + k - n };
             let c = &node.children[at];
+            let Some(mask) = c.plain_mask else { continue };
             let len = c.key.len();
-            let masked = if len >= 8 { word } else { word & ((1u64 << (len * 8)) - 1) };
-            if c.plain
-                && masked == c.head
+            if word & mask == c.head
                 && self.b.get(start + len) == Some(&b'"')
                 && (len <= 8 || self.b[start + 8..start + len] == c.key[8..])
             {
