@@ -3,7 +3,7 @@
 //! shard and sequence number).
 //!
 //! The schema is compiled once ([`Decoder::new`]): JSON paths into one
-//! trie walked in a single pass over the record (`json.rs`; unwanted
+//! trie walked in a single pass over the record (`json/`; unwanted
 //! subtrees are skipped, never built), CSV columns to field slots
 //! (`csv.rs`). Each captured value is then typed by the field's rules
 //! (`zigzag_model::schema::value`), defaults applied, and the event time

@@ -1,4 +1,4 @@
-//! The scanner (`json.rs`) against the serde_json walk it replaced
+//! The scanner (`json/`) against the serde_json walk it replaced
 //! (`serde_walk.rs`), on generated records and on their corruptions: the
 //! same texts are JSON, the same values are captured, the same problems
 //! are found.

@@ -1,4 +1,4 @@
-//! The JSON walk the scanner (`json.rs`) replaced, through serde_json's
+//! The JSON walk the scanner (`json/`) replaced, through serde_json's
 //! visitor: kept as the tests' oracle, since serde_json is the reference
 //! for which texts are JSON. Same trie, same captures, same errors.
 
