@@ -203,20 +203,8 @@ impl<'a> Scan<'a> {
                 Some(at) => self.walk(&node.children[at].node, out)?,
                 None => self.skip()?,
             }
-            self.ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.i += 1;
-                    self.ws();
-                    if self.peek() == Some(b'}') {
-                        return Err(self.syntax("trailing comma"));
-                    }
-                }
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                _ => return Err(self.eof_or("EOF while parsing an object", "expected `,` or `}`")),
+            if self.member_end(b'}')? {
+                return Ok(());
             }
         }
     }
@@ -301,20 +289,8 @@ impl<'a> Scan<'a> {
                 Some(c) => self.walk(&c.node, out)?,
                 None => self.skip()?,
             }
-            self.ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.i += 1;
-                    self.ws();
-                    if self.peek() == Some(b']') {
-                        return Err(self.syntax("trailing comma"));
-                    }
-                }
-                Some(b']') => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                _ => return Err(self.eof_or("EOF while parsing a list", "expected `,` or `]`")),
+            if self.member_end(b']')? {
+                return Ok(());
             }
             index += 1;
         }

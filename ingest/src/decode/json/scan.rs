@@ -92,6 +92,30 @@ impl<'a> Scan<'a> {
         Ok(())
     }
 
+    /// After a member of a walked object or array: `,` and the next one
+    /// (true: none, the `close` bracket ends it), with the errors serde_json
+    /// gives.
+    #[inline]
+    pub(super) fn member_end(&mut self, close: u8) -> Step<bool> {
+        self.ws();
+        match self.peek() {
+            Some(b',') => {
+                self.i += 1;
+                self.ws();
+                if self.peek() == Some(close) {
+                    return Err(self.syntax("trailing comma"));
+                }
+                Ok(false)
+            }
+            Some(b) if b == close => {
+                self.i += 1;
+                Ok(true)
+            }
+            _ if close == b'}' => Err(self.eof_or("EOF while parsing an object", "expected `,` or `}`")),
+            _ => Err(self.eof_or("EOF while parsing a list", "expected `,` or `]`")),
+        }
+    }
+
     /// An object key at its `"`.
     #[inline]
     pub(super) fn key(&mut self) -> Step<Key> {
