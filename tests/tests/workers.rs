@@ -25,6 +25,7 @@ use zigzag_core::table::{
 };
 use zigzag_gather::check;
 use zigzag_gather::execute::ExecOptions;
+use zigzag_ingest::source::{RecordBatch, ShardInfo, ShardReader, Source, SourceError, StartAt};
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_lease::items::{shards_pk, LANES_PK};
 use zigzag_lease::{Lane, ShardLease};
@@ -81,6 +82,61 @@ fn spawn(pipeline: Arc<Pipeline>, stop: CancellationToken) -> Worker {
 fn worker(gen: &Generator, rate: Option<f64>, stores: Stores, opts: PipelineOptions) -> Arc<Pipeline> {
     let source = Arc::new(SyntheticSource::new(gen.clone(), rate));
     Arc::new(Pipeline::new(source, stores.aggregates, stores.leases, opts).expect("pipeline"))
+}
+
+/// A worker on the generator's shards, which do not end until `open` is
+/// true (see [`Gated`]).
+fn gated_worker(
+    gen: &Generator,
+    rate: Option<f64>,
+    open: &watch::Receiver<bool>,
+    stores: Stores,
+    opts: PipelineOptions,
+) -> Arc<Pipeline> {
+    let source = Arc::new(Gated { inner: SyntheticSource::new(gen.clone(), rate), open: open.clone() });
+    Arc::new(Pipeline::new(source, stores.aggregates, stores.leases, opts).expect("pipeline"))
+}
+
+/// The generator's shards, which do not end until `open` says so: the test,
+/// not the machine's speed, decides that the data outlasts what it watches.
+struct Gated {
+    inner: SyntheticSource,
+    open: watch::Receiver<bool>,
+}
+
+struct GatedReader {
+    inner: Box<dyn ShardReader>,
+    open: watch::Receiver<bool>,
+}
+
+#[async_trait]
+impl Source for Gated {
+    async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError> {
+        self.inner.shards().await
+    }
+
+    fn bounded(&self) -> bool {
+        true
+    }
+
+    async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
+        Ok(Box::new(GatedReader { inner: self.inner.open(shard, start).await?, open: self.open.clone() }))
+    }
+}
+
+#[async_trait]
+impl ShardReader for GatedReader {
+    async fn next_batch(&mut self, max: usize) -> Result<RecordBatch, SourceError> {
+        let mut batch = self.inner.next_batch(max).await?;
+        if batch.end_of_shard && !*self.open.borrow() {
+            // Not yet: an empty batch says "nothing now" (after a short wait).
+            batch.end_of_shard = false;
+            if batch.records.is_empty() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        Ok(batch)
+    }
 }
 
 async fn within<T>(secs: u64, what: &str, f: impl std::future::Future<Output = T>) -> T {
@@ -143,10 +199,26 @@ async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once
     let gen = generator(3, 8, 24_000);
     let truth = truth::compute(&gen);
     let rate = Some(8_000.0);
-    let first = spawn(worker(&gen, rate, open(&db), options("st", "w1", dir.path(), 900)), CancellationToken::new());
+    let (gate, gate_rx) = watch::channel(false);
+    let gated = |w: &str| gated_worker(&gen, rate, &gate_rx, open(&db), options("st", w, dir.path(), 900));
+    let first = spawn(gated("w1"), CancellationToken::new());
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let second = spawn(worker(&gen, rate, open(&db), options("st", "w2", dir.path(), 900)), CancellationToken::new());
-    let third = spawn(worker(&gen, rate, open(&db), options("st", "w3", dir.path(), 900)), CancellationToken::new());
+    let second = spawn(gated("w2"), CancellationToken::new());
+    let third = spawn(gated("w3"), CancellationToken::new());
+    // The shards end only once every worker holds its share (3, 3, 2).
+    let stores = open(&db);
+    within(60, "balance", async {
+        loop {
+            let held = leases(&*stores.leases, "st").await;
+            let owns = |w: &str| held.iter().filter(|l| l.owner.as_deref() == Some(w)).count();
+            if ["w1", "w2", "w3"].iter().all(|w| owns(w) >= 2) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    gate.send(true).expect("the workers' sources listen");
     let runs =
         within(90, "three workers", async { [first.await.unwrap(), second.await.unwrap(), third.await.unwrap()] })
             .await;
@@ -274,8 +346,12 @@ async fn a_stopped_worker_releases_its_leases_and_the_other_takes_them_without_e
     // taken as unowned at B's next pass (every 2 s).
     let failover = 6_000;
     let stop_a = CancellationToken::new();
-    let a = spawn(worker(&gen, Some(6_000.0), open(&db), options("st", "a", dir.path(), failover)), stop_a.clone());
-    let b_pipeline = worker(&gen, Some(6_000.0), open(&db), options("st", "b", dir.path(), failover));
+    // The shards end only after A has stopped.
+    let (gate, gate_rx) = watch::channel(false);
+    let rate = Some(6_000.0);
+    let a =
+        spawn(gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "a", dir.path(), failover)), stop_a.clone());
+    let b_pipeline = gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "b", dir.path(), failover));
     let b_coord = b_pipeline.coordinator().clone();
     let b = spawn(b_pipeline, CancellationToken::new());
     // Let them share (B asks A for leases), then stop A.
@@ -297,6 +373,7 @@ async fn a_stopped_worker_releases_its_leases_and_the_other_takes_them_without_e
     let released = Instant::now();
     let after_a: Vec<ShardLease> = leases(&*stores.leases, "st").await;
     assert!(after_a.iter().all(|l| l.owner.as_deref() != Some("a")), "A released every lease: {after_a:?}");
+    gate.send(true).expect("B's source listens");
     let b_sum = within(90, "B finishes", b).await.unwrap();
     assert_eq!(b_coord.stats.taken_expired.load(Ordering::Relaxed), 0, "nothing was taken by expiry");
     assert_eq!(a_sum.records + b_sum.records, truth.records, "nothing read twice");
