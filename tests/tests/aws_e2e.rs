@@ -13,13 +13,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
-use zigzag_core::table::SortedTable;
+use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
 use zigzag_dynamodb::{ensure_table, Billing, DynamoTable};
 use zigzag_gather::check::{self, Status};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_kinesis::stream::{ensure_stream, list_shards};
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
+use zigzag_lease::items::shards_pk;
+use zigzag_lease::ShardLease;
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::traffic::Traffic;
 use zigzag_loadgen::{truth, GenConfig, Generator};
@@ -34,8 +36,12 @@ fn config() -> Config {
 }
 
 fn generator(records: u64) -> Generator {
+    seeded(7, records)
+}
+
+fn seeded(seed: u64, records: u64) -> Generator {
     Generator::new(GenConfig {
-        seed: 7,
+        seed,
         shards: 4,
         records,
         referrers: 300,
@@ -77,6 +83,16 @@ async fn ingest(
     pipeline.run_until_drained(stop, producing.unwrap_or_default()).await.expect("ingest run")
 }
 
+/// Whether some shard of `stream` has a checkpoint in the lease table.
+async fn any_checkpoint(leases: &DynamoTable, stream: &str) -> bool {
+    let mut req = QueryRequest::new(shards_pk(stream), SortKeyCondition::Any);
+    req.consistent = true;
+    match leases.query(&req).await {
+        Ok(page) => page.items.iter().filter_map(|i| ShardLease::from_item(i).ok()).any(|l| l.checkpoint.is_some()),
+        Err(_) => false,
+    }
+}
+
 async fn assert_matches_truth(table: &DynamoTable, truth: &Truth) {
     let km = KeyModel::new(&config()).unwrap();
     let opts = ExecOptions { consistent: true, ..ExecOptions::default() };
@@ -96,39 +112,51 @@ async fn kinesis_local_to_dynamodb_local_exactly_with_a_restart() {
     // kinesis-local honours MaxResults: a page of 1 makes ListShards paginate.
     assert_eq!(list_shards(&kinesis, &name, 1).await.expect("list shards").len(), 4);
     let tables = dynamodb_tables(&name).await;
-    let gen = generator(4_000);
-    let truth = truth::compute(&gen);
+    // Two parts: the second is written only once the first run has
+    // stopped, so the restart has records to resume to, however fast or
+    // slow the machine.
+    let (early, late) = (seeded(7, 2_000), seeded(8, 2_000));
+    let mut truth = truth::compute(&early);
+    truth.merge(&truth::compute(&late));
     let dir = tempfile::tempdir().unwrap();
     let dead_letters = dir.path().join("dead.jsonl");
 
     // loadgen writes while ingest reads.
     let done = CancellationToken::new();
+    let first_stopped = CancellationToken::new();
     let producer_task = {
-        let (kinesis, name, done) = (kinesis.clone(), name.clone(), done.clone());
-        let gen = gen.clone();
+        let (kinesis, name, done, first_stopped) = (kinesis.clone(), name.clone(), done.clone(), first_stopped.clone());
         tokio::spawn(async move {
             let mut producer = Producer::new(kinesis, &name);
             let opts = SinkOptions {
-                partition_key: PartitionKey::parse("referrer", gen.fields()).expect("a shipped field"),
+                partition_key: PartitionKey::parse("referrer", early.fields()).expect("a shipped field"),
                 rate: None,
                 kpl_max_bytes: None,
             };
-            let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");
+            let mut sent = produce(&early, &mut producer, &opts, |_| {}).await.expect("produce");
+            first_stopped.cancelled().await;
+            sent += produce(&late, &mut producer, &opts, |_| {}).await.expect("produce");
             done.cancel();
             (sent, producer.stats.records.load(std::sync::atomic::Ordering::Relaxed))
         })
     };
 
-    // First run: stopped after a few seconds, part way through.
+    // First run: stopped part way through, once it has checkpointed a
+    // shard (a fixed time read nothing on a loaded machine).
     let source =
         Arc::new(KinesisSource::new(kinesis.clone(), &name, StartingPosition::TrimHorizon).with_list_page_size(2));
     let stop = CancellationToken::new();
     let stopper = stop.clone();
+    let (leases, stream) = (tables.checkpoints.clone(), name.clone());
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !any_checkpoint(&leases, &stream).await && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         stopper.cancel();
     });
     let first = ingest(source, &tables, &name, &dead_letters, stop, None).await;
+    first_stopped.cancel();
 
     // Second run: resumes from the checkpoints until the stream is drained.
     let started = Instant::now();
@@ -140,11 +168,13 @@ async fn kinesis_local_to_dynamodb_local_exactly_with_a_restart() {
         assert_eq!(first.records + second.records, truth.records, "each record read once: {first:?} {second:?}");
         assert_eq!(first.valid + second.valid, truth.valid);
         assert_eq!(first.rejected + second.rejected, truth.malformed);
+        eprintln!("first run {} records, second {} records", first.records, second.records);
+        assert!(first.records > 0, "the first run read something before it stopped");
+        assert!(second.records >= 2_000, "the second run resumed and read the second part: {second:?}");
         produced
     };
     assert_eq!((sent, put), (truth.records, truth.records));
-    eprintln!("first run {} records, second {} s", first.records, started.elapsed().as_secs_f64());
-    assert!(first.records > 0, "the first run read something before it stopped");
+    eprintln!("the second run took {:.1} s", started.elapsed().as_secs_f64());
 
     assert_matches_truth(&tables.aggregates, &truth).await;
     let cap = tables.aggregates.capacity();
