@@ -13,15 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
-use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
+use zigzag_core::table::SortedTable;
 use zigzag_dynamodb::{ensure_table, Billing, DynamoTable};
 use zigzag_gather::check::{self, Status};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_kinesis::stream::{ensure_stream, list_shards};
 use zigzag_kinesis::{KinesisSource, Producer, StartingPosition};
-use zigzag_lease::items::shards_pk;
-use zigzag_lease::ShardLease;
+use zigzag_lease::{Coordinator, LeaseOptions};
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::traffic::Traffic;
 use zigzag_loadgen::{truth, GenConfig, Generator};
@@ -83,16 +82,6 @@ async fn ingest(
     pipeline.run_until_drained(stop, producing.unwrap_or_default()).await.expect("ingest run")
 }
 
-/// Whether some shard of `stream` has a checkpoint in the lease table.
-async fn any_checkpoint(leases: &DynamoTable, stream: &str) -> bool {
-    let mut req = QueryRequest::new(shards_pk(stream), SortKeyCondition::Any);
-    req.consistent = true;
-    match leases.query(&req).await {
-        Ok(page) => page.items.iter().filter_map(|i| ShardLease::from_item(i).ok()).any(|l| l.checkpoint.is_some()),
-        Err(_) => false,
-    }
-}
-
 async fn assert_matches_truth(table: &DynamoTable, truth: &Truth) {
     let km = KeyModel::new(&config()).unwrap();
     let opts = ExecOptions { consistent: true, ..ExecOptions::default() };
@@ -147,10 +136,13 @@ async fn kinesis_local_to_dynamodb_local_exactly_with_a_restart() {
         Arc::new(KinesisSource::new(kinesis.clone(), &name, StartingPosition::TrimHorizon).with_list_page_size(2));
     let stop = CancellationToken::new();
     let stopper = stop.clone();
-    let (leases, stream) = (tables.checkpoints.clone(), name.clone());
+    // Read through the lease protocol's own reader, as an observer.
+    let leases = Coordinator::new(Arc::new(tables.checkpoints.clone()), LeaseOptions::new(name.clone(), "observer"));
     tokio::spawn(async move {
         let deadline = Instant::now() + Duration::from_secs(120);
-        while !any_checkpoint(&leases, &stream).await && Instant::now() < deadline {
+        let any_checkpoint =
+            async || leases.read_leases().await.is_ok_and(|l| l.iter().any(|l| l.checkpoint.is_some()));
+        while !any_checkpoint().await && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         stopper.cancel();

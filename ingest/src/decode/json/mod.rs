@@ -173,10 +173,7 @@ impl<'a> Scan<'a> {
     /// An object the walk descends into, at its `{`: keys some path names
     /// are walked, the others' values skipped.
     fn object(&mut self, node: &Node, out: &mut [Option<Raw<'a>>]) -> Step {
-        self.i += 1;
-        self.ws();
-        if self.peek() == Some(b'}') {
-            self.i += 1;
+        if self.enter(b'}') {
             return Ok(());
         }
         // The child expected next: records of one producer keep their
@@ -270,10 +267,7 @@ impl<'a> Scan<'a> {
 
     /// An array the walk descends into, at its `[`.
     fn array(&mut self, node: &Node, out: &mut [Option<Raw<'a>>]) -> Step {
-        self.i += 1;
-        self.ws();
-        if self.peek() == Some(b']') {
-            self.i += 1;
+        if self.enter(b']') {
             return Ok(());
         }
         if !node.has_indexes() {

@@ -64,6 +64,19 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// At an object's `{` or an array's `[`: steps in, and past `close`
+    /// too when it follows (then true: the container is empty).
+    #[inline]
+    pub(super) fn enter(&mut self, close: u8) -> bool {
+        self.i += 1;
+        self.ws();
+        if self.peek() == Some(close) {
+            self.i += 1;
+            return true;
+        }
+        false
+    }
+
     #[cold]
     pub(super) fn fail(&mut self, stop: Stop) -> Fail {
         self.stop = Some(stop);
@@ -276,22 +289,14 @@ impl<'a> Scan<'a> {
             // At a value.
             match self.peek() {
                 Some(b'{') => {
-                    self.i += 1;
-                    self.ws();
-                    if self.peek() == Some(b'}') {
-                        self.i += 1;
-                    } else {
+                    if !self.enter(b'}') {
                         open.push(true);
                         self.skip_key()?;
                         continue;
                     }
                 }
                 Some(b'[') => {
-                    self.i += 1;
-                    self.ws();
-                    if self.peek() == Some(b']') {
-                        self.i += 1;
-                    } else {
+                    if !self.enter(b']') {
                         open.push(false);
                         continue;
                     }
