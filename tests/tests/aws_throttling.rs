@@ -158,10 +158,14 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
     );
     assert!(updates.injected_total() >= 10, "{updates:?}");
     // Item writes are retried by the flusher, lease-table writes by the
-    // lease coordinator (the store retries neither): once per fault.
-    assert_eq!(summary.retries, updates.injected_total(), "one retry per injected UpdateItem fault");
+    // lease coordinator (the store retries neither): once per retryable
+    // failure. Those are the injected faults, plus any answer DynamoDB
+    // Local was too slow to give within the 400 ms attempt timeout on a
+    // loaded machine (a real timeout, counted by the store, not the proxy).
     let classified = aggregates.capacity().retryable_errors + checkpoints.capacity().retryable_errors;
-    assert_eq!(classified, updates.injected_total(), "every injected fault classified as retryable");
+    assert_eq!(summary.retries, classified, "one retry per retryable failure");
+    assert!(classified >= updates.injected_total(), "every injected fault classified as retryable: {updates:?}");
+    eprintln!("{classified} retryable failures, {} of them injected", updates.injected_total());
     let gets = kinesis_proxy.stats().target(kinesis::GET_RECORDS);
     assert!(gets.injected_total() > 0, "{gets:?}");
     assert_eq!(source.retries(), gets.injected_total(), "one source retry per injected GetRecords fault");
@@ -170,10 +174,14 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
     // (so a timed-out update that had applied was not applied twice).
     let km = KeyModel::new(&config).unwrap();
     let exec = ExecOptions { consistent: true, ..ExecOptions::default() };
+    // Faults injected into gather's Queries only: the worker's lease reads
+    // met some too, more the slower the machine (its passes are timed).
+    let earlier = dynamo_proxy.stats().target(dynamodb::QUERY).injected_total();
     let report =
         check::check(&aggregates, &km, &truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("gather check");
     assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{}", check::render(&report));
     let queries = dynamo_proxy.stats().target(dynamodb::QUERY);
-    assert!(queries.injected_total() > 0, "{queries:?}");
-    assert_eq!(report.actual.retries, queries.injected_total(), "one gather retry per injected Query fault");
+    let injected = queries.injected_total() - earlier;
+    assert!(injected > 0, "{queries:?}");
+    assert_eq!(report.actual.retries, injected, "one gather retry per injected Query fault");
 }
