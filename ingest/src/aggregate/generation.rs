@@ -3,6 +3,10 @@
 //! aggregate in parallel without sharing a map (a shared one cost the
 //! second core half its speed: cache lines and locks bouncing between the
 //! two); the flush merges the shards' maps.
+//!
+//! A flushed generation's maps are cleared and kept ([`Spare`]) for the
+//! generations after it: filling freshly allocated maps cost a page fault
+//! per 4 KiB touched, a fifth of the hot path's time.
 
 use super::{AggKey, IdentityCollision, KeyValues};
 use dashmap::DashMap;
@@ -75,6 +79,36 @@ fn slot_hash(name: u32, bucket: i64) -> u64 {
 }
 
 impl ShardPartials {
+    fn with_capacity(partials: usize, names: usize) -> Self {
+        ShardPartials {
+            slots: Vec::with_capacity(partials),
+            index: HashTable::with_capacity(partials),
+            names: Names {
+                keys: Vec::with_capacity(names),
+                index: HashTable::with_capacity(names),
+                packed: Vec::new(),
+            },
+        }
+    }
+
+    /// Room for `partials` and `names` more, without rehashing.
+    fn reserve(&mut self, partials: usize, names: usize) {
+        let ShardPartials { slots, index, names: n } = self;
+        slots.reserve(partials);
+        index.reserve(partials, |&i| slot_hash(slots[i as usize].name, slots[i as usize].bucket));
+        n.keys.reserve(names);
+        n.index.reserve(names, |&i| n.keys[i as usize].id() as u64);
+    }
+
+    /// Empty, its memory kept.
+    fn clear(&mut self) {
+        self.slots.clear();
+        self.index.clear();
+        self.names.keys.clear();
+        self.names.index.clear();
+        self.names.packed.clear();
+    }
+
     /// The index of key `id`'s names, kept if new (their bytes added to
     /// `grown`); an error when the kept names are not `packed`.
     pub fn name(&mut self, id: Identity, packed: &[u8], grown: &mut u64) -> Result<u32, IdentityCollision> {
@@ -128,11 +162,44 @@ pub(super) const NAME_BYTES: u64 = 32;
 /// Capacity to reserve per shard: (partials, names).
 pub type Sizes = FxHashMap<u32, (usize, usize)>;
 
+/// Cleared maps of flushed generations, for the next ones to fill (a
+/// generation and the ones made from it by [`Generation::next`] share it).
+/// It holds at most one generation's maps: the flush of generation k puts
+/// them back after k + 1 has taken k - 1's.
+#[derive(Debug, Default)]
+pub struct Spare(Mutex<Vec<ShardPartials>>);
+
+impl Spare {
+    /// Cleared maps with room for (`partials`, `names`). Maps more than
+    /// four times too large (the stream slowed down) are let go, so the
+    /// memory kept follows the traffic.
+    fn take(&self, partials: usize, names: usize) -> ShardPartials {
+        let spare = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match spare {
+            Some(mut part) if part.slots.capacity() <= 4 * partials.max(1024) => {
+                part.reserve(partials, names);
+                part
+            }
+            _ => ShardPartials::with_capacity(partials, names),
+        }
+    }
+
+    /// Keeps `part`, cleared, unless `limit` maps are kept already.
+    fn put(&self, mut part: ShardPartials, limit: usize) {
+        part.clear();
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() < limit {
+            kept.push(part);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Generation {
     shards: DashMap<u32, Arc<Mutex<ShardPartials>>, FxBuildHasher>,
     /// Room to reserve in a shard's maps when it first adds.
     sizes: Sizes,
+    spare: Arc<Spare>,
     /// Partials in all shards.
     len: AtomicU64,
     /// Memory the maps hold, estimated per entry.
@@ -149,12 +216,25 @@ pub(super) fn lock(m: &Mutex<ShardPartials>) -> MutexGuard<'_, ShardPartials> {
 }
 
 impl Generation {
+    /// Cleared maps kept for the next generations (tests).
+    #[cfg(test)]
+    pub(super) fn spare_maps(&self) -> usize {
+        self.spare.0.lock().map_or(0, |kept| kept.len())
+    }
+
     /// A generation whose shards reserve room for `sizes` at first use: the
     /// pipeline sizes each one like the last ([`Generation::sizes`]), since
     /// a steady stream brings about as many keys per flush, so the maps do
     /// not rehash as they fill.
     pub fn with_capacity(sizes: Sizes) -> Self {
         Generation { sizes, ..Default::default() }
+    }
+
+    /// The next generation: each shard sized like this one's (at most
+    /// `max_keys`), filling the maps of generations flushed before.
+    pub fn next(&self, max_keys: usize) -> Generation {
+        let sizes = self.sizes().into_iter().map(|(s, (p, n))| (s, (p.min(max_keys), n.min(max_keys)))).collect();
+        Generation { sizes, spare: self.spare.clone(), ..Default::default() }
     }
 
     /// Each shard's partials and names now.
@@ -174,16 +254,7 @@ impl Generation {
             return part.clone();
         }
         let (partials, names) = self.sizes.get(&shard).copied().unwrap_or_default();
-        let fresh = ShardPartials {
-            slots: Vec::with_capacity(partials),
-            index: HashTable::with_capacity(partials),
-            names: Names {
-                keys: Vec::with_capacity(names),
-                index: HashTable::with_capacity(names),
-                packed: Vec::new(),
-            },
-        };
-        self.shards.entry(shard).or_insert_with(|| Arc::new(Mutex::new(fresh))).clone()
+        self.shards.entry(shard).or_insert_with(|| Arc::new(Mutex::new(self.spare.take(partials, names)))).clone()
     }
 
     /// Partials in all shards (bounded by `flush.max_keys`).
@@ -222,7 +293,8 @@ impl Generation {
     /// aggregated, each coarser one summed from it (flooring a finest bucket
     /// start to a coarser unit is the coarser bucket of every event in it:
     /// the units nest). Two shards' keys of one identity must have the same
-    /// names, else two keys share the identity.
+    /// names, else two keys share the identity. The maps, merged or not, go
+    /// back to the spares.
     pub fn into_rollups(
         self,
         set: &MeasureSet,
@@ -233,14 +305,16 @@ impl Generation {
         // One entry per finest partial at most; coarser rollups fold many
         // buckets into one, and the map grows if it must.
         merged.reserve(self.len());
+        let shards = self.shards.len();
         for (shard, part) in self.shards {
+            let part = std::mem::take(&mut *lock(&part));
             if !keep(shard) {
+                self.spare.put(part, shards);
                 continue;
             }
-            let part = std::mem::take(&mut *lock(&part));
             let names: Vec<KeyValues> =
                 (0..part.names.keys.len()).map(|i| KeyValues::from_packed(part.names.values(i))).collect();
-            for slot in part.slots {
+            for slot in &part.slots {
                 let (id, names) = (part.names.keys[slot.name as usize].id(), &names[slot.name as usize]);
                 for &r in rollups {
                     let k = AggKey::new(0, r, r.floor(slot.bucket), id);
@@ -258,6 +332,7 @@ impl Generation {
                     }
                 }
             }
+            self.spare.put(part, shards);
         }
         Ok(merged)
     }
@@ -343,5 +418,29 @@ mod tests {
                 prop_assert!(part.name(id, &other, &mut grown).is_err());
             }
         }
+    }
+
+    #[test]
+    fn spare_maps_come_back_empty_with_their_memory_and_oversized_ones_are_let_go() {
+        let spare = Spare::default();
+        let mut part = ShardPartials::with_capacity(3_000, 3_000);
+        let mut grown = 0;
+        let mut values = Vec::new();
+        zigzag_model::keys::pack_values(&["a"], &mut values);
+        let set = zigzag_model::Config::default().measure_set().expect("shipped measures");
+        let name = part.name(7, &values, &mut grown).expect("new");
+        part.partial(name, 0, || set.partial());
+        spare.put(part, 1);
+        spare.put(ShardPartials::default(), 1);
+        assert_eq!(spare.0.lock().unwrap().len(), 1, "no more maps kept than the generation had shards");
+        let again = spare.take(100, 100);
+        assert!(again.slots.is_empty() && again.names.keys.is_empty() && again.names.packed.is_empty());
+        assert_eq!(again.index.len() + again.names.index.len(), 0);
+        assert!(again.slots.capacity() >= 3_000, "the memory is kept: {}", again.slots.capacity());
+        // Wanted far less than kept: a fresh map of the wanted size.
+        spare.put(ShardPartials::with_capacity(20_000, 20_000), 1);
+        let small = spare.take(1_000, 1_000);
+        assert!(small.slots.capacity() < 20_000, "{}", small.slots.capacity());
+        assert_eq!(spare.0.lock().unwrap().len(), 0, "the oversized map was let go, not kept");
     }
 }

@@ -304,6 +304,56 @@ mod tests {
     }
 
     #[test]
+    fn a_generation_in_a_flushed_ones_maps_aggregates_exactly_as_in_fresh_ones() {
+        let keys = KeyModel::new(&Config::default()).unwrap();
+        let agg = aggregator(&keys);
+        let event = |referrer: &str, minute: u32, cost: u32| {
+            format!(
+                r#"{{"type":"click","ts":"2026-11-21T10:{minute:02}:30Z","referrer":"{referrer}","campaign":"c","country":"DE","url":"/","cost":{cost}}}"#
+            )
+        };
+        let batch = |events: &[String]| {
+            let mut b = RecordBatch::default();
+            for (i, e) in events.iter().enumerate() {
+                b.push(Position::at(i as u64 + 1), e.as_bytes());
+            }
+            b
+        };
+        let first: Vec<_> = (0..300).map(|i| event(&format!("r{}", i % 120), i % 7, i)).collect();
+        let second: Vec<_> = (0..300).map(|i| event(&format!("q{}", i % 90), i % 5, 2 * i)).collect();
+        let merged = |gen: Generation| {
+            let mut all: Vec<_> = gen
+                .into_rollups(agg.measures(), &Rollup::ALL, |_| true)
+                .unwrap()
+                .into_iter()
+                .map(|(k, (p, names))| (k.rollup, k.bucket, k.id(), p.values(agg.measures()), names))
+                .collect();
+            all.sort_by_key(|(r, b, id, ..)| (r.unit_ms(), *b, *id));
+            all
+        };
+        // As the pipeline goes: the next generation is made at the swap,
+        // then the swapped one is merged and its maps kept; a third one
+        // fills them.
+        let one = Generation::default();
+        agg.add_batch(&one, 0, &batch(&first), &mut Vec::new()).unwrap();
+        agg.add_batch(&one, 1, &batch(&second), &mut Vec::new()).unwrap();
+        let two = one.next(1_000_000);
+        let first_merged = merged(one);
+        assert_eq!(two.spare_maps(), 2, "both shards' maps are kept");
+        let three = two.next(1_000_000);
+        drop(merged(two));
+        agg.add_batch(&three, 0, &batch(&second), &mut Vec::new()).unwrap();
+        agg.add_batch(&three, 1, &batch(&first), &mut Vec::new()).unwrap();
+        assert_eq!(three.spare_maps(), 0, "the two shards filled the kept maps");
+        let fresh = Generation::default();
+        agg.add_batch(&fresh, 0, &batch(&second), &mut Vec::new()).unwrap();
+        agg.add_batch(&fresh, 1, &batch(&first), &mut Vec::new()).unwrap();
+        assert_eq!((three.len(), three.identities()), (fresh.len(), fresh.identities()));
+        assert_eq!(merged(three), merged(fresh), "recycled maps hold nothing of the generation before");
+        assert!(!first_merged.is_empty());
+    }
+
+    #[test]
     fn shards_whose_names_differ_for_one_identity_are_a_collision_at_merge() {
         let keys = KeyModel::new(&Config::default()).unwrap();
         let agg = aggregator(&keys);

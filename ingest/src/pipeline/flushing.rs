@@ -75,10 +75,10 @@ impl Pipeline {
         let batch = {
             let mut gate = run.gate.write().await;
             // The next generation sized like this one, shard by shard
-            // (bounded by the key limit): no rehashing while they fill it.
-            let max = self.opts.config.flush.max_keys;
-            let sizes = gate.gen.sizes().into_iter().map(|(s, (p, n))| (s, (p.min(max), n.min(max)))).collect();
-            std::mem::replace(&mut *gate, Batch::sized(sizes))
+            // (bounded by the key limit): no rehashing while they fill it,
+            // and in the memory of generations flushed before.
+            let next = gate.gen.next(self.opts.config.flush.max_keys);
+            std::mem::replace(&mut *gate, Batch { gen: next, ..Default::default() })
         };
         run.swaps += 1;
         let _ = run.swapped_tx.send(run.swaps);

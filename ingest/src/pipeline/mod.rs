@@ -106,12 +106,6 @@ struct Batch {
     progress: Mutex<HashMap<u32, Progress>>,
 }
 
-impl Batch {
-    fn sized(sizes: crate::aggregate::Sizes) -> Batch {
-        Batch { gen: Generation::with_capacity(sizes), ..Default::default() }
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
