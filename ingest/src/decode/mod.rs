@@ -183,10 +183,12 @@ impl Decoder {
         if bytes.len() > self.limits.max_bytes {
             return Err(DecodeError::Oversize { bytes: bytes.len(), max: self.limits.max_bytes });
         }
-        let text = utf8(bytes)?;
         values.clear();
         match &self.format {
             Framing::Json(trie) => {
+                let mut marks = json::Marks::default();
+                let marked = marks.set(bytes);
+                let text = if marked && marks.ascii { ascii(bytes) } else { utf8(bytes)? };
                 let mut inline = [None; 8];
                 let mut spilled = Vec::new();
                 let raw = match self.slots.len() {
@@ -196,7 +198,7 @@ impl Decoder {
                         &mut spilled[..]
                     }
                 };
-                trie.capture(text, raw)?;
+                trie.capture(text, marked.then_some(&marks), raw)?;
                 for (slot, raw) in self.slots.iter().zip(raw.iter()) {
                     let v = match raw {
                         None => FieldValue::Absent,
@@ -206,6 +208,7 @@ impl Decoder {
                 }
             }
             Framing::Csv(columns) => {
+                let text = utf8(bytes)?;
                 let mut cells: SmallVec<[Option<std::borrow::Cow<'a, str>>; 8]> =
                     SmallVec::from_elem(None, self.slots.len());
                 columns.split(text, &mut cells)?;
@@ -272,6 +275,15 @@ fn utf8(bytes: &[u8]) -> Result<&str, DecodeError> {
             offset: std::str::from_utf8(bytes).map_or_else(|e| e.valid_up_to(), |_| bytes.len()),
         }),
     }
+}
+
+/// A record its marks found all ASCII, as text.
+#[inline]
+fn ascii(bytes: &[u8]) -> &str {
+    debug_assert!(bytes.is_ascii());
+    // SAFETY: every byte is below 0x80 (the marks' `ascii`, tested against
+    // a byte-at-a-time pass), and ASCII is UTF-8.
+    unsafe { std::str::from_utf8_unchecked(bytes) }
 }
 
 fn field_err(slot: &Slot, error: ValueError) -> DecodeError {

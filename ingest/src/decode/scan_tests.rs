@@ -3,7 +3,7 @@
 //! same texts are JSON, the same values are captured, the same problems
 //! are found.
 
-use super::json::PathTrie;
+use super::json::{Marks, PathTrie};
 use super::serde_walk;
 use super::DecodeError;
 use proptest::prelude::*;
@@ -154,13 +154,24 @@ fn outcome(result: Result<(), DecodeError>, captured: Vec<Option<String>>) -> Ou
     }
 }
 
+fn texts(out: &[Option<super::json::Raw>]) -> Vec<Option<(String, bool)>> {
+    out.iter().map(|r| r.map(|r| (r.text.to_string(), r.escaped))).collect()
+}
+
 fn both(fields: &[FieldSpec], text: &str) -> (Outcome, Outcome) {
     let scanner = PathTrie::new(fields).expect("valid paths");
     let mut out = vec![None; fields.len()];
-    let result = scanner.capture(text, &mut out);
+    let result = scanner.capture(text, None, &mut out);
     for raw in out.iter().flatten() {
         assert_eq!(raw.escaped, raw.text.starts_with('"') && raw.text.contains('\\'), "escape flag of {}", raw.text);
     }
+    // With the record's marks (strings found by their quotes when it is
+    // plain): the very same result, error positions and messages included.
+    let mut marked = vec![None; fields.len()];
+    let marks = Marks::of(text.as_bytes());
+    let marked_result = scanner.capture(text, marks.as_ref(), &mut marked);
+    assert_eq!(marked_result, result, "with marks, record {text}");
+    assert_eq!(texts(&marked), texts(&out), "with marks, record {text}");
     let scanned = outcome(result, out.iter().map(|r| r.map(|r| r.text.to_string())).collect());
     let oracle = serde_walk::PathTrie::new(fields).expect("valid paths");
     let mut out = vec![None; fields.len()];
@@ -185,6 +196,19 @@ proptest! {
     #[test]
     fn the_scanner_agrees_with_serde_json(bytes in record()) {
         let Ok(text) = std::str::from_utf8(&bytes) else { return Ok(()) };
+        let (scanned, walked) = both(fields(), text);
+        prop_assert_eq!(scanned, walked, "record {}", text);
+    }
+
+    /// The same on records with no escape and no control byte, the ones
+    /// whose strings are found by their quotes: backslashes made `/`,
+    /// tabs and line ends dropped.
+    #[test]
+    fn plain_records_agree_with_serde_json(bytes in record()) {
+        let bytes: Vec<u8> =
+            bytes.into_iter().filter(|&b| b >= 0x20).map(|b| if b == b'\\' { b'/' } else { b }).collect();
+        let Ok(text) = std::str::from_utf8(&bytes) else { return Ok(()) };
+        prop_assert!(Marks::of(text.as_bytes()).is_none_or(|m| m.plain), "record {}", text);
         let (scanned, walked) = both(fields(), text);
         prop_assert_eq!(scanned, walked, "record {}", text);
     }
@@ -246,7 +270,7 @@ fn a_scalar_where_a_path_goes_deeper_is_the_wrong_shape_whatever_it_holds() {
     let fields = fields();
     for text in [r#"{"geo":1e400}"#, r#"{"geo":"\ud800"}"#, r#"{"geo":"DE"}"#] {
         let scanner = PathTrie::new(fields).expect("valid paths");
-        let e = scanner.capture(text, &mut vec![None; fields.len()]).unwrap_err();
+        let e = scanner.capture(text, None, &mut vec![None; fields.len()]).unwrap_err();
         assert_eq!(
             e.to_string(),
             "field `a`: expected an object, got a string"

@@ -12,7 +12,10 @@
 //! bracket, not by recursion); the walk itself recurses only along the
 //! schema's paths.
 
+mod marks;
 mod scan;
+
+pub(crate) use marks::Marks;
 
 use super::DecodeError;
 use scan::{Fail, Key, Scan, Step, Stop, STRING_STOP};
@@ -91,9 +94,16 @@ impl PathTrie {
         Ok(PathTrie { root, names: fields.iter().map(|f| f.name.clone()).collect() })
     }
 
-    /// The text of every field's value in `record` (None: not there).
-    pub fn capture<'a>(&self, record: &'a str, out: &mut [Option<Raw<'a>>]) -> Result<(), DecodeError> {
-        let mut scan = Scan { text: record, b: record.as_bytes(), i: 0, stop: None };
+    /// The text of every field's value in `record` (None: not there);
+    /// `marks`, when given, are the record's.
+    pub fn capture<'a>(
+        &self,
+        record: &'a str,
+        marks: Option<&Marks>,
+        out: &mut [Option<Raw<'a>>],
+    ) -> Result<(), DecodeError> {
+        let plain = marks.filter(|m| m.plain);
+        let mut scan = Scan { text: record, b: record.as_bytes(), i: 0, stop: None, plain };
         scan.ws();
         if scan.peek() != Some(b'{') {
             let kind = zigzag_model::schema::value::json_kind(&record[scan.i..]);
@@ -169,7 +179,7 @@ pub struct Raw<'a> {
 }
 
 /// The walk along the schema's paths; the lexing is in `scan.rs`.
-impl<'a> Scan<'a> {
+impl<'a> Scan<'a, '_> {
     /// An object the walk descends into, at its `{`: keys some path names
     /// are walked, the others' values skipped.
     fn object(&mut self, node: &Node, out: &mut [Option<Raw<'a>>]) -> Step {

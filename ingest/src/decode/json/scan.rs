@@ -3,6 +3,8 @@
 //! values skipped however deep; every failure's reason kept beside the
 //! position.
 
+use super::marks::Marks;
+
 /// Why a scan stopped.
 #[derive(Debug)]
 pub(super) enum Stop {
@@ -36,10 +38,13 @@ pub(super) enum Key {
     Unescaped(String),
 }
 
-pub(super) struct Scan<'a> {
+pub(super) struct Scan<'a, 'm> {
     pub(super) text: &'a str,
     pub(super) b: &'a [u8],
     pub(super) i: usize,
+    /// The record's quotes, when it holds no escape and no control byte:
+    /// then a string ends at the next quote.
+    pub(super) plain: Option<&'m Marks>,
     /// Why the scan failed, once it has (kept here so that every step
     /// returns a one-bit `Result` in a register).
     pub(super) stop: Option<Stop>,
@@ -51,7 +56,7 @@ pub(super) struct Fail;
 
 pub(super) type Step<T = ()> = Result<T, Fail>;
 
-impl<'a> Scan<'a> {
+impl<'a> Scan<'a, '_> {
     #[inline]
     pub(super) fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
@@ -150,6 +155,24 @@ impl<'a> Scan<'a> {
     #[inline]
     pub(super) fn string(&mut self) -> Step<bool> {
         self.i += 1;
+        let Some(marks) = self.plain else { return self.string_bytewise() };
+        // No escapes and no control bytes: the next quote closes it.
+        match marks.quote_from(self.i) {
+            Some(end) => {
+                self.i = end + 1;
+                Ok(false)
+            }
+            None => {
+                self.i = self.b.len();
+                Err(self.syntax("EOF while parsing a string"))
+            }
+        }
+    }
+
+    /// The rest of a string read byte by byte (a record with escapes or
+    /// control bytes, or too long to mark).
+    #[inline(never)]
+    fn string_bytewise(&mut self) -> Step<bool> {
         let mut escaped = false;
         loop {
             self.plain_run();
