@@ -110,8 +110,8 @@ impl ShardPartials {
     }
 
     /// The index of key `id`'s names, kept if new (their bytes added to
-    /// `grown`); an error when the kept names are not `packed`.
-    pub fn name(&mut self, id: Identity, packed: &[u8], grown: &mut u64) -> Result<u32, IdentityCollision> {
+    /// `grown`; then true); an error when the kept names are not `packed`.
+    pub fn name(&mut self, id: Identity, packed: &[u8], grown: &mut u64) -> Result<(u32, bool), IdentityCollision> {
         let Names { keys, index, packed: all } = &mut self.names;
         // The identity is a hash already.
         let hash = id as u64;
@@ -123,22 +123,30 @@ impl ShardPartials {
                 all.extend_from_slice(packed);
                 *grown += NAME_BYTES + packed.len() as u64;
                 e.insert(i);
-                return Ok(i);
+                return Ok((i, true));
             }
         };
         let known = self.names.values(i as usize);
         if known != packed {
             return Err(super::collision(id, known, packed));
         }
-        Ok(i)
+        Ok((i, false))
     }
 
-    /// The partial of (name, bucket), made by `new` when absent (then true).
-    pub fn partial(&mut self, name: u32, bucket: i64, new: impl FnOnce() -> Partial) -> (&mut Partial, bool) {
+    /// The partial of (name, bucket), made by `new` when absent (then
+    /// true). A name just kept (`new_name`) has no partial yet: not
+    /// looked for (with keys that rarely repeat, most events make one).
+    pub fn partial(
+        &mut self,
+        name: u32,
+        new_name: bool,
+        bucket: i64,
+        new: impl FnOnce() -> Partial,
+    ) -> (&mut Partial, bool) {
         let ShardPartials { slots, index, .. } = self;
         let hash = slot_hash(name, bucket);
         let found = |&i: &u32| slots[i as usize].name == name && slots[i as usize].bucket == bucket;
-        let (i, created) = match index.find(hash, found) {
+        let (i, created) = match (!new_name).then(|| index.find(hash, found)).flatten() {
             Some(&i) => (i, false),
             None => {
                 let i = slots.len() as u32;
@@ -393,9 +401,10 @@ mod tests {
                 let text = format!("key-{key}");
                 let mut values = Vec::new();
                 zigzag_model::keys::pack_values(&[text.as_str(), "x"], &mut values);
-                let name = part.name(id, &values, &mut grown).expect("one key, one set of names");
+                let (name, new_name) = part.name(id, &values, &mut grown).expect("one key, one set of names");
+                prop_assert_eq!(new_name, !names.contains_key(&key), "new names are said so");
                 prop_assert_eq!(*names.entry(key).or_insert(name), name, "a key keeps its index");
-                let (p, created) = part.partial(name, bucket * 60_000, || set.partial());
+                let (p, created) = part.partial(name, new_name, bucket * 60_000, || set.partial());
                 p.add(&set, &click);
                 let seen = oracle.entry((key, bucket)).or_insert(0);
                 prop_assert_eq!(created, *seen == 0);
@@ -428,8 +437,8 @@ mod tests {
         let mut values = Vec::new();
         zigzag_model::keys::pack_values(&["a"], &mut values);
         let set = zigzag_model::Config::default().measure_set().expect("shipped measures");
-        let name = part.name(7, &values, &mut grown).expect("new");
-        part.partial(name, 0, || set.partial());
+        let (name, _) = part.name(7, &values, &mut grown).expect("new");
+        part.partial(name, true, 0, || set.partial());
         spare.put(part, 1);
         spare.put(ShardPartials::default(), 1);
         assert_eq!(spare.0.lock().unwrap().len(), 1, "no more maps kept than the generation had shards");

@@ -184,8 +184,8 @@ impl Aggregator {
         let id = identity_of_packed(packed);
         // Every event is checked against its key's names (a hash collision
         // is an error, never a merge); a new key's are kept.
-        let name = part.name(id, packed, &mut grown.bytes)?;
-        let (p, created) = part.partial(name, self.finest.floor(ts_ms), || self.measures.partial());
+        let (name, new_name) = part.name(id, packed, &mut grown.bytes)?;
+        let (p, created) = part.partial(name, new_name, self.finest.floor(ts_ms), || self.measures.partial());
         if created {
             p.add(&self.measures, values);
             grown.bytes += PARTIAL_BYTES + p.heap_bytes() as u64;
