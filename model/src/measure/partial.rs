@@ -10,7 +10,7 @@ use crate::hll::Hll;
 use crate::schema::FieldValue;
 use smallvec::SmallVec;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Partial {
     words: SmallVec<[i64; 6]>,
     /// Bit i: measure i has a value (min/max/sum of at least one event).
@@ -20,6 +20,14 @@ pub struct Partial {
     /// (boxed slice), since most layouts have none.
     #[allow(clippy::box_collection)]
     sketches: Option<Box<Vec<Hll>>>,
+}
+
+/// The words copied as one block (a new key's partial is a copy of the
+/// set's empty one; the derived clone pushed them one by one).
+impl Clone for Partial {
+    fn clone(&self) -> Self {
+        Partial { words: SmallVec::from_slice(&self.words), seen: self.seen, sketches: self.sketches.clone() }
+    }
 }
 
 /// Measures per layout: one `seen` bit each.
