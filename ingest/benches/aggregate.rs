@@ -126,6 +126,27 @@ fn bench(c: &mut Criterion) {
             )
         });
     }
+    g.bench_function("decode_downsample_aggregate_2_threads_recycled", |bn| {
+        let rollups: Vec<_> = keys.rollups().collect();
+        let mut last = Generation::with_capacity((0..2).map(|s| (s, (N as usize, N as usize))).collect());
+        bn.iter_custom(|iters| {
+            let mut timed = std::time::Duration::ZERO;
+            for _ in 0..iters {
+                let gen = last.next(2 * N as usize);
+                let started = std::time::Instant::now();
+                std::thread::scope(|s| {
+                    for (shard, batch) in [(0u32, &b), (1, &b2)] {
+                        let (agg, gen) = (&agg, &gen);
+                        s.spawn(move || agg.add_batch(gen, shard, batch, &mut Vec::new()).unwrap());
+                    }
+                });
+                timed += started.elapsed();
+                let swapped = std::mem::replace(&mut last, gen);
+                swapped.into_rollups(agg.measures(), &rollups, |_| true).unwrap();
+            }
+            timed
+        })
+    });
     g.finish();
 }
 

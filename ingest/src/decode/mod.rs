@@ -185,48 +185,8 @@ impl Decoder {
         }
         values.clear();
         match &self.format {
-            Framing::Json(trie) => {
-                let mut marks = json::Marks::default();
-                let marked = marks.set(bytes);
-                let text = if marked && marks.ascii { ascii(bytes) } else { utf8(bytes)? };
-                let mut inline = [None; 8];
-                let mut spilled = Vec::new();
-                let raw = match self.slots.len() {
-                    n if n <= inline.len() => &mut inline[..n],
-                    n => {
-                        spilled.resize(n, None);
-                        &mut spilled[..]
-                    }
-                };
-                trie.capture(text, marked.then_some(&marks), raw)?;
-                for (slot, raw) in self.slots.iter().zip(raw.iter()) {
-                    let v = match raw {
-                        None => FieldValue::Absent,
-                        Some(r) => slot.typed.parse_json_scanned(r.text, r.escaped).map_err(|e| field_err(slot, e))?,
-                    };
-                    values.push(self.finish(slot, v)?);
-                }
-            }
-            Framing::Csv(columns) => {
-                let text = utf8(bytes)?;
-                let mut cells: SmallVec<[Option<std::borrow::Cow<'a, str>>; 8]> =
-                    SmallVec::from_elem(None, self.slots.len());
-                columns.split(text, &mut cells)?;
-                for (slot, cell) in self.slots.iter().zip(cells) {
-                    let v = match cell {
-                        // An empty cell is an absent field (its default, or missing).
-                        None => FieldValue::Absent,
-                        Some(c) if c.is_empty() => FieldValue::Absent,
-                        Some(std::borrow::Cow::Borrowed(c)) => {
-                            slot.typed.parse_text(c).map_err(|e| field_err(slot, e))?
-                        }
-                        Some(std::borrow::Cow::Owned(c)) => {
-                            slot.typed.parse_text(&c).map(FieldValue::into_owned).map_err(|e| field_err(slot, e))?
-                        }
-                    };
-                    values.push(self.finish(slot, v)?);
-                }
-            }
+            Framing::Json(trie) => self.json(trie, bytes, values)?,
+            Framing::Csv(columns) => self.csv(columns, bytes, values)?,
         }
         let FieldValue::Time(ts_ms) = values[self.time] else {
             // Validated: the time field is a required timestamp.
@@ -240,6 +200,54 @@ impl Decoder {
             });
         }
         Ok(ts_ms)
+    }
+
+    /// A JSON record's fields: marked, walked along the schema's paths,
+    /// each captured value typed.
+    #[inline]
+    fn json<'a>(&self, trie: &json::PathTrie, bytes: &'a [u8], values: &mut Values<'a>) -> Result<(), DecodeError> {
+        let mut marks = json::Marks::default();
+        let marked = marks.set(bytes);
+        let text = if marked && marks.ascii { ascii(bytes) } else { utf8(bytes)? };
+        let mut inline = [None; 8];
+        let mut spilled = Vec::new();
+        let raw = match self.slots.len() {
+            n if n <= inline.len() => &mut inline[..n],
+            n => {
+                spilled.resize(n, None);
+                &mut spilled[..]
+            }
+        };
+        trie.capture(text, marked.then_some(&marks), raw)?;
+        for (slot, raw) in self.slots.iter().zip(raw.iter()) {
+            let v = match raw {
+                None => FieldValue::Absent,
+                Some(r) => slot.typed.parse_json_scanned(r.text, r.escaped).map_err(|e| field_err(slot, e))?,
+            };
+            values.push(self.finish(slot, v)?);
+        }
+        Ok(())
+    }
+
+    /// A CSV line's fields: split into the declared columns, each cell typed.
+    #[inline]
+    fn csv<'a>(&self, columns: &csv::Columns, bytes: &'a [u8], values: &mut Values<'a>) -> Result<(), DecodeError> {
+        let text = utf8(bytes)?;
+        let mut cells: SmallVec<[Option<std::borrow::Cow<'a, str>>; 8]> = SmallVec::from_elem(None, self.slots.len());
+        columns.split(text, &mut cells)?;
+        for (slot, cell) in self.slots.iter().zip(cells) {
+            let v = match cell {
+                // An empty cell is an absent field (its default, or missing).
+                None => FieldValue::Absent,
+                Some(c) if c.is_empty() => FieldValue::Absent,
+                Some(std::borrow::Cow::Borrowed(c)) => slot.typed.parse_text(c).map_err(|e| field_err(slot, e))?,
+                Some(std::borrow::Cow::Owned(c)) => {
+                    slot.typed.parse_text(&c).map(FieldValue::into_owned).map_err(|e| field_err(slot, e))?
+                }
+            };
+            values.push(self.finish(slot, v)?);
+        }
+        Ok(())
     }
 
     /// Defaults and requirements.
