@@ -221,6 +221,10 @@ fn edge_cases_agree() {
         r#"{"ts":1,"geo":{"cc":"DE"}}"#,
         r#"{"g\u0065o":{"cc":"DE"}}"#,
         r#"{"geo":{"cc":"DE"},"geo":{"cc":"FR"}}"#,
+        // A number with two leading zeros where a path goes deeper: not
+        // JSON (found by the plain-records test), not the wrong shape.
+        r#"{"n":00.0}"#,
+        r#"{"n":-01}"#,
         r#"{"geo":{"cc":"DE"},"geo":{}}"#,
         r#"{"geo":"DE"}"#,
         r#"{"geo":[]}"#,

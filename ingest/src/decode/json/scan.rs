@@ -245,7 +245,13 @@ impl<'a> Scan<'a, '_> {
             self.i += 1;
         }
         match self.peek() {
-            Some(b'0') => self.i += 1,
+            Some(b'0') => {
+                self.i += 1;
+                // One leading zero only: `00` is not a number, nor its start.
+                if let Some(b'0'..=b'9') = self.peek() {
+                    return Err(self.syntax("invalid number"));
+                }
+            }
             Some(b'1'..=b'9') => self.digits(),
             None => return Err(self.syntax("EOF while parsing a value")),
             Some(_) => return Err(self.syntax("invalid number")),
