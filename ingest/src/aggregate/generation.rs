@@ -100,6 +100,16 @@ impl ShardPartials {
         n.index.reserve(names, |&i| n.keys[i as usize].id() as u64);
     }
 
+    /// Memory its vectors and tables hold, filled or not.
+    fn capacity_bytes(&self) -> u64 {
+        let entry = std::mem::size_of::<u32>() + 1;
+        (self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.index.capacity() * entry
+            + self.names.keys.capacity() * std::mem::size_of::<Name>()
+            + self.names.index.capacity() * entry
+            + self.names.packed.capacity()) as u64
+    }
+
     /// Empty, its memory kept.
     fn clear(&mut self) {
         self.slots.clear();
@@ -172,17 +182,51 @@ pub type Sizes = FxHashMap<u32, (usize, usize)>;
 
 /// Cleared maps of flushed generations, for the next ones to fill (a
 /// generation and the ones made from it by [`Generation::next`] share it).
-/// It holds at most one generation's maps: the flush of generation k puts
-/// them back after k + 1 has taken k - 1's.
+/// It holds at most one generation's maps (the flush of generation k puts
+/// them back after k + 1 has taken k - 1's), and at most `budget` bytes of
+/// them: a spare map is memory held through the next flush, which the
+/// largest generations cannot spare (the pipeline's budget is an eighth of
+/// `flush.max_memory_mb`).
+#[derive(Debug)]
+pub struct Spare {
+    kept: Mutex<Kept>,
+    budget: u64,
+}
+
 #[derive(Debug, Default)]
-pub struct Spare(Mutex<Vec<ShardPartials>>);
+struct Kept {
+    maps: Vec<ShardPartials>,
+    bytes: u64,
+}
+
+/// The spare budget of a generation made without one.
+pub const SPARE_BYTES: u64 = 128 << 20;
+
+impl Default for Spare {
+    fn default() -> Self {
+        Spare::new(SPARE_BYTES)
+    }
+}
 
 impl Spare {
+    pub fn new(budget: u64) -> Self {
+        Spare { kept: Mutex::default(), budget }
+    }
+
+    fn kept(&self) -> MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Cleared maps with room for (`partials`, `names`). Maps more than
     /// four times too large (the stream slowed down) are let go, so the
     /// memory kept follows the traffic.
     fn take(&self, partials: usize, names: usize) -> ShardPartials {
-        let spare = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let spare = {
+            let mut kept = self.kept();
+            let part = kept.maps.pop();
+            kept.bytes -= part.as_ref().map_or(0, ShardPartials::capacity_bytes);
+            part
+        };
         match spare {
             Some(mut part) if part.slots.capacity() <= 4 * partials.max(1024) => {
                 part.reserve(partials, names);
@@ -192,12 +236,15 @@ impl Spare {
         }
     }
 
-    /// Keeps `part`, cleared, unless `limit` maps are kept already.
+    /// Keeps `part`, cleared, unless `limit` maps are kept already or it
+    /// does not fit the budget.
     fn put(&self, mut part: ShardPartials, limit: usize) {
         part.clear();
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.len() < limit {
-            kept.push(part);
+        let bytes = part.capacity_bytes();
+        let mut kept = self.kept();
+        if kept.maps.len() < limit && kept.bytes + bytes <= self.budget {
+            kept.bytes += bytes;
+            kept.maps.push(part);
         }
     }
 }
@@ -227,7 +274,7 @@ impl Generation {
     /// Cleared maps kept for the next generations (tests).
     #[cfg(test)]
     pub(super) fn spare_maps(&self) -> usize {
-        self.spare.0.lock().map_or(0, |kept| kept.len())
+        self.spare.kept().maps.len()
     }
 
     /// A generation whose shards reserve room for `sizes` at first use: the
@@ -236,6 +283,12 @@ impl Generation {
     /// not rehash as they fill.
     pub fn with_capacity(sizes: Sizes) -> Self {
         Generation { sizes, ..Default::default() }
+    }
+
+    /// A first generation whose flushed maps are kept for the next ones
+    /// up to `budget` bytes.
+    pub fn with_spare(budget: u64) -> Self {
+        Generation { spare: Arc::new(Spare::new(budget)), ..Default::default() }
     }
 
     /// The next generation: each shard sized like this one's (at most
@@ -441,7 +494,7 @@ mod tests {
         part.partial(name, true, 0, || set.partial());
         spare.put(part, 1);
         spare.put(ShardPartials::default(), 1);
-        assert_eq!(spare.0.lock().unwrap().len(), 1, "no more maps kept than the generation had shards");
+        assert_eq!(spare.kept().maps.len(), 1, "no more maps kept than the generation had shards");
         let again = spare.take(100, 100);
         assert!(again.slots.is_empty() && again.names.keys.is_empty() && again.names.packed.is_empty());
         assert_eq!(again.index.len() + again.names.index.len(), 0);
@@ -450,6 +503,19 @@ mod tests {
         spare.put(ShardPartials::with_capacity(20_000, 20_000), 1);
         let small = spare.take(1_000, 1_000);
         assert!(small.slots.capacity() < 20_000, "{}", small.slots.capacity());
-        assert_eq!(spare.0.lock().unwrap().len(), 0, "the oversized map was let go, not kept");
+        assert_eq!(spare.kept().maps.len(), 0, "the oversized map was let go, not kept");
+        assert_eq!(spare.kept().bytes, 0);
+        // A budget: maps past it are let go.
+        let part = ShardPartials::with_capacity(3_000, 3_000);
+        let bytes = part.capacity_bytes();
+        assert!(bytes >= 3_000 * 88, "{bytes}");
+        let spare = Spare::new(bytes + bytes / 2);
+        spare.put(part, 4);
+        spare.put(ShardPartials::with_capacity(3_000, 3_000), 4);
+        let kept = spare.kept();
+        assert_eq!((kept.maps.len(), kept.bytes), (1, bytes), "the second did not fit");
+        drop(kept);
+        drop(spare.take(3_000, 3_000));
+        assert_eq!(spare.kept().bytes, 0, "a map taken is off the budget");
     }
 }

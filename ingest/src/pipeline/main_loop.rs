@@ -6,7 +6,7 @@
 
 use super::flushing::lock_progress_empty;
 use super::reader::ShardTask;
-use super::{lock, Batch, Event, Pipeline, PipelineError, Run, Shard, Tombstone};
+use super::{lock, Event, Pipeline, PipelineError, Run, Shard, Tombstone};
 use crate::source::StartAt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -241,7 +241,7 @@ impl Pipeline {
         }
         run.job = None;
         run.retry_at = None;
-        *run.gate.write().await = Batch::default();
+        *run.gate.write().await = self.first_batch();
         run.swaps += 1;
         let _ = run.swapped_tx.send(run.swaps);
         self.join(stop).await?;

@@ -267,6 +267,13 @@ impl Pipeline {
         base.min(self.opts.max_pause)
     }
 
+    /// The batch a run starts with: its generation's flushed maps are kept
+    /// for the next ones up to an eighth of the memory bound.
+    fn first_batch(&self) -> Batch {
+        let budget = self.opts.config.flush.max_memory_mb.saturating_mul(1 << 20) / 8;
+        Batch { gen: Generation::with_spare(budget), ..Default::default() }
+    }
+
     /// Runs until `stop` is cancelled (or, on a bounded source, until every
     /// shard is finished), then flushes, hands its leases back and leaves.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<RunSummary, PipelineError> {
@@ -301,7 +308,7 @@ impl Pipeline {
             shards: BTreeMap::new(),
             tombstones: HashMap::new(),
             next_index: 0,
-            gate: Arc::new(RwLock::new(Batch::default())),
+            gate: Arc::new(RwLock::new(self.first_batch())),
             swapped_tx,
             swaps: 0,
             full: Arc::new(Notify::new()),
