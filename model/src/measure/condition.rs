@@ -9,7 +9,8 @@
 //!
 //! A value is a bare word (up to a space; in a list, also up to a comma)
 //! or quoted with `"` (`\"` and `\\` inside), for values with spaces,
-//! commas or the word `and`: `path = "/a, b"`.
+//! commas or the word `and`: `path = "/a, b"`, or starting with `=`, `!`,
+//! `<` or `>` (bare, `kind==a` would be an operator this grammar lacks).
 //!
 //! Values are typed by the field (`status = 200` compares integers), so a
 //! literal the field could never hold is a configuration error.
@@ -52,6 +53,19 @@ impl Condition {
             } else {
                 return Err(bad(format!("after {name}: expected =, != or in, at {:?}", cur.rest)));
             };
+            // `==`, `=<`, `!==`: an operator this grammar does not have, not a
+            // value starting with `=` (which would quietly match nothing).
+            if let Some(op) = cur.operator_left() {
+                let written = match (negate, list) {
+                    (true, _) => format!("!={op}"),
+                    (false, false) => format!("={op}"),
+                    (false, true) => format!("in {op}"),
+                };
+                return Err(bad(format!(
+                    "after {name}: unknown operator {written:?} (the operators are =, != and in; \
+                     quote a value that starts with {op:?})"
+                )));
+            }
             let mut values = Vec::new();
             loop {
                 let v = cur.value(list).map_err(&bad)?;
@@ -143,6 +157,16 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// What is left of an operator if the text goes on with operator
+    /// characters (a value that starts with one must be quoted).
+    fn operator_left(&mut self) -> Option<String> {
+        self.skip_spaces();
+        let rest = self.rest;
+        let op_chars = |c: char| matches!(c, '=' | '!' | '<' | '>');
+        let n = rest.find(|c: char| !op_chars(c)).unwrap_or(rest.len());
+        (n > 0).then(|| rest[..n].to_string())
+    }
+
     /// A quoted or bare value (in a list, a bare one also ends at a comma).
     fn value(&mut self, list: bool) -> Result<String, String> {
         self.skip_spaces();
@@ -217,6 +241,8 @@ mod tests {
         assert!(c.matches(&ev("x=y")), "a closing quote ends a value: no spaces needed");
         let c = Condition::parse(r#"kind = a=b and status != 3"#, &f).unwrap();
         assert!(c.matches(&ev("a=b")), "a bare value may hold `=`");
+        let c = Condition::parse(r#"kind = "=a""#, &f).unwrap();
+        assert!(c.matches(&ev("=a")), "a value starting with `=` is quoted");
         let c = Condition::parse(r#"kind = """#, &f).unwrap();
         assert!(c.matches(&ev("")), "an empty quoted value");
         for (bad, why) in [
@@ -228,6 +254,10 @@ mod tests {
             ("status in 1,, 2", "value is missing"),
             ("kind index a", "expected =, != or in"),
             (r#"status = """#, "an empty value"),
+            ("kind==a", "unknown operator \"==\""),
+            ("kind !== a", "unknown operator \"!==\""),
+            ("kind =>a", "unknown operator \"=>\""),
+            ("kind in =a", "quote a value"),
         ] {
             let e = Condition::parse(bad, &f).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
