@@ -37,6 +37,7 @@ use zigzag_lease::ShardLease;
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, Position, Truth};
+use zigzag_testkit::Reaped;
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -73,7 +74,7 @@ impl Env {
         Env { dir, stream, kinesis_url, dynamo_url, config, failover }
     }
 
-    fn spawn(&self, worker: &str) -> Worker {
+    fn spawn(&self, worker: &str) -> Reaped {
         let child = Command::new(env!("CARGO_BIN_EXE_ingest"))
             .args(["--kinesis", &self.stream, "--dynamodb", &self.stream, "--worker-id", worker])
             .args(["--failover", &self.failover.as_secs_f64().to_string(), "--relist", "2", "--max-pause", "1"])
@@ -92,7 +93,7 @@ impl Env {
             .stderr(Stdio::from(std::fs::File::create(self.dir.path().join(format!("{worker}.log"))).unwrap()))
             .spawn()
             .expect("spawn ingest");
-        Worker(child)
+        Reaped::from(child)
     }
 
     fn log(&self, worker: &str) -> String {
@@ -164,31 +165,6 @@ async fn leases(table: &DynamoTable, stream: &str) -> Vec<ShardLease> {
     }
 }
 
-/// An `ingest` process, killed when dropped: a test that panics leaves no
-/// worker behind retrying against emulators that are gone.
-struct Worker(Child);
-
-impl std::ops::Deref for Worker {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Worker {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        // Already exited (the usual case) or not: either way it is reaped.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn signal(child: &Child, sig: &str) {
     let ok = Command::new("kill").arg(format!("-{sig}")).arg(child.id().to_string()).status().unwrap().success();
     assert!(ok, "kill -{sig}");
@@ -202,7 +178,7 @@ async fn check_report(aggregates: &DynamoTable, truth: &Truth) -> check::CheckRe
 
 /// Waits until the store matches the truth (the workers caught up), stops
 /// every worker with SIGTERM (each must exit 0), and checks again.
-async fn converge_and_stop(env: &Env, workers: &mut BTreeMap<String, Worker>, aggregates: &DynamoTable, truth: &Truth) {
+async fn converge_and_stop(env: &Env, workers: &mut BTreeMap<String, Reaped>, aggregates: &DynamoTable, truth: &Truth) {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let report = check_report(aggregates, truth).await;
@@ -278,7 +254,7 @@ async fn killed_workers_shards_all_resume_and_totals_stay_exact() {
     let gen = generator(21, ((kills as f64 + 2.0) * gap.as_secs_f64() * rate) as u64);
     let truth = truth::compute(&gen);
     let (producer, _) = env.produce(&gen, rate);
-    let mut workers: BTreeMap<String, Worker> =
+    let mut workers: BTreeMap<String, Reaped> =
         (0..3).map(|i| format!("w{i}")).map(|w| (w.clone(), env.spawn(&w))).collect();
     let (aggregates, lease_table) = env.tables().await;
     let watch = Watch::default();
@@ -349,7 +325,7 @@ async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
     let gen = generator(22, 4_500);
     let truth = truth::compute(&gen);
     let (producer, _) = env.produce(&gen, rate);
-    let mut workers: BTreeMap<String, Worker> = ["a", "b"].iter().map(|w| (w.to_string(), env.spawn(w))).collect();
+    let mut workers: BTreeMap<String, Reaped> = ["a", "b"].iter().map(|w| (w.to_string(), env.spawn(w))).collect();
     let (aggregates, lease_table) = env.tables().await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     signal(&workers["a"], "STOP");
@@ -383,7 +359,7 @@ async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_ex
     let gen = generator(23, 6_000);
     let truth = truth::compute(&gen);
     let (producer, _) = env.produce(&gen, rate);
-    let mut workers: BTreeMap<String, Worker> =
+    let mut workers: BTreeMap<String, Reaped> =
         (0..3).map(|i| format!("r{i}")).map(|w| (w.clone(), env.spawn(&w))).collect();
     let (aggregates, lease_table) = env.tables().await;
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -22,6 +22,7 @@ use zigzag_loadgen::generator::Generated;
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel};
 use zigzag_sqlite::SqliteTable;
+use zigzag_testkit::Reaped;
 
 const KILLS: usize = 20;
 
@@ -79,7 +80,7 @@ fn totals_are_exact_after_repeated_kill_9() {
         // predecessor's lane at once instead of waiting out the failover.
         cmd.arg("--batch").arg("200").arg("--worker-id").arg("kill9").arg("--input").args(inputs);
         cmd.env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::piped());
-        cmd.spawn().expect("spawn ingest")
+        Reaped::spawn(&mut cmd).expect("spawn ingest")
     };
     let run = || spawn(&db, &inputs);
 

@@ -13,6 +13,7 @@ use zigzag_gather::execute::ExecOptions;
 use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel};
 use zigzag_sqlite::SqliteTable;
+use zigzag_testkit::Reaped;
 
 fn scrape(port: u16) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -48,22 +49,23 @@ fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
     std::fs::write(&config, "[flush]\ninterval_ms = 3600000\n").unwrap();
     let db = dir.path().join("zigzag.db");
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ingest"))
-        .arg("--db")
-        .arg(&db)
-        .arg("--config")
-        .arg(&config)
-        .arg("--dead-letters")
-        .arg(dir.path().join("dead.jsonl"))
-        .arg("--follow")
-        .arg("--metrics-addr")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--input")
-        .args(&inputs)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Reaped::spawn(
+        Command::new(env!("CARGO_BIN_EXE_ingest"))
+            .arg("--db")
+            .arg(&db)
+            .arg("--config")
+            .arg(&config)
+            .arg("--dead-letters")
+            .arg(dir.path().join("dead.jsonl"))
+            .arg("--follow")
+            .arg("--metrics-addr")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--input")
+            .args(&inputs)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    )
+    .unwrap();
 
     // Wait until every record was read (the counter moves per batch).
     let deadline = Instant::now() + Duration::from_secs(60);

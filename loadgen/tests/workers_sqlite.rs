@@ -16,22 +16,24 @@ use zigzag_gather::check::check;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_model::{Config, KeyModel, Truth};
 use zigzag_sqlite::SqliteTable;
+use zigzag_testkit::Reaped;
 
-fn worker(dir: &Path, id: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_loadgen"))
-        .args(["--records", "48000", "--shards", "8", "--rate", "6000", "--seed", "5", "--sink", "ingest"])
-        .args(["--worker-id", id, "--failover", "2"])
-        .arg("--db")
-        .arg(dir.join("z.db"))
-        .arg("--truth")
-        .arg(dir.join(format!("{id}.truth.json")))
-        .arg("--dead-letters")
-        .arg(dir.join(format!("{id}.dead.jsonl")))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(dir.join(format!("{id}.log"))).unwrap()))
-        .spawn()
-        .expect("spawn loadgen")
+fn worker(dir: &Path, id: &str) -> Reaped {
+    Reaped::spawn(
+        Command::new(env!("CARGO_BIN_EXE_loadgen"))
+            .args(["--records", "48000", "--shards", "8", "--rate", "6000", "--seed", "5", "--sink", "ingest"])
+            .args(["--worker-id", id, "--failover", "2"])
+            .arg("--db")
+            .arg(dir.join("z.db"))
+            .arg("--truth")
+            .arg(dir.join(format!("{id}.truth.json")))
+            .arg("--dead-letters")
+            .arg(dir.join(format!("{id}.dead.jsonl")))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(dir.join(format!("{id}.log"))).unwrap())),
+    )
+    .expect("spawn loadgen")
 }
 
 fn wait(child: &mut Child, deadline: Instant) -> std::process::ExitStatus {
@@ -50,7 +52,7 @@ fn wait(child: &mut Child, deadline: Instant) -> std::process::ExitStatus {
 #[test]
 fn three_processes_share_eight_shards_on_sqlite_and_a_kill_9_changes_no_total() {
     let dir = tempfile::tempdir().unwrap();
-    let mut workers: Vec<(String, Child)> =
+    let mut workers: Vec<(String, Reaped)> =
         ["w0", "w1", "w2"].iter().map(|w| (w.to_string(), worker(dir.path(), w))).collect();
     std::thread::sleep(Duration::from_secs(3));
     let (victim, mut child) = workers.remove(1);

@@ -1,0 +1,91 @@
+//! What the workspace's test suites share (a dev-dependency only).
+//!
+//! [`Reaped`]: a child process killed and waited for when dropped. std's
+//! `Child` is neither on drop, so a test that panicked between spawning a
+//! worker and waiting for it left the worker running (seen: debug `ingest`
+//! workers still retrying an hour after a failed run).
+
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::process::{Child, Command, Output};
+
+/// A child process that cannot outlive its owner.
+#[derive(Debug)]
+pub struct Reaped(Option<Child>);
+
+impl Reaped {
+    pub fn spawn(command: &mut Command) -> io::Result<Reaped> {
+        command.spawn().map(|child| Reaped(Some(child)))
+    }
+
+    /// Waits for it to exit, with what it wrote to piped stdout and stderr.
+    pub fn wait_with_output(mut self) -> io::Result<Output> {
+        self.0.take().expect("present until consumed").wait_with_output()
+    }
+}
+
+impl From<Child> for Reaped {
+    fn from(child: Child) -> Self {
+        Reaped(Some(child))
+    }
+}
+
+impl Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("present until consumed")
+    }
+}
+
+impl DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("present until consumed")
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            // Exited already (the usual case) or not: either way reaped.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn alive(pid: u32) -> bool {
+        // Reaped children are gone from /proc; zombies would still be there.
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    #[test]
+    fn a_child_dropped_mid_test_is_killed_and_reaped() {
+        let child = Reaped::spawn(Command::new("sleep").arg("30")).expect("sleep runs");
+        let pid = child.id();
+        assert!(alive(pid));
+        let panicked = std::panic::catch_unwind(move || {
+            let _held = child;
+            panic!("a failing assertion while the worker runs");
+        });
+        assert!(panicked.is_err());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!alive(pid), "the child outlived the panic");
+    }
+
+    #[test]
+    fn output_is_still_read_to_the_end() {
+        let mut echo = Command::new("echo");
+        echo.arg("done").stdout(std::process::Stdio::piped());
+        let out = Reaped::spawn(&mut echo).expect("echo runs").wait_with_output().expect("waited");
+        assert!(out.status.success());
+        assert_eq!(out.stdout, b"done\n");
+    }
+}
