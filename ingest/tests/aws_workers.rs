@@ -32,7 +32,7 @@ use zigzag_gather::check;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_kinesis::stream::ensure_stream;
 use zigzag_kinesis::Producer;
-use zigzag_lease::items::shards_pk;
+use zigzag_lease::items::{shards_pk, Lane, LANES_PK};
 use zigzag_lease::ShardLease;
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::{truth, GenConfig, Generator};
@@ -162,6 +162,53 @@ async fn leases(table: &DynamoTable, stream: &str) -> Vec<ShardLease> {
     match table.query(&req).await {
         Ok(page) => page.items.iter().filter_map(|i| ShardLease::from_item(i).ok()).collect(),
         Err(_) => Vec::new(),
+    }
+}
+
+/// Watches one worker's lane beat in the lease table until stopped.
+struct BeatWatch {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Option<Instant>>,
+}
+
+impl BeatWatch {
+    fn start(table: Arc<DynamoTable>, worker: &'static str) -> BeatWatch {
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            // (beat, start of the last read that showed the beat before it)
+            let (mut last, mut written_after): (Option<u64>, Option<Instant>) = (None, None);
+            let mut previous_read = None;
+            while !token.is_cancelled() {
+                let started = Instant::now();
+                let req = QueryRequest::new(LANES_PK, SortKeyCondition::Any);
+                if let Ok(page) = table.query(&QueryRequest { consistent: true, ..req }).await {
+                    let beat = page
+                        .items
+                        .iter()
+                        .filter_map(|i| Lane::from_item(i).ok())
+                        .find(|l| l.owner.as_deref() == Some(worker))
+                        .map(|l| l.beat);
+                    if let (Some(b), Some(before)) = (beat, last) {
+                        if b != before {
+                            written_after = previous_read;
+                        }
+                    }
+                    last = beat.or(last);
+                    previous_read = Some(started);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            written_after
+        });
+        BeatWatch { stop, task }
+    }
+
+    /// The start of the read before the one that showed the last beat (the
+    /// beat was written after it); None if no beat changed while watched.
+    async fn stop(self) -> Option<Instant> {
+        self.stop.cancel();
+        self.task.await.expect("the watch ran")
     }
 }
 
@@ -327,21 +374,62 @@ async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
     let (producer, _) = env.produce(&gen, rate);
     let mut workers: BTreeMap<String, Reaped> = ["a", "b"].iter().map(|w| (w.to_string(), env.spawn(w))).collect();
     let (aggregates, lease_table) = env.tables().await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    signal(&workers["a"], "STOP");
-    let stopped = Instant::now();
-    // B takes every lease once A's lane has been silent for the failover time.
-    let deadline = stopped + Duration::from_secs(60);
-    loop {
-        let l = leases(&lease_table, &env.stream).await;
-        if !l.is_empty() && l.iter().all(|l| l.finished || l.owner.as_deref() == Some("b")) {
+    let lease_table = Arc::new(lease_table);
+    // A's lane beats as the lease table shows them, from before the stop:
+    // B may call A dead only a failover time after A's last beat, which
+    // A wrote after the last read that still showed the beat before it.
+    let beats = BeatWatch::start(lease_table.clone(), "a");
+    // Long enough for the watch to see A beat (every failover / 3).
+    tokio::time::sleep(failover).await;
+    // Stop A while it holds leases (after a fixed wait, a slow start could
+    // leave it none), checked once it is stopped (a handoff may land
+    // between a read and the stop).
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !leases(&lease_table, &env.stream).await.iter().any(|l| l.owner.as_deref() == Some("a") && !l.finished) {
+            assert!(Instant::now() < deadline, "A never held a lease");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        signal(&workers["a"], "STOP");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = leases(&lease_table, &env.stream).await;
+        held = now.into_iter().filter(|l| l.owner.as_deref() == Some("a") && !l.finished).map(|l| l.shard).collect();
+        if !held.is_empty() {
             break;
+        }
+        signal(&workers["a"], "CONT");
+    }
+    assert!(!held.is_empty(), "A held no lease once stopped, five times");
+    // B takes every lease A held, each seen B's (or finished) by a read
+    // that ended at `seen`.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut taken_by: HashMap<String, Instant> = HashMap::new();
+    while taken_by.len() < held.len() {
+        let l = leases(&lease_table, &env.stream).await;
+        let seen = Instant::now();
+        for lease in l.iter().filter(|l| held.contains(&l.shard)) {
+            if lease.finished || lease.owner.as_deref() == Some("b") {
+                taken_by.entry(lease.shard.clone()).or_insert(seen);
+            }
         }
         assert!(Instant::now() < deadline, "B never took A's leases: {l:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let taken = stopped.elapsed();
-    assert!(taken >= failover, "nothing is taken before the failover time ({taken:?})");
+    let last_beat_after = beats.stop().await.expect("A's lane beat while the test watched it");
+    let earliest = last_beat_after + failover;
+    for (shard, seen) in &taken_by {
+        assert!(
+            *seen >= earliest,
+            "{shard} was taken {:?} before a failover time had passed since A's last beat",
+            earliest - *seen
+        );
+    }
+    eprintln!(
+        "A's {} leases taken {:?} after its last beat could have been written (failover {failover:?})",
+        held.len(),
+        taken_by.values().max().map(|t| *t - last_beat_after)
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     signal(&workers["a"], "CONT");
     tokio::time::timeout(Duration::from_secs(120), producer).await.expect("producer").expect("task");
