@@ -36,7 +36,9 @@
 //! [flush]
 //! interval_ms = 2000
 //! max_keys = 1000000
-//! max_memory_mb = 1024                       # estimated memory of the live keys
+//! max_memory_mb = 1024                       # estimated memory of the live keys; up to an
+//!                                            # eighth more holds a flushed generation's
+//!                                            # cleared maps for the next (no page faults)
 //! ```
 
 use crate::measure::{default_measures, default_ratios, MeasureSet, MeasureSpec, RatioSpec};
