@@ -15,6 +15,7 @@
 //! shards whose leases it proved still held and drops the others.
 
 mod generation;
+mod spare;
 
 use crate::decode::{DecodeError, Decoder, Event, FieldValue, Values};
 use crate::source::RecordBatch;
