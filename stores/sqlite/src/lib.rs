@@ -8,16 +8,21 @@
 //! so this crate only turns key conditions into SQL. WAL mode lets another
 //! process read while one writes.
 //!
-//! Calls run synchronously under a mutex inside the async methods: a local
-//! SQLite call is shorter than a task switch. A store used by a concurrent
-//! `gather` will want a connection per worker (later).
+//! The async methods run each call on tokio's blocking pool: a flush's
+//! transaction of 4,096 items takes tens of milliseconds (hundreds in a debug
+//! build), and run on a runtime thread it would stall the timers of every
+//! task there, lease heartbeats included. Writes to one file take turns
+//! first come, first served ([`turns`]). Calls on one table share its
+//! connection under a mutex; a concurrent `gather` will want a connection
+//! per worker (later).
 
 mod codec;
+mod turns;
 
 use async_trait::async_trait;
 use rusqlite::{params_from_iter, Connection, OpenFlags};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use zigzag_core::table::{
     apply_update, evaluate_page, Item, ItemResult, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError,
     UpdateOutcome, UpdateRequest,
@@ -31,10 +36,14 @@ pub const DEFAULT_PATH: &str = "zigzag.db";
 /// Default table of aggregates; checkpoints live in another table of the same file.
 pub const DEFAULT_TABLE: &str = "items";
 
+/// One table of a database file. Clones share the connection.
+#[derive(Clone)]
 pub struct SqliteTable {
-    conn: Mutex<Connection>,
+    conn: Arc<Mutex<Connection>>,
     /// SQL table name (validated: lowercase letters, digits, underscores).
-    table: String,
+    table: Arc<str>,
+    /// The file's writers, in turn.
+    turns: Arc<turns::Turns>,
 }
 
 fn store_err(e: impl std::error::Error + Send + Sync + 'static) -> TableError {
@@ -60,16 +69,17 @@ impl SqliteTable {
     /// Opens (creating if needed) one named table of the database file.
     pub fn open_table(path: impl AsRef<Path>, table: &str) -> Result<Self, TableError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(sqlite_err)?;
-        Self::init(conn, table, true)
+        let conn = Connection::open_with_flags(path.as_ref(), flags).map_err(sqlite_err)?;
+        Self::init(conn, table, Some(path.as_ref()))
     }
 
     /// A private in-memory database (tests).
     pub fn in_memory() -> Result<Self, TableError> {
-        Self::init(Connection::open_in_memory().map_err(sqlite_err)?, DEFAULT_TABLE, false)
+        Self::init(Connection::open_in_memory().map_err(sqlite_err)?, DEFAULT_TABLE, None)
     }
 
-    fn init(conn: Connection, table: &str, wal: bool) -> Result<Self, TableError> {
+    /// `file`: where the database lives (None: in memory, private).
+    fn init(conn: Connection, table: &str, file: Option<&Path>) -> Result<Self, TableError> {
         let valid = !table.is_empty()
             && table.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
             && !table.as_bytes()[0].is_ascii_digit();
@@ -79,7 +89,7 @@ impl SqliteTable {
             )));
         }
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(sqlite_err)?;
-        if wal {
+        if file.is_some() {
             conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite_err)?;
             // WAL + NORMAL: a commit survives a process crash (kill -9);
             // only an OS crash can lose the last transactions.
@@ -99,7 +109,8 @@ impl SqliteTable {
              ) WITHOUT ROWID;"
         ))
         .map_err(sqlite_err)?;
-        Ok(SqliteTable { conn: Mutex::new(conn), table: table.to_string() })
+        let turns = file.map_or_else(|| Arc::new(turns::Turns::new(())), turns::of_file);
+        Ok(SqliteTable { conn: Arc::new(Mutex::new(conn)), table: table.into(), turns })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -272,27 +283,60 @@ fn range_sql(table: &str, req: &QueryRequest) -> (String, Vec<rusqlite::types::V
     (sql, args)
 }
 
+impl SqliteTable {
+    /// Runs `call` on the blocking pool (see the crate's doc).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        call: impl FnOnce(&SqliteTable) -> Result<T, TableError> + Send + 'static,
+    ) -> Result<T, TableError> {
+        let me = self.clone();
+        match tokio::task::spawn_blocking(move || call(&me)).await {
+            Ok(out) => out,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// Runs a write on the blocking pool in this file's turn. The turn is
+    /// held until the write ends, even if the caller stops waiting for it.
+    async fn write<T: Send + 'static>(
+        &self,
+        call: impl FnOnce(&SqliteTable) -> Result<T, TableError> + Send + 'static,
+    ) -> Result<T, TableError> {
+        let turn = self.turns.clone().lock_owned().await;
+        self.blocking(move |me| {
+            let _turn = turn;
+            call(me)
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl SortedTable for SqliteTable {
     async fn put(&self, item: Item) -> Result<(), TableError> {
-        self.put_batch_sync(std::slice::from_ref(&item))
+        self.write(move |me| me.put_batch_sync(std::slice::from_ref(&item))).await
     }
 
     async fn put_batch(&self, items: Vec<Item>) -> Result<(), TableError> {
-        self.put_batch_sync(&items)
+        self.write(move |me| me.put_batch_sync(&items)).await
     }
 
     async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
-        self.query_sync(req)
+        let req = req.clone();
+        self.blocking(move |me| me.query_sync(&req)).await
     }
 
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
-        self.update_sync(req)
+        let req = req.clone();
+        self.write(move |me| me.update_sync(&req)).await
     }
 
     async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
         // One transaction: every item applies or the call fails as a whole.
-        Ok(self.update_batch_sync(reqs)?.into_iter().map(Ok).collect())
+        let reqs = reqs.to_vec();
+        let outcomes = self.write(move |me| me.update_batch_sync(&reqs)).await?;
+        Ok(outcomes.into_iter().map(Ok).collect())
     }
 }
 
