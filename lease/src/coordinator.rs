@@ -83,6 +83,10 @@ pub(crate) struct State {
     joining: Option<u32>,
     /// Joins so far.
     joins: u64,
+    /// This worker's lane as last lost, (lane, joined), until it joins
+    /// again: every call that needs the lane learns of the loss, not only
+    /// the one that found it.
+    lost: Option<(u32, u64)>,
     /// Dead workers' lanes this worker is recovering: (lane, beat). They
     /// are beaten with its own, so a long recovery is not taken over.
     pub(crate) recovering: Vec<(u32, u64)>,
@@ -133,6 +137,7 @@ impl Coordinator {
                 lane: None,
                 joining: None,
                 joins: 0,
+                lost: None,
                 recovering: Vec::new(),
                 observer,
                 lanes: Vec::new(),
@@ -166,7 +171,12 @@ impl Coordinator {
     }
 
     fn my_lane(&self) -> Result<MyLane, LeaseError> {
-        lock(&self.state).lane.ok_or(LeaseError::NotJoined)
+        let st = lock(&self.state);
+        match (st.lane, st.lost) {
+            (Some(l), _) => Ok(l),
+            (None, Some((lane, joined))) => Err(LeaseError::LaneLost { lane, joined }),
+            (None, None) => Err(LeaseError::NotJoined),
+        }
     }
 
     pub(crate) async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, LeaseError> {
@@ -243,6 +253,7 @@ impl Coordinator {
                     continue;
                 }
                 st.joins += 1;
+                st.lost = None;
                 st.lane = Some(MyLane { lane: n, beat: taken.beat, flush: taken.flush, joined: st.joins });
                 drop(st);
                 tracing::info!(lane = n, worker = %me, "joined");
@@ -290,6 +301,7 @@ impl Coordinator {
         let joined = match st.lane {
             Some(l) if l.lane == lane => {
                 st.lane = None;
+                st.lost = Some((lane, l.joined));
                 l.joined
             }
             _ => 0, // not this worker's own lane (a recovery)
@@ -508,6 +520,21 @@ impl Coordinator {
             tracing::info!(shard, to, "lease handed over");
         }
         Ok(done)
+    }
+
+    /// Releases every lease the table shows this worker holding (graceful
+    /// shutdown, after the leases it reads were given away): those a last
+    /// pass took, or that wait for their parents, were never read here and
+    /// would otherwise wait out an expiry. How many it released.
+    pub async fn release_held(&self) -> Result<usize, LeaseError> {
+        let mut released = 0;
+        for l in self.read_leases().await? {
+            if l.owner.as_deref() == Some(self.worker()) && self.give(&l.shard, l.lease, "").await? {
+                tracing::info!(shard = %l.shard, "released a lease this worker held but did not read");
+                released += 1;
+            }
+        }
+        Ok(released)
     }
 
     /// Frees this worker's lane (graceful shutdown; nothing in flight).

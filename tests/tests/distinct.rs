@@ -60,6 +60,7 @@ fn pipeline(gen: &Generator, db: &Path, worker: &str) -> Arc<Pipeline> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn distinct_users_match_the_truth_register_for_register_across_two_workers() {
+    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("z.db");
     let gen = Generator::new(GenConfig {
@@ -80,8 +81,9 @@ async fn distinct_users_match_the_truth_register_for_register_across_two_workers
         })
         .collect();
     let done = tokio::time::timeout(Duration::from_secs(120), futures::future::join_all(runs)).await.expect("in time");
-    let read: u64 = done.into_iter().map(|r| r.unwrap().records).sum();
-    assert_eq!(read, truth.records);
+    let summaries: Vec<_> = done.into_iter().map(|r| r.unwrap()).collect();
+    let read: u64 = summaries.iter().map(|s| s.records).sum();
+    assert_eq!(read, truth.records, "each record read once: {summaries:#?}");
 
     let table = SqliteTable::open(&db).unwrap();
     let km = KeyModel::new(&config()).unwrap();

@@ -388,12 +388,11 @@ async fn two_streams_with_the_same_shard_ids_add_up_in_one_table() {
     let (ga, gb) = (generator(6, 3, 9_000), generator(7, 3, 7_000));
     let mut truth = truth::compute(&ga);
     truth.merge(&truth::compute(&gb));
-    // Nothing here fails, so no failover is waited for: a long one keeps a
-    // worker starved of CPU for a second (CI: five tests on two cores) from
-    // being presumed dead, which makes it rejoin and read its shards again
-    // from their checkpoints (exact totals still, but records counted twice:
-    // 26,066 of 16,000 in one CI run with a 1 s failover).
-    let failover = 10_000;
+    // Both workers write one SQLite file, and their heartbeats wait for
+    // each other's flushes: with a 1 s failover this test once counted 26,066
+    // records for 16,000 (a worker presumed dead read its shards again) before
+    // the store queued a file's writers fairly (zigzag-sqlite `turns`).
+    let failover = 1_000;
     let a =
         spawn(worker(&ga, None, open(&db), options("stream-a", "wa", dir.path(), failover)), CancellationToken::new());
     let b =

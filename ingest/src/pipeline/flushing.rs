@@ -166,8 +166,9 @@ impl Pipeline {
     }
 
     /// Stop: readers end after their batch, the last flush commits
-    /// everything read, the leases go back (or to whoever asked), the lane
-    /// is freed.
+    /// everything read, the leases go back (or to whoever asked; held ones
+    /// never read go back too), the lane is freed. The lease passes have
+    /// stopped: nothing is taken meanwhile.
     pub(super) async fn shutdown(&self, run: &mut Run) -> Result<(), PipelineError> {
         for s in run.shards.values_mut() {
             if let Some(r) = s.reader.take() {
@@ -191,6 +192,9 @@ impl Pipeline {
             if let Err(e) = self.coord.give(&s.id, s.lease, to).await {
                 tracing::warn!(shard = %s.id, error = %e, "could not release a lease; it expires instead");
             }
+        }
+        if let Err(e) = self.coord.release_held().await {
+            tracing::warn!(error = %e, "could not release the leases held but not read; they expire instead");
         }
         if let Err(e) = self.coord.leave().await {
             tracing::warn!(error = %e, "could not free the lane; it expires instead");

@@ -292,16 +292,19 @@ impl Pipeline {
     ) -> Result<RunSummary, PipelineError> {
         self.join(&stop).await?;
         let (events_tx, mut events) = mpsc::unbounded_channel();
+        // The heartbeat runs until the lane is left; the passes stop before
+        // the shutdown lets go of the leases, so none is taken after.
         let background = stop.child_token();
+        let taking = background.child_token();
         let poke = Arc::new(Notify::new());
         tokio::spawn(leases::heartbeat(self.coord.clone(), events_tx.clone(), background.clone()));
-        tokio::spawn(leases::passes(
+        let passes = tokio::spawn(leases::passes(
             self.coord.clone(),
             self.source.clone(),
             self.opts.relist,
             events_tx.clone(),
             poke.clone(),
-            background.clone(),
+            taking.clone(),
         ));
         let (swapped_tx, _) = watch::channel(0u64);
         let mut run = Run {
@@ -325,7 +328,13 @@ impl Pipeline {
         };
         let result = self.main_loop(&mut run, &mut events, &stop, &producer_done).await;
         let result = match result {
-            Ok(()) => self.shutdown(&mut run).await,
+            Ok(()) => {
+                taking.cancel();
+                if let Err(e) = passes.await {
+                    tracing::error!(error = %e, "the lease passes ended abnormally");
+                }
+                self.shutdown(&mut run).await
+            }
             Err(e) => {
                 for (_, s) in std::mem::take(&mut run.shards) {
                     if let Some(r) = s.reader {
