@@ -139,6 +139,12 @@ impl ShardReader for GatedReader {
     }
 }
 
+/// The workers' log goes to the test's output, which libtest prints when
+/// the test fails.
+fn keep_log() {
+    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+}
+
 async fn within<T>(secs: u64, what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(secs), f).await.unwrap_or_else(|_| panic!("{what}: over {secs} s"))
 }
@@ -194,6 +200,7 @@ async fn all_items(db: &Path) -> Vec<zigzag_core::table::Item> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once() {
+    keep_log();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("z.db");
     let gen = generator(3, 8, 24_000);
@@ -290,6 +297,7 @@ impl SortedTable for Freezer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_frozen_past_its_expiry_is_recovered_and_its_late_writes_change_nothing() {
+    keep_log();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("z.db");
     let gen = generator(4, 4, 16_000);
@@ -338,6 +346,7 @@ async fn a_worker_frozen_past_its_expiry_is_recovered_and_its_late_writes_change
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_worker_releases_its_leases_and_the_other_takes_them_without_expiry() {
+    keep_log();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("z.db");
     let gen = generator(5, 6, 30_000);
@@ -383,6 +392,7 @@ async fn a_stopped_worker_releases_its_leases_and_the_other_takes_them_without_e
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_streams_with_the_same_shard_ids_add_up_in_one_table() {
+    keep_log();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("z.db");
     let (ga, gb) = (generator(6, 3, 9_000), generator(7, 3, 7_000));
@@ -415,6 +425,7 @@ async fn two_streams_with_the_same_shard_ids_add_up_in_one_table() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_bound_flushes_early_holds_readers_back_and_counts_exactly() {
+    keep_log();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("z.db");
     let gen = Generator::new(GenConfig {
