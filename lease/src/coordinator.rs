@@ -2,7 +2,8 @@
 //! [`SortedTable`]. Every write on the lease table goes through here:
 //! joining (taking a lane), the heartbeat, lease passes (create, take,
 //! steal, free dead lanes, complete checkpoints), the flush intent (open →
-//! validate → commit → complete), handoff and release, and lane recovery.
+//! validate → commit → complete, in `intent.rs`), handoff and release, and
+//! lane recovery (`recovery.rs`).
 //!
 //! Each call is retried (bounded) by [`RetryPolicy`]; when the attempts are
 //! spent the error reaches the caller, which pauses and calls again later —
@@ -11,7 +12,7 @@
 //! applied but timed out is recognised as done rather than as a fence.
 
 use crate::balance::{plan, Plan, View};
-use crate::items::{self, IntentState, Lane, ShardLease, ShardRange, LANES_PK};
+use crate::items::{self, Lane, ShardLease, ShardRange, LANES_PK};
 use crate::observer::Observer;
 use crate::{LeaseError, ShardInfo};
 use std::collections::HashSet;
@@ -69,10 +70,11 @@ pub struct LeaseStats {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct MyLane {
-    lane: u32,
+pub(crate) struct MyLane {
+    pub(crate) lane: u32,
     beat: u64,
-    flush: u64,
+    /// The last flush committed on it.
+    pub(crate) flush: u64,
     /// Which join of this worker took it (1, 2, ...).
     joined: u64,
 }
@@ -95,15 +97,6 @@ pub(crate) struct State {
     pub(crate) lanes: Vec<Lane>,
     /// The shard ids the stream listed last.
     listed: Option<HashSet<String>>,
-}
-
-/// A flush recorded and proven: write its items under `mark(lane)` = `k`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Began {
-    pub lane: u32,
-    pub k: u64,
-    /// The ranges whose leases are held (the others were dropped).
-    pub ranges: Vec<ShardRange>,
 }
 
 /// A dead worker's valid intent, taken over: re-apply its ranges under
@@ -170,7 +163,7 @@ impl Coordinator {
         lock(&self.state).joins
     }
 
-    fn my_lane(&self) -> Result<MyLane, LeaseError> {
+    pub(crate) fn my_lane(&self) -> Result<MyLane, LeaseError> {
         let st = lock(&self.state);
         match (st.lane, st.lost) {
             (Some(l), _) => Ok(l),
@@ -296,7 +289,15 @@ impl Coordinator {
         }
     }
 
-    fn lost_lane(&self, lane: u32) -> LeaseError {
+    /// Flush `k` of `lane` committed: the next one is `k + 1` (if the lane
+    /// is still this worker's own).
+    pub(crate) fn committed(&self, lane: u32, k: u64) {
+        if let Some(l) = lock(&self.state).lane.as_mut().filter(|l| l.lane == lane) {
+            l.flush = k;
+        }
+    }
+
+    pub(crate) fn lost_lane(&self, lane: u32) -> LeaseError {
         let mut st = lock(&self.state);
         let joined = match st.lane {
             Some(l) if l.lane == lane => {
@@ -394,112 +395,6 @@ impl Coordinator {
         metrics::gauge!("zigzag_lease_live_workers").set(after.live_workers as f64);
         metrics::gauge!("zigzag_lease_shards_aged_out").set(after.aged_out as f64);
         Ok(Plan { take: first.take, steal: first.steal, free: first.free, complete: first.complete, ..after })
-    }
-
-    /// Moves one committed range's checkpoint; the lease as it now is, if
-    /// this call moved it.
-    async fn complete_one(&self, r: &ShardRange) -> Result<Option<ShardLease>, LeaseError> {
-        self.complete_one_in(&self.opts.stream, r).await
-    }
-
-    async fn complete_one_in(&self, stream: &str, r: &ShardRange) -> Result<Option<ShardLease>, LeaseError> {
-        let wall_ms =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let req = items::advance_checkpoint(stream, &r.shard, r.from, r.to, r.ends);
-        let req = items::with_lag(req, r.behind_ms, wall_ms);
-        match self.update(&req).await? {
-            UpdateOutcome::Applied(item) => Ok(Some(ShardLease::from_item(&item)?)),
-            UpdateOutcome::ConditionFailed(_) => Ok(None), // completed already
-        }
-    }
-
-    /// Completes the checkpoints of a committed flush (after [`Self::commit`]).
-    pub async fn complete(&self, ranges: &[ShardRange]) -> Result<(), LeaseError> {
-        let stream = self.opts.stream.clone();
-        self.complete_in(&stream, ranges).await
-    }
-
-    /// The same for a committed flush of `stream` (a dead worker's lane may
-    /// have read another stream than ours).
-    pub(crate) async fn complete_in(&self, stream: &str, ranges: &[ShardRange]) -> Result<(), LeaseError> {
-        for r in ranges {
-            self.complete_one_in(stream, r).await?;
-        }
-        Ok(())
-    }
-
-    /// Records the next flush of this worker's lane over `ranges`, then
-    /// proves each range's lease is still held (a strongly consistent read
-    /// after the write) and keeps only those. Items may be written after
-    /// this returns.
-    pub async fn begin(&self, ranges: Vec<ShardRange>, layout: &str) -> Result<Began, LeaseError> {
-        let my = self.my_lane()?;
-        let k = my.flush + 1;
-        let me = self.worker().to_string();
-        let open = items::open_intent(my.lane, &me, k, &ranges, layout);
-        if let UpdateOutcome::ConditionFailed(old) = self.update(&open).await? {
-            // A retry (this call again after an outage, or a write that
-            // applied but timed out) finds its own intent: go on from there.
-            let lane = old.as_ref().map(Lane::from_item).transpose()?;
-            let intent = lane.as_ref().filter(|l| l.owner.as_deref() == Some(&me)).and_then(|l| l.in_flight());
-            match intent {
-                Some(i) if i.k == k && i.state == IntentState::Open && i.ranges == ranges => {}
-                Some(i) if i.k == k && i.state == IntentState::Valid => {
-                    return Ok(Began { lane: my.lane, k, ranges: i.ranges.clone() })
-                }
-                _ => return Err(self.lost_lane(my.lane)),
-            }
-        }
-        // Proof of the leases, read strictly after the intent was recorded: a
-        // worker that takes one of these shards later finds the intent and
-        // waits for it; one that took it before is seen here.
-        let leases = self.read_leases().await?;
-        let held = |r: &ShardRange| {
-            leases.iter().any(|l| {
-                l.shard == r.shard && l.lease == r.lease && l.owner.as_deref() == Some(&me) && l.checkpoint == r.from
-            })
-        };
-        let (kept, dropped): (Vec<ShardRange>, Vec<ShardRange>) = ranges.into_iter().partition(held);
-        for r in &dropped {
-            tracing::warn!(shard = %r.shard, "lease lost before the flush: its records are left to the new owner");
-            self.stats.lost.fetch_add(1, Ordering::Relaxed);
-            metrics::counter!("zigzag_lease_lost_total").increment(1);
-        }
-        let validate = items::validate_intent(my.lane, &me, k, &kept);
-        if let UpdateOutcome::ConditionFailed(old) = self.update(&validate).await? {
-            let applied = old.as_ref().map(Lane::from_item).transpose()?.is_some_and(|l| {
-                l.owner.as_deref() == Some(&me)
-                    && l.intent.as_ref().is_some_and(|i| i.k == k && i.state == IntentState::Valid && i.ranges == kept)
-            });
-            if !applied {
-                return Err(self.lost_lane(my.lane));
-            }
-        }
-        Ok(Began { lane: my.lane, k, ranges: kept })
-    }
-
-    /// Commits a flush of this worker's lane (its items are all written).
-    pub async fn commit(&self, began: &Began) -> Result<(), LeaseError> {
-        let me = self.worker().to_string();
-        self.commit_lane(began.lane, began.k, &me).await?;
-        if let Some(l) = lock(&self.state).lane.as_mut().filter(|l| l.lane == began.lane) {
-            l.flush = began.k;
-        }
-        Ok(())
-    }
-
-    pub(crate) async fn commit_lane(&self, lane: u32, k: u64, me: &str) -> Result<(), LeaseError> {
-        if let UpdateOutcome::ConditionFailed(old) = self.update(&items::commit_intent(lane, me, k)).await? {
-            let applied = old.as_ref().map(Lane::from_item).transpose()?.is_some_and(|l| {
-                l.owner.as_deref() == Some(me)
-                    && l.flush == k
-                    && l.intent.as_ref().is_some_and(|i| i.k == k && i.state == IntentState::Done)
-            });
-            if !applied {
-                return Err(self.lost_lane(lane));
-            }
-        }
-        Ok(())
     }
 
     /// Gives a held lease to `to` ("" releases it). False if it was not

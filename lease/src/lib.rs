@@ -17,6 +17,7 @@
 
 pub mod balance;
 pub mod coordinator;
+mod intent;
 pub mod items;
 pub mod legacy;
 pub mod observer;
@@ -24,7 +25,8 @@ mod recovery;
 pub mod report;
 
 pub use balance::{Plan, Ready, View};
-pub use coordinator::{Began, Coordinator, LeaseOptions, LeaseStats, Recovery};
+pub use coordinator::{Coordinator, LeaseOptions, LeaseStats, Recovery};
+pub use intent::Began;
 pub use items::{mark_attr, CorruptItem, Intent, IntentState, Lane, ShardLease, ShardRange};
 pub use zigzag_model::source::ShardInfo;
 
