@@ -522,7 +522,10 @@ impl Faulty {
         let phase = match req.pk.as_str() {
             _ if self.aggregates => panic!("the pipeline does not read the aggregates: {req:?}"),
             LANES_PK => Phase::ReadLanes,
-            pk if pk == shards_pk(STREAM) && self.process.open.load(Ordering::SeqCst) => Phase::Proof,
+            // The first read of the leases after an intent was opened is
+            // its proof; a lease pass reading them later, while the flush
+            // validates, is not (a crash there may let the validate apply).
+            pk if pk == shards_pk(STREAM) && self.process.open.swap(false, Ordering::SeqCst) => Phase::Proof,
             pk if pk == shards_pk(STREAM) => Phase::ReadLeases,
             _ => Phase::ReadLegacy,
         };

@@ -9,7 +9,8 @@
 //!   hangs, as under SIGSTOP) is recovered by another; when it thaws, its
 //!   late writes change nothing and it rejoins;
 //! - a worker that stops hands its leases back: the other takes them as
-//!   released, not as expired;
+//!   released, not as expired; its heartbeat goes on through a final flush
+//!   longer than the failover;
 //! - two streams with identical shard ids write into one table: the totals
 //!   are the sum of both truths.
 
@@ -387,6 +388,58 @@ async fn a_stopped_worker_releases_its_leases_and_the_other_takes_them_without_e
     assert_eq!(b_coord.stats.taken_expired.load(Ordering::Relaxed), 0, "nothing was taken by expiry");
     assert_eq!(a_sum.records + b_sum.records, truth.records, "nothing read twice");
     eprintln!("B finished {:.1} s after A released", released.elapsed().as_secs_f64());
+    assert_exact(&db, &truth).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_worker_beats_through_a_final_flush_longer_than_the_failover() {
+    keep_log();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("z.db");
+    let gen = generator(8, 4, 24_000);
+    let truth = truth::compute(&gen);
+    let failover = 1_000;
+    let (gate, gate_rx) = watch::channel(false);
+    let (frozen, _) = watch::channel(false);
+    // A's aggregate writes hang while frozen; its lease table does not.
+    let a_items = Freezer::new(Arc::new(SqliteTable::open(&db).unwrap()), None, frozen.clone());
+    let a_stores =
+        Stores { aggregates: a_items, leases: Arc::new(SqliteTable::open_table(&db, "checkpoints").unwrap()) };
+    let stop_a = CancellationToken::new();
+    let rate = Some(6_000.0);
+    let a =
+        spawn(gated_worker(&gen, rate, &gate_rx, a_stores, options("st", "a", dir.path(), failover)), stop_a.clone());
+    let b_pipeline = gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "b", dir.path(), failover));
+    let b_coord = b_pipeline.coordinator().clone();
+    let b = spawn(b_pipeline, CancellationToken::new());
+    let stores = open(&db);
+    within(30, "the leases are shared", async {
+        loop {
+            let held = leases(&*stores.leases, "st").await;
+            if held.iter().any(|l| l.owner.as_deref() == Some("b"))
+                && held.iter().any(|l| l.owner.as_deref() == Some("a"))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    // Stopped, A's last flush takes three failovers to write its items.
+    frozen.send_replace(true);
+    stop_a.cancel();
+    tokio::time::sleep(Duration::from_millis(3 * failover)).await;
+    let a_lane = lanes(&*stores.leases).await.into_iter().find(|l| l.owner.as_deref() == Some("a"));
+    let a_lane = a_lane.expect("A's lane is still A's three failovers into its final flush");
+    assert!(a_lane.in_flight().is_some(), "A is mid-flush: {a_lane:?}");
+    frozen.send_replace(false);
+    let a_sum = within(30, "A stops", a).await.unwrap();
+    gate.send(true).expect("B's source listens");
+    let b_sum = within(90, "B finishes", b).await.unwrap();
+    assert_eq!(a_sum.leases_lost, 0, "A's lane lived through its final flush: {a_sum:?}");
+    assert_eq!(b_coord.stats.lanes_recovered.load(Ordering::Relaxed), 0, "B recovered no flush of A's");
+    assert_eq!(b_coord.stats.taken_expired.load(Ordering::Relaxed), 0, "B took no lease by expiry");
+    assert_eq!(a_sum.records + b_sum.records, truth.records, "nothing read twice");
     assert_exact(&db, &truth).await;
 }
 

@@ -167,8 +167,8 @@ impl Pipeline {
 
     /// Stop: readers end after their batch, the last flush commits
     /// everything read, the leases go back (or to whoever asked; held ones
-    /// never read go back too), the lane is freed. The lease passes have
-    /// stopped: nothing is taken meanwhile.
+    /// never read go back too). The lease passes have stopped: nothing is
+    /// taken meanwhile. The lane is freed after, once its heartbeat stops.
     pub(super) async fn shutdown(&self, run: &mut Run) -> Result<(), PipelineError> {
         for s in run.shards.values_mut() {
             if let Some(r) = s.reader.take() {
@@ -195,9 +195,6 @@ impl Pipeline {
         }
         if let Err(e) = self.coord.release_held().await {
             tracing::warn!(error = %e, "could not release the leases held but not read; they expire instead");
-        }
-        if let Err(e) = self.coord.leave().await {
-            tracing::warn!(error = %e, "could not free the lane; it expires instead");
         }
         Ok(())
     }

@@ -292,12 +292,14 @@ impl Pipeline {
     ) -> Result<RunSummary, PipelineError> {
         self.join(&stop).await?;
         let (events_tx, mut events) = mpsc::unbounded_channel();
-        // The heartbeat runs until the lane is left; the passes stop before
-        // the shutdown lets go of the leases, so none is taken after.
-        let background = stop.child_token();
-        let taking = background.child_token();
+        // The heartbeat runs until the lane is left, through the final flush
+        // after a stop (a flush longer than the failover must not get the
+        // lane taken as dead); the passes stop with `stop`, and are awaited
+        // before the shutdown lets go of the leases, so none is taken after.
+        let heartbeat = CancellationToken::new();
+        let taking = stop.child_token();
         let poke = Arc::new(Notify::new());
-        tokio::spawn(leases::heartbeat(self.coord.clone(), events_tx.clone(), background.clone()));
+        let beating = tokio::spawn(leases::heartbeat(self.coord.clone(), events_tx.clone(), heartbeat.clone()));
         let passes = tokio::spawn(leases::passes(
             self.coord.clone(),
             self.source.clone(),
@@ -333,7 +335,17 @@ impl Pipeline {
                 if let Err(e) = passes.await {
                     tracing::error!(error = %e, "the lease passes ended abnormally");
                 }
-                self.shutdown(&mut run).await
+                let released = self.shutdown(&mut run).await;
+                // Stopped before the lane is freed: a beat racing the release
+                // would find the lane gone and count it lost.
+                heartbeat.cancel();
+                let _ = beating.await;
+                if released.is_ok() {
+                    if let Err(e) = self.coord.leave().await {
+                        tracing::warn!(error = %e, "could not free the lane; it expires instead");
+                    }
+                }
+                released
             }
             Err(e) => {
                 for (_, s) in std::mem::take(&mut run.shards) {
@@ -344,7 +356,8 @@ impl Pipeline {
                 Err(e)
             }
         };
-        background.cancel();
+        taking.cancel();
+        heartbeat.cancel();
         result.map(|()| self.summary(run.shards_read.len()))
     }
 
