@@ -161,6 +161,21 @@ async fn assert_exact(db: &Path, truth: &Truth) {
 }
 
 /// Every item of a partition, every page.
+/// Waits until workers "a" and "b" both hold leases of stream "st".
+async fn until_a_and_b_hold_leases(stores: &Stores) {
+    within(30, "the leases are shared", async {
+        loop {
+            let held = leases(&*stores.leases, "st").await;
+            let holds = |w: &str| held.iter().any(|l| l.owner.as_deref() == Some(w));
+            if holds("a") && holds("b") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
 async fn read_all(t: &dyn SortedTable, pk: &str) -> Vec<zigzag_core::table::Item> {
     let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
     req.consistent = true;
@@ -366,18 +381,7 @@ async fn a_stopped_worker_releases_its_leases_and_the_other_takes_them_without_e
     let b = spawn(b_pipeline, CancellationToken::new());
     // Let them share (B asks A for leases), then stop A.
     let stores = open(&db);
-    within(30, "the leases are shared", async {
-        loop {
-            let held = leases(&*stores.leases, "st").await;
-            if held.iter().any(|l| l.owner.as_deref() == Some("b"))
-                && held.iter().any(|l| l.owner.as_deref() == Some("a"))
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    until_a_and_b_hold_leases(&stores).await;
     stop_a.cancel();
     let a_sum = within(30, "A stops", a).await.unwrap();
     let released = Instant::now();
@@ -413,18 +417,7 @@ async fn a_stopped_worker_beats_through_a_final_flush_longer_than_the_failover()
     let b_coord = b_pipeline.coordinator().clone();
     let b = spawn(b_pipeline, CancellationToken::new());
     let stores = open(&db);
-    within(30, "the leases are shared", async {
-        loop {
-            let held = leases(&*stores.leases, "st").await;
-            if held.iter().any(|l| l.owner.as_deref() == Some("b"))
-                && held.iter().any(|l| l.owner.as_deref() == Some("a"))
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    until_a_and_b_hold_leases(&stores).await;
     // Stopped, A's last flush takes three failovers to write its items.
     frozen.send_replace(true);
     stop_a.cancel();
