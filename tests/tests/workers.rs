@@ -86,23 +86,29 @@ fn worker(gen: &Generator, rate: Option<f64>, stores: Stores, opts: PipelineOpti
 }
 
 /// A worker on the generator's shards, which do not end until `open` is
-/// true (see [`Gated`]).
+/// true (see [`Gated`]), and the shards it has begun reading.
 fn gated_worker(
     gen: &Generator,
     rate: Option<f64>,
     open: &watch::Receiver<bool>,
     stores: Stores,
     opts: PipelineOptions,
-) -> Arc<Pipeline> {
-    let source = Arc::new(Gated { inner: SyntheticSource::new(gen.clone(), rate), open: open.clone() });
-    Arc::new(Pipeline::new(source, stores.aggregates, stores.leases, opts).expect("pipeline"))
+) -> (Arc<Pipeline>, Opened) {
+    let opened = Opened::default();
+    let source =
+        Arc::new(Gated { inner: SyntheticSource::new(gen.clone(), rate), open: open.clone(), opened: opened.clone() });
+    (Arc::new(Pipeline::new(source, stores.aggregates, stores.leases, opts).expect("pipeline")), opened)
 }
+
+/// The shards a worker's source was asked to open.
+type Opened = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
 
 /// The generator's shards, which do not end until `open` says so: the test,
 /// not the machine's speed, decides that the data outlasts what it watches.
 struct Gated {
     inner: SyntheticSource,
     open: watch::Receiver<bool>,
+    opened: Opened,
 }
 
 struct GatedReader {
@@ -121,6 +127,7 @@ impl Source for Gated {
     }
 
     async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
+        self.opened.lock().unwrap().insert(shard.to_string());
         Ok(Box::new(GatedReader { inner: self.inner.open(shard, start).await?, open: self.open.clone() }))
     }
 }
@@ -224,17 +231,22 @@ async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once
     let rate = Some(8_000.0);
     let (gate, gate_rx) = watch::channel(false);
     let gated = |w: &str| gated_worker(&gen, rate, &gate_rx, open(&db), options("st", w, dir.path(), 900));
-    let first = spawn(gated("w1"), CancellationToken::new());
+    let (w1, _) = gated("w1");
+    let first = spawn(w1, CancellationToken::new());
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let second = spawn(gated("w2"), CancellationToken::new());
-    let third = spawn(gated("w3"), CancellationToken::new());
-    // The shards end only once every worker holds its share (3, 3, 2).
+    let ((w2, opened_2), (w3, opened_3)) = (gated("w2"), gated("w3"));
+    let second = spawn(w2, CancellationToken::new());
+    let third = spawn(w3, CancellationToken::new());
+    // The shards end only once every worker holds its share (3, 3, 2) and
+    // the late two read theirs: the first ends make the balancer move the
+    // shards still open, which may take a lease before its new owner reads it.
     let stores = open(&db);
     within(60, "balance", async {
         loop {
             let held = leases(&*stores.leases, "st").await;
             let owns = |w: &str| held.iter().filter(|l| l.owner.as_deref() == Some(w)).count();
-            if ["w1", "w2", "w3"].iter().all(|w| owns(w) >= 2) {
+            let reading = |o: &Opened| o.lock().unwrap().len();
+            if ["w1", "w2", "w3"].iter().all(|w| owns(w) >= 2) && reading(&opened_2) >= 2 && reading(&opened_3) >= 2 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -262,6 +274,11 @@ async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once
     assert!(lanes.len() <= 3 && lanes.iter().all(|l| l.owner.is_none()), "lanes freed on exit: {lanes:?}");
     let leases = leases(&*stores.leases, "st").await;
     assert!(leases.iter().all(|l| l.finished && l.owner.is_none()), "{leases:?}");
+    // A lease's counter steps once per take and once per handoff (nothing
+    // was released: every shard finished first), so handoffs count once.
+    let taken: u64 = runs.iter().map(|r| r.leases_taken).sum();
+    let steps: u64 = leases.iter().map(|l| l.lease).sum();
+    assert_eq!(taken + handed, steps, "each take and handoff counted once: {runs:?} {leases:?}");
     assert!(most_marks(&db).await <= 3, "at most one mark per lane on any item");
 }
 
@@ -374,9 +391,9 @@ async fn a_stopped_worker_releases_its_leases_and_the_other_takes_them_without_e
     // The shards end only after A has stopped.
     let (gate, gate_rx) = watch::channel(false);
     let rate = Some(6_000.0);
-    let a =
-        spawn(gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "a", dir.path(), failover)), stop_a.clone());
-    let b_pipeline = gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "b", dir.path(), failover));
+    let (a, _) = gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "a", dir.path(), failover));
+    let a = spawn(a, stop_a.clone());
+    let (b_pipeline, _) = gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "b", dir.path(), failover));
     let b_coord = b_pipeline.coordinator().clone();
     let b = spawn(b_pipeline, CancellationToken::new());
     // Let them share (B asks A for leases), then stop A.
@@ -411,9 +428,9 @@ async fn a_stopped_worker_beats_through_a_final_flush_longer_than_the_failover()
         Stores { aggregates: a_items, leases: Arc::new(SqliteTable::open_table(&db, "checkpoints").unwrap()) };
     let stop_a = CancellationToken::new();
     let rate = Some(6_000.0);
-    let a =
-        spawn(gated_worker(&gen, rate, &gate_rx, a_stores, options("st", "a", dir.path(), failover)), stop_a.clone());
-    let b_pipeline = gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "b", dir.path(), failover));
+    let (a, _) = gated_worker(&gen, rate, &gate_rx, a_stores, options("st", "a", dir.path(), failover));
+    let a = spawn(a, stop_a.clone());
+    let (b_pipeline, _) = gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "b", dir.path(), failover));
     let b_coord = b_pipeline.coordinator().clone();
     let b = spawn(b_pipeline, CancellationToken::new());
     let stores = open(&db);

@@ -131,6 +131,11 @@ impl Pipeline {
         // once if nothing of it is read here: waiting for parents, blocked).
         for (shard, lease, to) in &plan.handoffs {
             if !run.shards.values().any(|s| &s.id == shard) {
+                if run.tombstones.get(shard).is_some_and(|t| t.after(read_at)) {
+                    // Let go of since this plan was read (plans queue behind
+                    // a long flush): giving it again would count it twice.
+                    continue;
+                }
                 match self.coord.give(shard, *lease, to).await {
                     Ok(_) => run.tombstones.insert(shard.clone(), Tombstone::now(false)),
                     Err(e) if e.is_retryable() => None,
@@ -185,7 +190,7 @@ impl Pipeline {
             return;
         }
         if let Some(t) = run.tombstones.get(&ready.shard) {
-            if t.finished || read_at < t.at {
+            if t.finished || t.after(read_at) {
                 return; // a plan read before this worker let it go
             }
             run.tombstones.remove(&ready.shard);

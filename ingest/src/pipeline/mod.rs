@@ -186,6 +186,11 @@ impl Tombstone {
     fn now(finished: bool) -> Self {
         Tombstone { at: Instant::now(), finished }
     }
+
+    /// Let go of after `read_at`: a plan read then predates it.
+    fn after(&self, read_at: Instant) -> bool {
+        read_at < self.at
+    }
 }
 
 pub struct Pipeline {
