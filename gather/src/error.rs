@@ -9,6 +9,9 @@ pub enum GatherError {
     /// A bad `--from`, `--to`, `--last` or `--step`.
     #[error("{arg} {text:?}: {why}")]
     Window { arg: &'static str, text: String, why: String },
+    /// No window given at all.
+    #[error("no time window: give --last (e.g. --last 1h, --last 7d), or --from and --to")]
+    NoWindow,
     /// A bad `--where` expression.
     #[error("--where {expr:?}: {why}")]
     Filter { expr: String, why: String },

@@ -58,7 +58,7 @@ impl WindowSpec {
             (_, _, Some(l)) => Err(window_err("--last", l, "give either --last or --from/--to, not both")),
             (Some(f), None, None) => Err(window_err("--from", f, "needs --to as well")),
             (None, Some(t), None) => Err(window_err("--to", t, "needs --from as well")),
-            (None, None, None) => Err(window_err("--last", "", "give a window: --last 1h, or --from and --to")),
+            (None, None, None) => Err(GatherError::NoWindow.into()),
         }
     }
 
@@ -205,6 +205,7 @@ mod tests {
         let e = WindowSpec::from_args(None, None, Some("90s")).unwrap().resolve(T, MINUTE, MINUTE).unwrap_err();
         assert!(e.to_string().contains("whole number of 1m"), "{e}");
         assert!(WindowSpec::from_args(Some("a"), None, Some("1h")).is_err());
-        assert!(WindowSpec::from_args(None, None, None).is_err());
+        let none = WindowSpec::from_args(None, None, None).unwrap_err().to_string();
+        assert!(none.starts_with("no time window") && !none.contains("\"\""), "names what is missing: {none}");
     }
 }
