@@ -165,8 +165,9 @@ async fn main() -> Result<()> {
     let started = std::time::Instant::now();
     let s = pipeline.run(stop).await?;
     let secs = started.elapsed().as_secs_f64();
+    let headers = if s.headers > 0 { format!(", {} CSV header rows skipped", s.headers) } else { String::new() };
     eprintln!(
-        "ingest: {} records ({} valid, {} dead-lettered to {}) from {} shards in {:.1}s ({:.0}/s); \
+        "ingest: {} records ({} valid, {} dead-lettered to {}{headers}) from {} shards in {:.1}s ({:.0}/s); \
          {} flushes ({} recovered), {} items, {} write requests, {} replayed writes skipped, {} retries; \
          leases: {} taken, {} lost, {} handed over, {} lease-table requests",
         s.records,

@@ -28,6 +28,8 @@ enum Expect {
     Reason(&'static str),
     /// Valid, with these field values (schema order).
     Valid(Vec<FieldValue<'static>>),
+    /// A CSV header row: skipped, neither an event nor dead-lettered.
+    Header,
 }
 
 struct Run {
@@ -64,6 +66,7 @@ fn build(schema: &str, valid: u64, hostile: Vec<(Vec<u8>, Expect)>) -> Run {
                 truth.records += 1;
                 match &what {
                     Expect::Reason(_) => truth.malformed += 1,
+                    Expect::Header => {}
                     Expect::Valid(values) => {
                         let FieldValue::Time(ts) =
                             values[config.fields.iter().position(|f| f.name == config.input.time).unwrap()]
@@ -82,7 +85,8 @@ fn build(schema: &str, valid: u64, hostile: Vec<(Vec<u8>, Expect)>) -> Run {
     Run { schema: example(&format!("{schema}.toml")), config, lines, hostile: expect, truth }
 }
 
-fn ingest(run: &Run, dir: &Path) -> BTreeMap<u64, String> {
+/// The dead letters by line number, and the run's summary line.
+fn ingest(run: &Run, dir: &Path) -> (BTreeMap<u64, String>, String) {
     let input = dir.join("hostile.txt");
     let mut bytes = Vec::new();
     for l in &run.lines {
@@ -103,19 +107,22 @@ fn ingest(run: &Run, dir: &Path) -> BTreeMap<u64, String> {
         .output()
         .expect("run ingest");
     assert!(out.status.success(), "the run completes: {}", String::from_utf8_lossy(&out.stderr));
+    let summary = String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default().to_string();
     let dead = std::fs::read_to_string(dir.join("dead.jsonl")).unwrap_or_default();
-    dead.lines()
+    let dead = dead
+        .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             let seq: u64 = v["seq"].as_str().and_then(|s| s.parse().ok()).expect("a sequence number");
             (seq, v["reason"].as_str().unwrap_or_default().to_string())
         })
-        .collect()
+        .collect();
+    (dead, summary)
 }
 
 fn assert_run(schema: &str, run: Run) {
     let dir = tempfile::tempdir().unwrap();
-    let dead = ingest(&run, dir.path());
+    let (dead, summary) = ingest(&run, dir.path());
     for (seq, what) in &run.hostile {
         let line = String::from_utf8_lossy(&run.lines[*seq as usize - 1]);
         let shown: String = line.chars().take(120).collect();
@@ -124,8 +131,15 @@ fn assert_run(schema: &str, run: Run) {
                 assert_eq!(dead.get(seq).map(String::as_str), Some(*r), "{schema} line {seq}: {shown}")
             }
             Expect::Valid(_) => assert!(!dead.contains_key(seq), "{schema} line {seq} is valid: {shown}"),
+            Expect::Header => assert!(!dead.contains_key(seq), "{schema} line {seq} is a header: {shown}"),
         }
     }
+    let headers = run.hostile.values().filter(|e| matches!(e, Expect::Header)).count();
+    let (records, valid) = (run.lines.len(), run.lines.len() - headers - dead.len());
+    let says = format!("ingest: {records} records ({valid} valid, {} dead-lettered to ", dead.len());
+    assert!(summary.starts_with(&says), "{schema}: {says:?} in {summary:?}");
+    let skipped = format!("{headers} CSV header rows skipped");
+    assert_eq!(summary.contains(&skipped), headers > 0, "{schema}: {skipped:?} in {summary:?}");
     assert_eq!(dead.len() as u64, run.truth.malformed, "{schema}: only hostile lines are dead-lettered: {dead:?}");
     let km = KeyModel::new(&run.config).unwrap();
     let table = SqliteTable::open(dir.path().join("z.db")).unwrap();
@@ -268,6 +282,8 @@ fn a_hostile_csv_file_is_dead_lettered_line_by_line_and_the_run_completes() {
         (line("2026-11-20T18:40:00Z", "GET", "/x", "200", "1"), Reason("bad_timestamp")),
         (line("20/Nov/1990:18:40:00 +0000", "GET", "/x", "200", "1"), Reason("timestamp_out_of_range")),
         (line(T, "\"GET\"", "\"/x\"", "\"200\"", "\"7\""), valid(200, 7)),
+        // A producer that sends the header row (cat of several files).
+        (b"time,method,path,status,bytes".to_vec(), Header),
         ([line(T, "GET", "/x", "304", "0").as_slice(), b"\r"].concat(), valid(304, 0)),
     ];
     assert_run("access_log", build("access_log", 1_000, hostile));

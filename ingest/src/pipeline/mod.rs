@@ -115,6 +115,7 @@ struct Counters {
     records: AtomicU64,
     valid: AtomicU64,
     rejected: AtomicU64,
+    headers: AtomicU64,
     max_keys_seen: AtomicU64,
     recovered: AtomicU64,
     flush_pauses: AtomicU64,
@@ -126,6 +127,7 @@ impl Counters {
         self.records.fetch_add(batch.records.len() as u64, Ordering::Relaxed);
         self.valid.fetch_add(counts.valid, Ordering::Relaxed);
         self.rejected.fetch_add(counts.rejected, Ordering::Relaxed);
+        self.headers.fetch_add(counts.headers, Ordering::Relaxed);
         metrics::counter!("zigzag_ingest_records_total").increment(batch.records.len() as u64);
     }
 }
@@ -423,6 +425,7 @@ impl Pipeline {
             records: get(&self.counters.records),
             valid: get(&self.counters.valid),
             rejected: get(&self.counters.rejected),
+            headers: get(&self.counters.headers),
             flushes: get(&s.flushes),
             recovered: get(&self.counters.recovered),
             items: get(&s.items),

@@ -64,6 +64,9 @@ pub struct RunSummary {
     pub records: u64,
     pub valid: u64,
     pub rejected: u64,
+    /// CSV header rows skipped (records, but not events: records = valid +
+    /// rejected + headers).
+    pub headers: u64,
     pub flushes: u64,
     /// Dead workers' flushes this worker finished.
     pub recovered: u64,
