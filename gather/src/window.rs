@@ -58,7 +58,7 @@ impl WindowSpec {
             (_, _, Some(l)) => Err(window_err("--last", l, "give either --last or --from/--to, not both")),
             (Some(f), None, None) => Err(window_err("--from", f, "needs --to as well")),
             (None, Some(t), None) => Err(window_err("--to", t, "needs --from as well")),
-            (None, None, None) => Err(GatherError::NoWindow.into()),
+            (None, None, None) => Err(GatherError::NoWindow),
         }
     }
 
