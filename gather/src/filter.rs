@@ -8,6 +8,11 @@
 //! FIELD >= VALUE         range (also > <= <)   referrer>=m
 //! ```
 //!
+//! A bare value is the rest of the expression (in a list: up to the next
+//! comma), trimmed. A value is quoted like a measure's `where` value
+//! ([`zigzag_model::literal`]) to keep its spaces, hold a comma, be empty
+//! in a list, or start with an operator character: `path in "/a, b", /c`.
+//!
 //! FIELD is one of the layout's dimensions; values compare as UTF-8 bytes
 //! (text dimensions) or as numbers (integer dimensions), like the store does.
 //!
@@ -22,6 +27,7 @@
 use crate::error::{GatherError, Result};
 use zigzag_core::schema::{Constraint, Encoding, Schema, Value};
 use zigzag_core::table::{AttrValue, Filter, Item, Test};
+use zigzag_model::literal;
 use zigzag_model::schema::FieldType;
 use zigzag_model::Config;
 
@@ -165,11 +171,7 @@ fn split(expr: &str) -> Result<(&str, Op)> {
     if let Some(i) = lower.find(" in ") {
         let name = expr[..i].trim();
         if !name.is_empty() && !name.contains(['=', '<', '>', '!']) {
-            let values: Vec<String> = expr[i + 4..].split(',').map(|v| v.trim().to_string()).collect();
-            if values.iter().all(|v| v.is_empty()) {
-                return Err(filter_err(expr, "IN needs at least one value: FIELD in V1,V2"));
-            }
-            return Ok((name, Op::In(values)));
+            return Ok((name, Op::In(list(expr, &expr[i + 4..])?)));
         }
     }
     let i = expr.find(['=', '<', '>', '!']).ok_or_else(|| filter_err(expr, grammar))?;
@@ -187,10 +189,48 @@ fn split(expr: &str) -> Result<(&str, Op)> {
             if v.starts_with(['=', '<', '>', '!']) {
                 return Err(filter_err(expr, format!("unknown operator {:?}; {grammar}", &rest[..sym.len() + 1])));
             }
-            return Ok((name, make(v.trim().to_string())));
+            return Ok((name, make(single(expr, v)?)));
         }
     }
     Err(filter_err(expr, format!("unknown operator; {grammar}")))
+}
+
+/// One value: quoted, or the rest of the expression, trimmed.
+fn single(expr: &str, text: &str) -> Result<String> {
+    let text = text.trim();
+    match literal::quoted(text) {
+        None => Ok(text.to_string()),
+        Some(Err(why)) => Err(filter_err(expr, why)),
+        Some(Ok((value, rest))) if rest.trim().is_empty() => Ok(value),
+        Some(Ok((_, rest))) => Err(filter_err(expr, format!("{:?} after a quoted value", rest.trim()))),
+    }
+}
+
+/// A comma-separated list, each value quoted or bare (up to the next comma,
+/// trimmed; an empty one must be quoted).
+fn list(expr: &str, mut text: &str) -> Result<Vec<String>> {
+    let mut values = Vec::new();
+    loop {
+        text = text.trim_start();
+        let (value, rest) = match literal::quoted(text) {
+            Some(q) => q.map_err(|why| filter_err(expr, why))?,
+            None => {
+                let end = text.find(',').unwrap_or(text.len());
+                let bare = text[..end].trim_end();
+                if bare.is_empty() {
+                    return Err(filter_err(expr, "IN needs a value before each comma and at the end: FIELD in V1,V2"));
+                }
+                (bare.to_string(), &text[end..])
+            }
+        };
+        values.push(value);
+        let rest = rest.trim_start();
+        match rest.strip_prefix(',') {
+            Some(after) => text = after,
+            None if rest.is_empty() => return Ok(values),
+            None => return Err(filter_err(expr, format!("expected a comma or the end at {rest:?}"))),
+        }
+    }
 }
 
 /// The filters of one request, checked against the configuration.
@@ -273,6 +313,19 @@ mod tests {
         assert_eq!(p("campaign!=x").unwrap().op, Op::Ne("x".into()));
         assert_eq!(p("campaign=").unwrap().op, Op::Eq("".into()));
         assert_eq!(p("campaign=a=b").unwrap().op, Op::Eq("a=b".into()));
+        assert_eq!(p("campaign = spring sale ").unwrap().op, Op::Eq("spring sale".into()), "bare: the rest, trimmed");
+    }
+
+    #[test]
+    fn quoted_values_keep_what_a_bare_one_cannot() {
+        assert_eq!(p(r#"campaign = " a, b ""#).unwrap().op, Op::Eq(" a, b ".into()));
+        assert_eq!(p(r#"campaign = """#).unwrap().op, Op::Eq("".into()));
+        assert_eq!(p(r#"campaign = "=x""#).unwrap().op, Op::Eq("=x".into()));
+        assert_eq!(p(r#"campaign != "say \"hi\"""#).unwrap().op, Op::Ne(r#"say "hi""#.into()));
+        let list = p(r#"country in DE, "GB" ,"a, b", "", New York"#).unwrap().op;
+        assert_eq!(list, Op::In(vec!["DE".into(), "GB".into(), "a, b".into(), "".into(), "New York".into()]));
+        let quoted_in = p(r#"campaign = "x in y""#).unwrap().op;
+        assert_eq!(quoted_in, Op::Eq("x in y".into()), "` in ` inside a quoted value is text");
     }
 
     #[test]
@@ -287,8 +340,16 @@ mod tests {
         assert!(e.contains("no field"), "{e}");
         let e = p("country=>DE").unwrap_err().to_string();
         assert!(e.contains("unknown operator \"=>\""), "{e}");
-        let e = p("country in ,").unwrap_err().to_string();
-        assert!(e.contains("at least one value"), "{e}");
+        for bad in ["country in ,", "country in DE,,FR", "country in DE,"] {
+            let e = p(bad).unwrap_err().to_string();
+            assert!(e.contains("a value before each comma"), "{bad}: {e}");
+        }
+        let e = p(r#"country in "DE" FR"#).unwrap_err().to_string();
+        assert!(e.contains(r#"expected a comma or the end at "FR""#), "{e}");
+        let e = p(r#"country = "DE" x"#).unwrap_err().to_string();
+        assert!(e.contains(r#""x" after a quoted value"#), "{e}");
+        let e = p(r#"country = "DE"#).unwrap_err().to_string();
+        assert!(e.contains("does not end"), "{e}");
     }
 
     #[test]

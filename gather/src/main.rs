@@ -20,8 +20,9 @@ use zigzag_model::{Config, KeyModel, Rollup, Truth};
 use zigzag_sqlite::SqliteTable;
 
 const WHERE_HELP: &str = "Filter, repeatable (AND): FIELD=V, FIELD!=V, 'FIELD in V1,V2', FIELD>=V, FIELD>V, \
-FIELD<=V, FIELD<V. FIELD is a configured dimension (referrer, campaign, country, url); values compare as \
-UTF-8 bytes. Filters on indexed dimensions narrow the Z-ranges; all are applied exactly after reading";
+FIELD<=V, FIELD<V. FIELD is a dimension of the table's layout; text compares as UTF-8 bytes, integers as \
+numbers. A value may be quoted (\\\" and \\\\ escape): 'path in \"/a, b\", /c', 'campaign=\"\"'. Filters on \
+indexed dimensions narrow the Z-ranges; all are applied exactly after reading";
 
 #[derive(Parser)]
 #[command(

@@ -57,14 +57,20 @@ enum Pred {
 }
 
 impl Pred {
+    /// The `--where` text, values bare or quoted (both must mean the value).
     fn expr(&self, f: Field) -> String {
+        let q = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
         match self {
             Pred::Eq(v) => format!("{f}={v}"),
-            Pred::Ne(v) => format!("{f}!={v}"),
-            Pred::In(vs) => format!("{f} in {}", vs.join(",")),
-            Pred::Ge(v) => format!("{f}>={v}"),
+            Pred::Ne(v) => format!("{f} != {}", q(v)),
+            Pred::In(vs) => {
+                let list: Vec<String> =
+                    vs.iter().enumerate().map(|(i, v)| if i % 2 == 1 { q(v) } else { v.clone() }).collect();
+                format!("{f} in {}", list.join(" , "))
+            }
+            Pred::Ge(v) => format!("{f}>={}", q(v)),
             Pred::Gt(v) => format!("{f}>{v}"),
-            Pred::Le(v) => format!("{f}<={v}"),
+            Pred::Le(v) => format!("{f}<= {}", q(v)),
             Pred::Lt(v) => format!("{f}<{v}"),
         }
     }

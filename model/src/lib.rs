@@ -7,6 +7,8 @@
 //! - [`rollup`]: rollup granularities and their partition time bins.
 //! - [`keys`]: partition key (scatter prefix + rollup + time bin) and sort
 //!   key (Z-address + identity suffix) of an aggregate, and the scatter rule.
+//! - [`literal`]: quoted values in `where` expressions (measures and
+//!   gather's `--where`).
 //! - [`layout`]: the layout stored with the data (writers must match it,
 //!   readers take it from the table).
 //! - [`measure`]: the measure kinds (count, sum, min, max): accumulation,
@@ -19,6 +21,7 @@ pub mod config;
 pub mod hll;
 pub mod keys;
 pub mod layout;
+pub mod literal;
 pub mod measure;
 pub mod position;
 pub mod rollup;

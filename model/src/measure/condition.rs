@@ -8,7 +8,7 @@
 //! ```
 //!
 //! A value is a bare word (up to a space; in a list, also up to a comma)
-//! or quoted with `"` (`\"` and `\\` inside), for values with spaces,
+//! or quoted ([`crate::literal`]: `"`, with `\"` and `\\`), for values with spaces,
 //! commas or the word `and`: `path = "/a, b"`, or starting with `=`, `!`,
 //! `<` or `>` (bare, `kind==a` would be an operator this grammar lacks).
 //!
@@ -170,23 +170,10 @@ impl<'a> Cursor<'a> {
     /// A quoted or bare value (in a list, a bare one also ends at a comma).
     fn value(&mut self, list: bool) -> Result<String, String> {
         self.skip_spaces();
-        if let Some(quoted) = self.rest.strip_prefix('"') {
-            let mut out = String::new();
-            let mut chars = quoted.char_indices();
-            while let Some((i, c)) = chars.next() {
-                match c {
-                    '"' => {
-                        self.rest = &quoted[i + 1..];
-                        return Ok(out);
-                    }
-                    '\\' => match chars.next() {
-                        Some((_, e @ ('"' | '\\'))) => out.push(e),
-                        _ => return Err(format!("only \\\" and \\\\ are escapes, at {:?}", &quoted[i..])),
-                    },
-                    c => out.push(c),
-                }
-            }
-            return Err(format!("a quoted value does not end: {:?}", self.rest));
+        if let Some(q) = crate::literal::quoted(self.rest) {
+            let (value, rest) = q?;
+            self.rest = rest;
+            return Ok(value);
         }
         let end = self.rest.find(|c: char| c.is_whitespace() || (list && c == ',')).unwrap_or(self.rest.len());
         let (value, rest) = self.rest.split_at(end);
