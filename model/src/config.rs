@@ -335,6 +335,22 @@ impl Config {
                 },
             }
         }
+        if self.input.format == crate::schema::Format::Csv {
+            // An empty cell reads as no value (its default, if declared), so
+            // `= ""` on a field without a default would count nothing.
+            let typed = self.typed_fields()?;
+            for m in measures.measures() {
+                let Some(c) = &m.condition else { continue };
+                if let Some(f) = c.wants_empty_text().find(|&f| typed[f].spec.default.is_none()) {
+                    let name = &typed[f].spec.name;
+                    return bad(format!(
+                        "measure {}: a CSV cell is never the empty text (an empty cell is no value), so \
+                         `{name} = \"\"` matches nothing; declare `default = \"\"` on {name} to count empty cells",
+                        m.name
+                    ));
+                }
+            }
+        }
         if self.scatter.prefixes == 0 || self.scatter.prefixes > 1000 {
             return bad(format!("scatter.prefixes = {} must be in 1..=1000", self.scatter.prefixes));
         }
@@ -403,6 +419,28 @@ mod tests {
         let bad = "[[measure]]\nname = \"spend\"\ntype = \"sum\"\nfield = \"cc\"\n";
         let e = Config::from_toml(&format!("{fields}{dims}{bad}")).unwrap_err().to_string();
         assert!(e.contains("spend") && e.contains("integer or decimal"), "{e}");
+    }
+
+    #[test]
+    fn a_csv_measure_cannot_count_the_empty_text_of_a_field_without_a_default() {
+        let schema = |format: &str, kind_default: &str| {
+            let columns = if format == "csv" { "columns = [\"at\", \"cc\", \"kind\"]\n" } else { "" };
+            format!(
+                "[input]\nformat = \"{format}\"\n{columns}time = \"at\"\n\
+                 [[field]]\nname = \"at\"\ntype = \"timestamp\"\n[[field]]\nname = \"cc\"\ntype = \"string\"\n\
+                 [[field]]\nname = \"kind\"\ntype = \"string\"\noptional = true\n{kind_default}\
+                 [[dimension]]\nfield = \"cc\"\nbytes = 2\n"
+            )
+        };
+        let count = |cond: &str| format!("[[measure]]\nname = \"n\"\ntype = \"count\"\nwhere = '{cond}'\n");
+        for cond in [r#"kind = """#, r#"cc = DE and kind in a, """#] {
+            let e = Config::from_toml(&(schema("csv", "") + &count(cond))).unwrap_err().to_string();
+            assert!(e.contains("measure n") && e.contains(r#"declare `default = ""` on kind"#), "{cond}: {e}");
+            Config::from_toml(&(schema("json", "") + &count(cond))).expect("JSON can hold the empty text");
+            Config::from_toml(&(schema("csv", "default = \"\"\n") + &count(cond)))
+                .expect("an empty cell defaults to it");
+        }
+        Config::from_toml(&(schema("csv", "") + &count(r#"kind != """#))).expect("!= \"\" matches every cell");
     }
 
     #[test]

@@ -99,6 +99,13 @@ impl Condition {
         self.clauses.iter().map(|c| c.field)
     }
 
+    /// Fields a clause wants equal to the empty text (`= ""`, `in ""`): a
+    /// CSV cell can never hold it (an empty cell is no value).
+    pub fn wants_empty_text(&self) -> impl Iterator<Item = usize> + '_ {
+        let empty = FieldValue::Str(std::borrow::Cow::Borrowed(""));
+        self.clauses.iter().filter(move |c| !c.negate && c.values.contains(&empty)).map(|c| c.field)
+    }
+
     /// Does the event (its values, in field order) match? An absent value
     /// matches only `!=`.
     #[inline]
