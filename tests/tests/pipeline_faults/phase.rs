@@ -1,0 +1,140 @@
+//! The lease table read as a worker reads it, and every store call
+//! classified by the phase of the protocol it belongs to.
+
+use super::*;
+
+/// Reads the lease table with the crate's own reads and item parsers
+/// (strongly consistent, every page); it writes nothing.
+pub(crate) fn reader(table: &Arc<dyn SortedTable>) -> Coordinator {
+    Coordinator::new(table.clone(), LeaseOptions::new(STREAM, "reader"))
+}
+
+pub(crate) async fn read_lanes(table: &Arc<dyn SortedTable>) -> Vec<Lane> {
+    reader(table).read_lanes().await.expect("the lanes")
+}
+
+pub(crate) async fn read_leases(table: &Arc<dyn SortedTable>) -> Vec<ShardLease> {
+    reader(table).read_leases().await.expect("the shard leases")
+}
+
+// ---------------------------------------------------------------------------
+// Store calls, by phase of the protocol.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Phase {
+    /// Taking a free lane (a worker starting or rejoining).
+    Join,
+    /// Taking a dead worker's lane (to recover its flush or free the lane).
+    TakeLane,
+    Heartbeat,
+    /// Freeing a lane (leaving, or after a recovery).
+    Release,
+    CreateLease,
+    TakeLease,
+    /// Asking another worker for a lease (balancing).
+    Handoff,
+    /// Handing a lease over, or releasing it.
+    Give,
+    /// The flush intent: recorded open, ...
+    Open,
+    /// ... the consistent read of the shard leases right after it (the
+    /// proof that they are still held), ...
+    Proof,
+    /// ... marked valid with the ranges proven held, ...
+    Validate,
+    /// ... the aggregate item writes, under the lane's mark, ...
+    Items,
+    /// ... committed, ...
+    Commit,
+    /// ... and each shard's checkpoint moved (compare-and-set).
+    Advance,
+    /// A dead worker's open intent dropped (a recovery).
+    Abort,
+    /// Recording (or checking) the layout in the aggregate table.
+    Layout,
+    /// Other reads of the lease table (passes, joining, the legacy check).
+    ReadLanes,
+    ReadLeases,
+    ReadLegacy,
+}
+
+pub(crate) fn action<'a>(req: &'a UpdateRequest, attr: &str) -> Option<&'a Action> {
+    req.actions.iter().find(|(a, _)| a == attr).map(|(_, act)| act)
+}
+
+pub(crate) fn set_str<'a>(req: &'a UpdateRequest, attr: &str) -> Option<&'a str> {
+    match action(req, attr) {
+        Some(Action::Set(AttrValue::S(s))) => Some(s),
+        _ => None,
+    }
+}
+
+pub(crate) fn guarded(req: &UpdateRequest, attr: &str) -> bool {
+    req.guards.iter().any(|g| g.attr == attr)
+}
+
+pub(crate) fn lease_table_phase(req: &UpdateRequest) -> Phase {
+    if req.pk == LANES_PK {
+        match set_str(req, "state") {
+            Some("open") => Phase::Open,
+            Some("valid") => Phase::Validate,
+            Some("done") if action(req, "flush").is_some() => Phase::Commit,
+            Some("done") => Phase::Abort,
+            Some(s) => panic!("an unknown intent state {s:?}: {req:?}"),
+            None => match set_str(req, "owner") {
+                Some("") => Phase::Release,
+                Some(_) if guarded(req, "beat") => Phase::TakeLane,
+                Some(_) => Phase::Join,
+                None if action(req, "beat").is_some() => Phase::Heartbeat,
+                None => panic!("an unknown lane update: {req:?}"),
+            },
+        }
+    } else if req.pk == shards_pk(STREAM) {
+        if action(req, "cp").is_some() {
+            Phase::Advance
+        } else if action(req, "owner").is_some() {
+            if guarded(req, "owner") {
+                Phase::Give
+            } else {
+                Phase::TakeLease
+            }
+        } else if action(req, "handoff").is_some() {
+            Phase::Handoff
+        } else if matches!(action(req, "lease"), Some(Action::SetIfAbsent(_))) {
+            Phase::CreateLease
+        } else {
+            panic!("an unknown lease update: {req:?}")
+        }
+    } else {
+        panic!("an update outside the lease table's partitions: {req:?}")
+    }
+}
+
+/// An open or validated intent with a range to SHARD_END, or an advance
+/// that marks its shard finished.
+pub(crate) fn ends_a_shard(phase: Phase, req: &UpdateRequest) -> bool {
+    match phase {
+        Phase::Advance => action(req, "fin") == Some(&Action::Set(AttrValue::Bool(true))),
+        Phase::Open | Phase::Validate => set_str(req, "ranges").is_some_and(|r| r.contains("\"e\":true")),
+        _ => false,
+    }
+}
+
+/// The lane and flush number an item write is marked with (`w@<lane>` = k).
+pub(crate) fn item_mark(req: &UpdateRequest) -> (u32, u64) {
+    req.actions
+        .iter()
+        .find_map(|(attr, act)| {
+            let lane = attr.strip_prefix("w@")?.parse().ok()?;
+            match act {
+                Action::Set(AttrValue::N(k)) => Some((lane, u64::try_from(*k).ok()?)),
+                _ => None,
+            }
+        })
+        .unwrap_or_else(|| panic!("an item write without its lane's mark: {req:?}"))
+}
+
+/// The lane a lease-table write is on, if a lane item.
+pub(crate) fn lane_of(req: &UpdateRequest) -> Option<u32> {
+    (req.pk == LANES_PK).then(|| u32::from_be_bytes(req.sk.as_slice().try_into().expect("4 bytes")))
+}
