@@ -49,9 +49,21 @@ pub enum LayoutError {
     #[error(
         "the table was written with another layout; this configuration differs in: {}. \
          Use the table's layout (gather reads it from the table) or write to another table",
-        .0.join("; ")
+        first_of(.0)
     )]
     Differs(Vec<String>),
+}
+
+/// The differences a message shows: a whole other schema differs in every
+/// field, dimension and measure, and the first few say enough.
+const SHOWN_DIFFERENCES: usize = 6;
+
+fn first_of(differences: &[String]) -> String {
+    let shown = differences[..differences.len().min(SHOWN_DIFFERENCES)].join("; ");
+    match differences.len().saturating_sub(SHOWN_DIFFERENCES) {
+        0 => shown,
+        more => format!("{shown}; and {more} more"),
+    }
 }
 
 impl zigzag_core::retry::Retryable for LayoutError {
@@ -270,6 +282,16 @@ pub async fn load(table: &dyn SortedTable) -> Result<Option<Layout>, LayoutError
 mod tests {
     use super::*;
     use zigzag_core::table::MemoryTable;
+
+    #[test]
+    fn a_long_list_of_differences_shows_the_first_few_and_counts_the_rest() {
+        let diffs = |n: usize| LayoutError::Differs((1..=n).map(|i| format!("d{i}")).collect()).to_string();
+        assert!(diffs(2).contains("differs in: d1; d2. Use"), "{}", diffs(2));
+        assert!(diffs(6).contains("d5; d6. Use"), "{}", diffs(6));
+        let many = diffs(31);
+        assert!(many.contains("d1; d2; d3; d4; d5; d6; and 25 more. Use"), "{many}");
+        assert!(!many.contains("d7"), "{many}");
+    }
 
     #[test]
     fn the_canonical_form_is_stable_json() {
