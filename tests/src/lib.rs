@@ -2,11 +2,14 @@
 //!
 //! - [`fault_proxy`]: a proxy in front of the AWS emulators that injects real-shaped throttling
 //!   and failure responses, since the emulators themselves never throttle.
+//! - [`gated`]: a source whose shards end only once a gate opens, and
+//!   which records the shards it opened.
 //! - [`order`]: a source wrapper that records every child shard opened
 //!   before its parents were finished.
 //! - [`vec_source`]: records held in memory as a bounded source.
 
 pub mod fault_proxy;
+pub mod gated;
 pub mod order;
 pub mod vec_source;
 

@@ -26,13 +26,13 @@ use zigzag_core::table::{
 };
 use zigzag_gather::check;
 use zigzag_gather::execute::ExecOptions;
-use zigzag_ingest::source::{RecordBatch, ShardInfo, ShardReader, Source, SourceError, StartAt};
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_lease::items::{shards_pk, LANES_PK};
 use zigzag_lease::{Lane, ShardLease};
 use zigzag_loadgen::{truth, GenConfig, Generator, SyntheticSource};
 use zigzag_model::{Config, KeyModel, Truth};
 use zigzag_sqlite::SqliteTable;
+use zigzag_tests::gated::{Gated, Opened};
 
 fn generator(seed: u64, shards: u32, records: u64) -> Generator {
     Generator::new(GenConfig {
@@ -94,57 +94,9 @@ fn gated_worker(
     stores: Stores,
     opts: PipelineOptions,
 ) -> (Arc<Pipeline>, Opened) {
-    let opened = Opened::default();
-    let source =
-        Arc::new(Gated { inner: SyntheticSource::new(gen.clone(), rate), open: open.clone(), opened: opened.clone() });
+    let source = Arc::new(Gated::new(Arc::new(SyntheticSource::new(gen.clone(), rate)), open.clone()));
+    let opened = source.opened();
     (Arc::new(Pipeline::new(source, stores.aggregates, stores.leases, opts).expect("pipeline")), opened)
-}
-
-/// The shards a worker's source was asked to open.
-type Opened = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
-
-/// The generator's shards, which do not end until `open` says so: the test,
-/// not the machine's speed, decides that the data outlasts what it watches.
-struct Gated {
-    inner: SyntheticSource,
-    open: watch::Receiver<bool>,
-    opened: Opened,
-}
-
-struct GatedReader {
-    inner: Box<dyn ShardReader>,
-    open: watch::Receiver<bool>,
-}
-
-#[async_trait]
-impl Source for Gated {
-    async fn shards(&self) -> Result<Vec<ShardInfo>, SourceError> {
-        self.inner.shards().await
-    }
-
-    fn bounded(&self) -> bool {
-        true
-    }
-
-    async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
-        self.opened.lock().unwrap().insert(shard.to_string());
-        Ok(Box::new(GatedReader { inner: self.inner.open(shard, start).await?, open: self.open.clone() }))
-    }
-}
-
-#[async_trait]
-impl ShardReader for GatedReader {
-    async fn next_batch(&mut self, max: usize) -> Result<RecordBatch, SourceError> {
-        let mut batch = self.inner.next_batch(max).await?;
-        if batch.end_of_shard && !*self.open.borrow() {
-            // Not yet: an empty batch says "nothing now" (after a short wait).
-            batch.end_of_shard = false;
-            if batch.records.is_empty() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-        Ok(batch)
-    }
 }
 
 /// The workers' log goes to the test's output, which libtest prints when
