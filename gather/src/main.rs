@@ -131,7 +131,7 @@ struct Common {
     step: Option<String>,
     #[arg(long = "where", short = 'w', value_name = "EXPR", help = WHERE_HELP)]
     filters: Vec<String>,
-    /// Group by dimensions: FIELD[,FIELD]
+    /// Group by dimensions: FIELD, or several as FIELD,FIELD
     #[arg(long, value_name = "FIELDS")]
     group_by: Vec<String>,
     #[arg(long, value_enum, default_value = "table")]
@@ -320,10 +320,10 @@ struct ZbenchArgs {
     /// Points to index: CSV with a header row of field names
     #[arg(long)]
     csv: PathBuf,
-    /// Index schema (TOML, [[dimension]] tables)
+    /// Index schema (TOML: one `dimension` table per field)
     #[arg(long)]
     schema: PathBuf,
-    /// Box queries (TOML, [[query]] tables)
+    /// Box queries (TOML: one `query` table per box)
     #[arg(long)]
     queries: PathBuf,
     /// Field of the single-attribute index to compare with [default: the

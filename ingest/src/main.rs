@@ -33,7 +33,7 @@ struct Cli {
     #[arg(long = "input", num_args = 1.., required_unless_present = "kinesis", conflicts_with = "kinesis")]
     inputs: Vec<PathBuf>,
     /// Read this Kinesis stream instead of files (AWS default chain;
-    /// AWS_ENDPOINT_URL[_KINESIS] points it at an emulator).
+    /// AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_KINESIS points it at an emulator).
     #[arg(long, value_name = "STREAM")]
     kinesis: Option<String>,
     /// Where shards without a checkpoint start: trim-horizon, latest, or an

@@ -32,7 +32,7 @@ struct Cli {
     /// Where the records go: `ingest` (in-process into the embedded store),
     /// `files:DIR` (DIR/shard-NNN.jsonl or .csv, one file per shard; also
     /// `jsonl:DIR`), `files:-` (stdout) or `kinesis:STREAM` (PutRecords; AWS
-    /// default chain, AWS_ENDPOINT_URL[_KINESIS] for an emulator).
+    /// default chain, AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_KINESIS for an emulator).
     #[arg(long, default_value = "ingest")]
     sink: String,
     /// The pipeline configuration (TOML). Its declared schema is what the

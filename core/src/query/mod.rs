@@ -7,7 +7,7 @@
 //!   paginated query each.
 //! - **page-jump** (seed 000): small `Limit N`; after every page, continue
 //!   from `LastEvaluatedKey` if it is inside the box, else jump with BIGMIN.
-//! - **adaptive**: see [`adaptive`]; sizes each request from the density
+//! - **adaptive**: see `adaptive.rs`; sizes each request from the density
 //!   observed so far, so it behaves like precise on dense data and like naive
 //!   on sparse data.
 //!

@@ -1,5 +1,5 @@
 //! Aggregate: decoded events → partial measures per (shard, bucket, key),
-//! in memory, one map per source shard ([`generation`]), so shards
+//! in memory, one map per source shard (`generation.rs`), so shards
 //! aggregate in parallel without sharing one.
 //!
 //! Only the finest configured rollup is aggregated per event; the coarser
@@ -54,7 +54,7 @@ pub struct Rejected {
     pub record: Vec<u8>,
 }
 
-/// Dimension values of one key, in [`KeyModel::fields`] order, packed in
+/// Dimension values of one key, in [`KeyModel::dims`] order, packed in
 /// one allocation (u32 length + UTF-8 bytes each): a key's names cost one
 /// small allocation, not one per value plus a list.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //! and what it reports. Memory stays bounded at about two generations: readers
 //! wait while a full one is being written, and nothing is dropped.
 //!
-//! The main loop is a loop over [`Event`]s. It reconciles each lease plan
+//! The main loop is a loop over `Event`s. It reconciles each lease plan
 //! with what it reads: a lease gained starts a reader, a lease lost stops
 //! one (its unflushed records are dropped at the next flush and read again
 //! by the new owner), a handoff request stops the reader, flushes, and gives

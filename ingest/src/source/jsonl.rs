@@ -38,7 +38,7 @@ impl JsonlSource {
         Ok(JsonlSource { files, follow, max_record: MAX_RECORD })
     }
 
-    /// Lines longer than `bytes` are cut (see [`MAX_RECORD`]).
+    /// Lines longer than `bytes` are cut (see `MAX_RECORD`).
     pub fn with_max_record(mut self, bytes: usize) -> Self {
         self.max_record = bytes.max(1);
         self

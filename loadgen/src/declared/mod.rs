@@ -1,13 +1,13 @@
 //! Traffic for any declared schema: each field's values drawn by its type
 //! and its table in the field traffic file ([`traffic_file`]), written as
 //! the schema frames records (nested JSON or CSV), with the malformed mix
-//! the schema allows ([`defects`]). Every valid record comes with the typed
+//! the schema allows (`defects.rs`). Every valid record comes with the typed
 //! values a correct decoder must read from it, from which the ground truth
 //! is summed for every measure and every dimension.
 //!
-//! - [`value_gen`]: one field's distribution, its typed value and its text;
-//! - [`render`]: the record's bytes;
-//! - [`defects`]: the malformed mix.
+//! - `value_gen.rs`: one field's distribution, its typed value and its text;
+//! - `render.rs`: the record's bytes;
+//! - `defects.rs`: the malformed mix.
 
 pub mod traffic_file;
 

@@ -1,6 +1,6 @@
 //! The field traffic file (`loadgen --fields FILE`): how each declared
 //! field's values are drawn. Every key is optional; a field without a table
-//! gets its type's defaults (see [`super::value_gen`]).
+//! gets its type's defaults (see `value_gen.rs`).
 //!
 //! ```toml
 //! [field.user_id]          # a string: a vocabulary of 200k names, Zipf-skewed

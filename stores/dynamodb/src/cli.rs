@@ -10,7 +10,7 @@ use zigzag_aws::AwsOptions;
 pub struct DynamoArgs {
     /// Store aggregates in this DynamoDB table (checkpoints go to
     /// TABLE-checkpoints) instead of the SQLite --db. Credentials and region
-    /// come from the AWS default chain; AWS_ENDPOINT_URL[_DYNAMODB] points
+    /// come from the AWS default chain; AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_DYNAMODB points
     /// it at an emulator.
     #[arg(long, value_name = "TABLE", global = true)]
     pub dynamodb: Option<String>,

@@ -12,7 +12,7 @@
 //! takes tens of milliseconds (hundreds in a debug build), and run on a
 //! runtime thread it would stall the timers of every task there, lease
 //! heartbeats included. Writes to one file take turns first come, first
-//! served ([`turns`]). A read runs in place unless a write holds the
+//! served (`turns.rs`). A read runs in place unless a write holds the
 //! connection. Calls on one table share its
 //! connection under a mutex; a concurrent `gather` will want a connection
 //! per worker (later).

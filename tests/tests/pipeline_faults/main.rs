@@ -146,8 +146,10 @@ async fn crash_in_a_flush_intent_then_restart_with_the_same_worker_id_is_exact()
         (rnd(Phase::Validate, 2), crash.clone()),
         (Trigger::NthOf(Phase::Commit, 1), crash.clone()),
         (rnd(Phase::Commit, 2), crash.clone()),
+        // Only the first: the three shards may all end in one flush (they
+        // are read at once), so a second ending intent is not certain.
         (Trigger::NthEnding(Phase::Open, 1), crash.clone()),
-        (Trigger::NthEnding(Phase::Validate, 2), crash.clone()),
+        (Trigger::NthEnding(Phase::Validate, 1), crash.clone()),
     ];
     crash_cases(12, cases, &[Phase::Open, Phase::Proof, Phase::Validate, Phase::Commit]).await;
 }
