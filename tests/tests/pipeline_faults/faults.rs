@@ -11,6 +11,9 @@ pub(crate) enum Trigger {
     NthOf(Phase, u64),
     /// The Nth call (from 1) of a phase that ends a shard (`ends_a_shard`).
     NthEnding(Phase, u64),
+    /// The first item write of a flush numbered K (from 1) or later: a
+    /// flush may write no item (one that only ends shards).
+    FirstItemsOf(u64),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,8 +148,9 @@ impl Faults {
         self.counts().get(&phase).copied().unwrap_or(0)
     }
 
-    /// Counts a call; the effect to apply to it, if the fault fires now.
-    pub(crate) fn on_call(&self, phase: Phase, ending: bool) -> (u64, Option<Effect>) {
+    /// Counts a call (of flush `k`, for item writes); the effect to apply
+    /// to it, if the fault fires now.
+    pub(crate) fn on_call(&self, phase: Phase, ending: bool, k: Option<u64>) -> (u64, Option<Effect>) {
         let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let bump = |m: &Mutex<BTreeMap<Phase, u64>>| {
             let mut m = m.lock().unwrap();
@@ -161,6 +165,7 @@ impl Faults {
             Some((Trigger::Nth(n), _)) => *n == call,
             Some((Trigger::NthOf(p, n), _)) => *p == phase && *n == nth,
             Some((Trigger::NthEnding(p, n), _)) => ending && *p == phase && *n == nth_ending,
+            Some((Trigger::FirstItemsOf(n), _)) => phase == Phase::Items && k >= Some(*n),
             None => false,
         };
         (call, if fire { armed.take().map(|(_, e)| e) } else { None })
@@ -225,7 +230,8 @@ impl Faulty {
             lease_table_phase(&reqs[0])
         };
         let ending = reqs.iter().any(|r| ends_a_shard(phase, r));
-        let (call, effect) = self.faults.on_call(phase, ending);
+        let k = (phase == Phase::Items).then(|| item_mark(&reqs[0]).1);
+        let (call, effect) = self.faults.on_call(phase, ending, k);
         let Some(effect) = effect else {
             let out = self.inner.update_batch(reqs).await;
             if let Ok(results) = &out {
@@ -341,7 +347,7 @@ impl Faulty {
             pk if pk == shards_pk(STREAM) => Phase::ReadLeases,
             _ => Phase::ReadLegacy,
         };
-        let (call, effect) = self.faults.on_call(phase, false);
+        let (call, effect) = self.faults.on_call(phase, false, None);
         match effect {
             None => self.inner.query(req).await,
             Some(Effect::Crash) => {

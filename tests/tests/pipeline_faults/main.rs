@@ -38,7 +38,8 @@ use zigzag_gather::execute::ExecOptions;
 use zigzag_ingest::{Pipeline, PipelineError, PipelineOptions, RunSummary};
 use zigzag_lease::items::{lane_sk, mark_attr, shards_pk, take_lane, take_lease, LANES_PK};
 use zigzag_lease::{Coordinator, IntentState, Lane, LeaseOptions, ShardLease};
-use zigzag_loadgen::{GenConfig, Generated, Generator, SyntheticSource};
+use zigzag_loadgen::{Drawn, GenConfig, Generated, Generator, SyntheticSource, Traffic};
+use zigzag_model::schema::value::display;
 use zigzag_model::{Config, KeyModel, MeasureValues, Position, ScatterMode, Truth};
 use zigzag_sqlite::SqliteTable;
 
@@ -63,8 +64,9 @@ use world::*;
 // ---------------------------------------------------------------------------
 // (i) A crash at any store call, then a restart on the same files.
 
-/// How many calls of each phase a clean run makes (varies a little with
-/// timing: fault points are picked in the first half of each).
+/// How many calls of each phase a clean run makes (varies with timing:
+/// fault points are picked in the first half of each, capped by a floor
+/// every run reaches, `World::min_flushes`).
 async fn dry_run() -> (BTreeMap<Phase, u64>, u64) {
     let dry = World::new(11);
     let s = dry.run("dry").await.expect("clean run");
@@ -74,15 +76,23 @@ async fn dry_run() -> (BTreeMap<Phase, u64>, u64) {
     let of = |p: Phase| counts.get(&p).copied().unwrap_or(0);
     assert_eq!((of(Phase::Join), of(Phase::CreateLease), of(Phase::Release)), (1, 3, 1), "{counts:?}");
     assert!(of(Phase::TakeLease) >= 3, "{counts:?}");
+    // The floor that fault points are capped at holds, with room for them.
+    let floor = dry.min_flushes();
+    assert!(floor >= 5, "{floor} flushes");
+    println!("clean run: {counts:?}; every run makes at least {floor} flushes");
     for p in [Phase::Open, Phase::Proof, Phase::Validate, Phase::Items, Phase::Commit, Phase::Advance] {
-        assert!(of(p) >= 6, "{p:?}: {counts:?} {s:?}");
+        assert!(of(p) >= floor, "{p:?}: {counts:?} {s:?}");
     }
     assert_eq!(of(Phase::Open), of(Phase::Commit), "one intent per flush: {counts:?}");
     (counts, total)
 }
 
-fn upto(counts: &BTreeMap<Phase, u64>, p: Phase, lo: u64) -> u64 {
-    (counts.get(&p).copied().unwrap_or(0) / 2).max(lo)
+/// The highest call of `p` to pick a fault at: the first half of a clean
+/// run's calls, but no more than every run makes (`floor` flushes, each
+/// making at least one call of each flush phase; a clean run that was slow
+/// flushed more often, on the interval, than the next may).
+fn upto(counts: &BTreeMap<Phase, u64>, p: Phase, lo: u64, floor: u64) -> u64 {
+    (counts.get(&p).copied().unwrap_or(0) / 2).min(floor).max(lo)
 }
 
 /// Runs each case on a world of its own (every other one scattering at
@@ -111,6 +121,9 @@ async fn crash_cases(seed: u64, cases: Vec<(Trigger, Effect)>, expected: &[Phase
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_in_a_lane_or_lease_write_then_restart_with_the_same_worker_id_is_exact() {
     let (_, total) = dry_run().await;
+    // Every flush makes at least six calls (open, proof, validate, items,
+    // commit, advance).
+    let most = (total / 2).min(6 * World::new(11).min_flushes());
     let mut rng = Rng(0x1ea5e);
     let crash = Effect::Crash;
     let mut cases = vec![
@@ -123,7 +136,7 @@ async fn crash_in_a_lane_or_lease_write_then_restart_with_the_same_worker_id_is_
         (Trigger::NthOf(Phase::Release, 1), crash.clone()),
     ];
     for _ in 0..3 {
-        cases.push((Trigger::Nth(rng.range(1, total / 2)), crash.clone()));
+        cases.push((Trigger::Nth(rng.range(1, most)), crash.clone()));
     }
     let expected = [Phase::Join, Phase::CreateLease, Phase::TakeLease, Phase::Heartbeat, Phase::Release];
     crash_cases(11, cases, &expected).await;
@@ -134,8 +147,9 @@ async fn crash_in_a_lane_or_lease_write_then_restart_with_the_same_worker_id_is_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_in_a_flush_intent_then_restart_with_the_same_worker_id_is_exact() {
     let (counts, _) = dry_run().await;
+    let floor = World::new(12).min_flushes();
     let mut rng = Rng(0x5eed);
-    let mut rnd = |p: Phase, lo: u64| Trigger::NthOf(p, rng.range(lo, upto(&counts, p, lo)));
+    let mut rnd = |p: Phase, lo: u64| Trigger::NthOf(p, rng.range(lo, upto(&counts, p, lo, floor)));
     let crash = Effect::Crash;
     let cases = vec![
         (Trigger::NthOf(Phase::Open, 1), crash.clone()),
@@ -159,14 +173,20 @@ async fn crash_in_a_flush_intent_then_restart_with_the_same_worker_id_is_exact()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_in_item_writes_or_checkpoints_then_restart_with_the_same_worker_id_is_exact() {
     let (counts, _) = dry_run().await;
+    let floor = World::new(13).min_flushes();
     let mut rng = Rng(0xbeef);
-    let mut rnd = |p: Phase, lo: u64| Trigger::NthOf(p, rng.range(lo, upto(&counts, p, lo)));
+    let mut later = Rng(0xf1a5);
+    let mut later = || Trigger::FirstItemsOf(later.range(2, floor));
+    let mut rnd = |p: Phase, lo: u64| Trigger::NthOf(p, rng.range(lo, upto(&counts, p, lo, floor)));
     let (crash, half) = (Effect::Crash, Effect::ApplyHalfThenCrash);
     let cases = vec![
         (Trigger::NthOf(Phase::Items, 1), crash.clone()),
         (rnd(Phase::Items, 2), crash.clone()),
         (Trigger::NthOf(Phase::Items, 1), half.clone()),
         (rnd(Phase::Items, 2), half.clone()),
+        // In a later flush: its items were written by earlier ones.
+        (later(), crash.clone()),
+        (later(), half.clone()),
         (Trigger::NthOf(Phase::Advance, 1), crash.clone()),
         (rnd(Phase::Advance, 2), crash.clone()),
         (Trigger::NthEnding(Phase::Advance, 1), crash.clone()),

@@ -57,6 +57,31 @@ impl World {
         }
     }
 
+    /// The fewest flushes any run of this world makes, however its readers
+    /// and flushes interleave: each reader checks that the generation is
+    /// not full before adding a batch, so one holds at most `max_keys - 1`
+    /// keys plus a batch per shard, and every key of the finest rollup is
+    /// in some generation. Fault points picked at or below it always come.
+    pub(crate) fn min_flushes(&self) -> u64 {
+        let keys = KeyModel::new(&self.config).expect("a valid layout");
+        let fields = self.config.typed_fields().expect("typed fields");
+        let finest = keys.rollups().min_by_key(|r| r.unit_ms()).expect("rollups");
+        let gen = Generator::new(self.gen_cfg.clone());
+        let (mut distinct, mut buf) = (BTreeSet::new(), Vec::new());
+        for shard in 0..self.gen_cfg.shards {
+            for seq in 1..=gen.shard_len(shard) {
+                if let Drawn::Valid(ev) = Traffic::draw(&gen, shard, seq, &mut buf) {
+                    let names: Vec<String> =
+                        keys.dims().iter().map(|d| display(&fields[d.field].spec, &ev.values[d.field])).collect();
+                    distinct.insert((names, finest.floor(ev.ts_ms)));
+                }
+            }
+        }
+        let opts = self.options("floor");
+        let per_generation = self.config.flush.max_keys - 1 + self.gen_cfg.shards as usize * opts.batch_size;
+        distinct.len().div_ceil(per_generation) as u64
+    }
+
     pub(crate) fn options(&self, worker: &str) -> PipelineOptions {
         PipelineOptions {
             failover: FAILOVER,
