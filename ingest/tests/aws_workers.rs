@@ -165,6 +165,46 @@ async fn leases(table: &DynamoTable, stream: &str) -> Vec<ShardLease> {
     }
 }
 
+/// [`leases`], read again while the store fails to answer.
+async fn read_leases(table: &DynamoTable, stream: &str) -> Vec<ShardLease> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let l = leases(table, stream).await;
+        if !l.is_empty() {
+            return l;
+        }
+        assert!(Instant::now() < deadline, "the lease table never answered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every lane, strongly consistent, read again while the store fails to answer.
+async fn read_lanes(table: &DynamoTable) -> Vec<Lane> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let req = QueryRequest { consistent: true, ..QueryRequest::new(LANES_PK, SortKeyCondition::Any) };
+        match table.query(&req).await {
+            Ok(page) => return page.items.iter().map(|i| Lane::from_item(i).expect("a lane")).collect(),
+            Err(e) => assert!(Instant::now() < deadline, "the lane table never answered: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A log without its colour codes (ESC [ ... m).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            chars.by_ref().find(|c| *c == 'm');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Watches one worker's lane beat in the lease table until stopped.
 struct BeatWatch {
     stop: CancellationToken,
@@ -460,13 +500,25 @@ async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_ex
             .filter(|l| l.owner.as_deref() == Some(id.as_str()))
             .map(|l| l.shard)
             .collect();
+        // Where the others' logs stand before the stop: their takes after it
+        // are what the check below reads.
+        let logged: Vec<(String, usize)> =
+            workers.keys().filter(|w| **w != id).map(|w| (w.clone(), env.log(w).len())).collect();
         let mut child = workers.remove(&id).unwrap();
         signal(&child, "TERM");
         let status = child.wait().unwrap();
         assert!(status.success(), "{id} after SIGTERM: {status}\n{}", env.log(&id));
         let exited = Instant::now();
-        // Its leases were released at exit: the others take them at their
-        // next lease pass (every failover / 3), not after an expiry.
+        // Released at exit: it owns no lease and no lane (a lease may already
+        // be another's), so nothing of it waits for an expiry.
+        let l = read_leases(&lease_table, &env.stream).await;
+        let kept: Vec<&ShardLease> = l.iter().filter(|l| l.owner.as_deref() == Some(id.as_str())).collect();
+        assert!(kept.is_empty(), "{id} exited still owning leases: {kept:?}\n{}", env.log(&id));
+        let lanes = read_lanes(&lease_table).await;
+        let kept: Vec<&Lane> = lanes.iter().filter(|l| l.owner.as_deref() == Some(id.as_str())).collect();
+        assert!(kept.is_empty(), "{id} exited still owning its lane: {kept:?}\n{}", env.log(&id));
+        // Liveness only: the others take them at a lease pass (every
+        // failover / 3), which on a loaded 2-core machine may take seconds.
         loop {
             let l = leases(&lease_table, &env.stream).await;
             let moved =
@@ -474,8 +526,19 @@ async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_ex
             if moved {
                 break;
             }
-            assert!(exited.elapsed() < failover, "{id}'s leases not taken over within the failover time: {l:?}");
+            assert!(exited.elapsed() < Duration::from_secs(60), "{id}'s leases never taken over: {l:?}");
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // However late the reads above were, no taker found one of them
+        // still owned (its log says "expired=true" then).
+        for (w, from) in &logged {
+            let log = strip_ansi(&env.log(w)[*from..]);
+            let expired: Vec<&str> = log
+                .lines()
+                .filter(|line| line.contains("lease taken") && line.contains("expired=true"))
+                .filter(|line| held.iter().any(|s| line.contains(&format!("shard={s} "))))
+                .collect();
+            assert!(expired.is_empty(), "{w} took {id}'s leases as expired: {expired:?}");
         }
         handoffs.push(exited.elapsed().as_millis() as u64);
         let again = format!("r{i}b");

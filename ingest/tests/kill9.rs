@@ -25,6 +25,7 @@ use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::Reaped;
 
 const KILLS: usize = 20;
+const STREAM: &str = "kill9";
 
 fn write_shards(gen: &Generator, dir: &Path) -> Vec<std::path::PathBuf> {
     let mut buf = Vec::new();
@@ -50,6 +51,50 @@ fn pending_flushes(db: &Path) -> usize {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let page = rt.block_on(t.query(&QueryRequest::new(zigzag_lease::items::LANES_PK, SortKeyCondition::Any))).unwrap();
     page.items.iter().filter(|i| zigzag_lease::Lane::from_item(i).unwrap().in_flight().is_some()).count()
+}
+
+/// Records committed so far: the sum of the shards' checkpoints (a JSONL
+/// position is the line number).
+fn committed(db: &Path) -> u64 {
+    use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
+    let t = SqliteTable::open_table(db, "checkpoints").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pk = zigzag_lease::items::shards_pk(STREAM);
+    let page = rt.block_on(t.query(&QueryRequest::new(pk, SortKeyCondition::Any))).unwrap();
+    page.items
+        .iter()
+        .filter_map(|i| zigzag_lease::ShardLease::from_item(i).unwrap().checkpoint)
+        .map(|cp| cp.seq.as_u64().expect("a line number"))
+        .sum()
+}
+
+/// How long the next run lives before its kill, and the mean it was drawn around.
+struct Wait {
+    ms: u64,
+    mean_ms: u64,
+}
+
+/// Random around a mean that fits the kills left into about half the work
+/// left, at the speed measured so far: the faster of the last three runs'
+/// and the overall one, so a machine that speeds up does not let ingest
+/// finish first. One run gets at most a quarter of the work left.
+fn next_wait(rng: &mut impl Rng, progress: &[(Duration, u64)], mean_ms: u64, left: u64, kills_left: usize) -> Wait {
+    let last = progress.last().expect("starts with (0, 0)");
+    let speed = |from: &(Duration, u64)| (last.1 - from.1) as f64 / (last.0 - from.0).as_millis().max(1) as f64;
+    let per_ms = speed(&progress[progress.len().saturating_sub(4)]).max(speed(&progress[0]));
+    let (mean_ms, cap_ms) = if per_ms > 0.0 {
+        let left_ms = left as f64 / per_ms;
+        ((left_ms / (2 * kills_left) as f64) as u64, (left_ms / 4.0) as u64)
+    } else if progress.len() > 1 {
+        // Killed before anything was committed: live longer.
+        (mean_ms * 2, u64::MAX)
+    } else {
+        (mean_ms, u64::MAX) // the calibration's
+    };
+    // Bounded, so a poor estimate cannot stall the test.
+    let mean_ms = mean_ms.clamp(10, 30_000);
+    let ms = rng.gen_range(mean_ms / 10..=mean_ms * 19 / 10).min(cap_ms);
+    Wait { ms, mean_ms }
 }
 
 #[test]
@@ -78,14 +123,15 @@ fn totals_are_exact_after_repeated_kill_9() {
         cmd.arg("--db").arg(db).arg("--config").arg(&config_path).arg("--dead-letters").arg(&dead);
         // The same worker id every time: a restart takes over its killed
         // predecessor's lane at once instead of waiting out the failover.
-        cmd.arg("--batch").arg("200").arg("--worker-id").arg("kill9").arg("--input").args(inputs);
+        cmd.arg("--batch").arg("200").arg("--worker-id").arg("kill9").arg("--stream").arg(STREAM);
+        cmd.arg("--input").args(inputs);
         cmd.env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::piped());
         Reaped::spawn(&mut cmd).expect("spawn ingest")
     };
     let run = || spawn(&db, &inputs);
 
-    // Calibrate on a tenth of the data, so the kills spread over the whole
-    // run on any machine: on average they use up about half the work.
+    // Calibrate on a tenth of the data for the first wait; after each kill
+    // the next is set from the progress so far (the machine's speed drifts).
     let calib_dir = dir.path().join("calibration");
     std::fs::create_dir(&calib_dir).unwrap();
     let small = Generator::new(GenConfig { records: gen.config().records / 10, ..gen.config().clone() });
@@ -93,8 +139,12 @@ fn totals_are_exact_after_repeated_kill_9() {
     let out = spawn(&calib_dir.join("zigzag.db"), &write_shards(&small, &calib_dir)).wait_with_output().unwrap();
     assert!(out.status.success(), "calibration run failed: {}", String::from_utf8_lossy(&out.stderr));
     let whole_run_ms = started.elapsed().as_millis() as u64 * 10;
-    let mean_ms = (whole_run_ms / (2 * KILLS as u64)).max(10);
+    let mut mean_ms = (whole_run_ms / (2 * KILLS as u64)).max(10);
     std::fs::remove_file(&dead).unwrap();
+    let total = gen.config().records;
+    // (time alive, records committed) after each kill, to measure the speed.
+    let mut progress: Vec<(Duration, u64)> = vec![(Duration::ZERO, 0)];
+    let mut alive = Duration::ZERO;
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let km = KeyModel::new(&Config::default()).unwrap();
@@ -106,9 +156,10 @@ fn totals_are_exact_after_repeated_kill_9() {
     let mut mid_flush = 0;
     let deadline = Instant::now() + Duration::from_secs(600);
     while kills < KILLS && Instant::now() < deadline {
+        let remaining = total - progress.last().unwrap().1;
+        let wait = next_wait(&mut rng, &progress, mean_ms, remaining, KILLS - kills);
         let mut child = run();
         restarts += 1;
-        let wait = rng.gen_range(mean_ms / 10..=mean_ms * 19 / 10);
         let started = Instant::now();
         // gather reads while ingest writes from another process (WAL):
         // the read must succeed (its totals are a snapshot, not final).
@@ -123,15 +174,18 @@ fn totals_are_exact_after_repeated_kill_9() {
         let snapshot = rt.block_on(gather(&reader, &km, hour, vec![], &ExecOptions::default()));
         assert!(snapshot.is_ok(), "a read during ingestion failed: {:?}", snapshot.err());
         reads += 1;
-        std::thread::sleep(Duration::from_millis(wait).saturating_sub(started.elapsed()));
+        std::thread::sleep(Duration::from_millis(wait.ms).saturating_sub(started.elapsed()));
         match child.try_wait().unwrap() {
             None => {
                 child.kill().unwrap(); // SIGKILL
                 child.wait().unwrap();
+                alive += started.elapsed();
                 kills += 1;
                 if pending_flushes(&db) > 0 {
                     mid_flush += 1;
                 }
+                progress.push((alive, committed(&db)));
+                mean_ms = wait.mean_ms;
             }
             Some(status) => {
                 let mut err = String::new();
@@ -143,12 +197,18 @@ fn totals_are_exact_after_repeated_kill_9() {
     }
     assert!(
         kills >= KILLS,
-        "only {kills} kills landed while ingest was working ({restarts} starts, mean wait {mean_ms} ms)"
+        "only {kills} kills landed while ingest was working ({restarts} starts, last mean wait {mean_ms} ms, \
+         (ms alive, records committed) after each kill: {:?})",
+        progress.iter().map(|(t, n)| (t.as_millis(), *n)).collect::<Vec<_>>()
     );
     // The interesting kills: between a flush's begin and its commit, so the
     // restart has to finish that flush (some items applied, some not).
     assert!(mid_flush >= 1, "no kill landed inside a flush ({kills} kills)");
-    eprintln!("{kills} kills, {mid_flush} inside a flush, {reads} concurrent reads");
+    eprintln!(
+        "{kills} kills, {mid_flush} inside a flush, {reads} concurrent reads; calibration {whole_run_ms} ms for the \
+         whole run; (ms alive, records committed of {total}) after each kill: {:?}",
+        progress.iter().map(|(t, n)| (t.as_millis(), *n)).collect::<Vec<_>>()
+    );
     let out = run().wait_with_output().unwrap();
     assert!(out.status.success(), "final run failed: {}", String::from_utf8_lossy(&out.stderr));
 

@@ -2,6 +2,8 @@
 //!
 //! - [`fault_proxy`]: a proxy in front of the AWS emulators that injects real-shaped throttling
 //!   and failure responses, since the emulators themselves never throttle.
+//! - [`freeze`]: a table that hangs while frozen, and a source that
+//!   freezes it when a stopping worker closes its last reader.
 //! - [`gated`]: a source whose shards end only once a gate opens, and
 //!   which records the shards it opened.
 //! - [`order`]: a source wrapper that records every child shard opened
@@ -9,6 +11,7 @@
 //! - [`vec_source`]: records held in memory as a bounded source.
 
 pub mod fault_proxy;
+pub mod freeze;
 pub mod gated;
 pub mod order;
 pub mod vec_source;

@@ -39,7 +39,8 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
 
     // Set-up goes straight to the emulators.
     let direct_kinesis = zigzag_kinesis::client(&emulator::options_at(kinesis_url.clone())).await;
-    ensure_stream(&direct_kinesis, &name, 2).await.expect("create stream");
+    let shards = 2;
+    ensure_stream(&direct_kinesis, &name, shards).await.expect("create stream");
     let direct_dynamo = zigzag_dynamodb::client(&emulator::options_at(dynamo_url.clone())).await;
     let checkpoint_table = format!("{name}-checkpoints");
     for t in [name.as_str(), checkpoint_table.as_str()] {
@@ -163,12 +164,20 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
     // Local was too slow to give within the 400 ms attempt timeout on a
     // loaded machine (a real timeout, counted by the store, not the proxy).
     let classified = aggregates.capacity().retryable_errors + checkpoints.capacity().retryable_errors;
-    assert_eq!(summary.retries, classified, "one retry per retryable failure");
+    assert_eq!(summary.retries, classified, "one retry per retryable failure: {summary:?}");
     assert!(classified >= updates.injected_total(), "every injected fault classified as retryable: {updates:?}");
     eprintln!("{classified} retryable failures, {} of them injected", updates.injected_total());
     let gets = kinesis_proxy.stats().target(kinesis::GET_RECORDS);
     assert!(gets.injected_total() > 0, "{gets:?}");
-    assert_eq!(source.retries(), gets.injected_total(), "one source retry per injected GetRecords fault");
+    // One source retry per injected GetRecords fault, except that stopping
+    // a reader at the drain drops its call in flight: a fault the proxy
+    // already counted, never retried. At most one per reader (shard).
+    let (retries, injected) = (source.retries(), gets.injected_total());
+    assert!(retries <= injected, "{retries} source retries, only {injected} GetRecords faults injected");
+    assert!(
+        injected - retries <= shards as u64,
+        "{injected} GetRecords faults injected, only {retries} retried: {gets:?}"
+    );
 
     // gather: throttled Query pages are retried; the totals are exact
     // (so a timed-out update that had applied was not applied twice).
@@ -177,8 +186,13 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
     // Faults injected into gather's Queries only: the worker's lease reads
     // met some too, more the slower the machine (its passes are timed).
     let earlier = dynamo_proxy.stats().target(dynamodb::QUERY).injected_total();
+    // Through the proxy, but without ingest's 400 ms attempt timeout (no
+    // Query fault needs it): an answer slow on a loaded machine is then no
+    // retry of its own, and the count below is the injected faults' alone.
+    let gather_table =
+        DynamoTable::new(zigzag_dynamodb::client(&emulator::options_at(dynamo_proxy.url())).await, &name);
     let report =
-        check::check(&aggregates, &km, &truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("gather check");
+        check::check(&gather_table, &km, &truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("gather check");
     assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{}", check::render(&report));
     let queries = dynamo_proxy.stats().target(dynamodb::QUERY);
     let injected = queries.injected_total() - earlier;

@@ -46,7 +46,9 @@ interval_ms = 150
 
 fn pipeline(gen: &Generator, db: &Path, worker: &str) -> Arc<Pipeline> {
     let opts = PipelineOptions {
-        failover: Duration::from_millis(900),
+        // Not about expiry: a heartbeat waits behind the other worker's
+        // flush transactions (one SQLite file), seconds on a slow machine.
+        failover: Duration::from_secs(5),
         max_pause: Duration::from_millis(200),
         batch_size: 200,
         ..PipelineOptions::new(config(), "st", worker, db.with_file_name(format!("dead-{worker}.jsonl")))

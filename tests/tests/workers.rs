@@ -14,16 +14,13 @@
 //! - two streams with identical shard ids write into one table: the totals
 //!   are the sum of both truths.
 
-use async_trait::async_trait;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use zigzag_core::table::{
-    ItemResult, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError, UpdateOutcome, UpdateRequest,
-};
+use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
 use zigzag_gather::check;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
@@ -32,6 +29,7 @@ use zigzag_lease::{Lane, ShardLease};
 use zigzag_loadgen::{truth, GenConfig, Generator, SyntheticSource};
 use zigzag_model::{Config, KeyModel, Truth};
 use zigzag_sqlite::SqliteTable;
+use zigzag_tests::freeze::{FreezeWhenIdle, Freezer};
 use zigzag_tests::gated::{Gated, Opened};
 
 fn generator(seed: u64, shards: u32, records: u64) -> Generator {
@@ -180,19 +178,29 @@ async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once
     let db = dir.path().join("z.db");
     let gen = generator(3, 8, 24_000);
     let truth = truth::compute(&gen);
-    let rate = Some(8_000.0);
+    // 8 s of data: leases still move while it comes (passes every 1.7 s).
+    let rate = Some(3_000.0);
     let (gate, gate_rx) = watch::channel(false);
-    let gated = |w: &str| gated_worker(&gen, rate, &gate_rx, open(&db), options("st", w, dir.path(), 900));
+    // Not about expiry: a heartbeat waits behind the other workers' flush
+    // transactions (one SQLite file), seconds on a slow machine.
+    let failover = 5_000;
+    let gated = |w: &str| gated_worker(&gen, rate, &gate_rx, open(&db), options("st", w, dir.path(), failover));
     let (w1, _) = gated("w1");
     let first = spawn(w1, CancellationToken::new());
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    let stores = open(&db);
+    // Alone, w1 takes all eight: the others can get theirs only by handoff.
+    within(30, "w1 holds all eight", async {
+        while leases(&*stores.leases, "st").await.iter().filter(|l| l.owner.as_deref() == Some("w1")).count() < 8 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     let ((w2, opened_2), (w3, opened_3)) = (gated("w2"), gated("w3"));
     let second = spawn(w2, CancellationToken::new());
     let third = spawn(w3, CancellationToken::new());
     // The shards end only once every worker holds its share (3, 3, 2) and
     // the late two read theirs: the first ends make the balancer move the
     // shards still open, which may take a lease before its new owner reads it.
-    let stores = open(&db);
     within(60, "balance", async {
         loop {
             let held = leases(&*stores.leases, "st").await;
@@ -232,52 +240,6 @@ async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once
     let steps: u64 = leases.iter().map(|l| l.lease).sum();
     assert_eq!(taken + handed, steps, "each take and handoff counted once: {runs:?} {leases:?}");
     assert!(most_marks(&db).await <= 3, "at most one mark per lane on any item");
-}
-
-/// A table whose calls hang while frozen; it freezes itself at the Nth
-/// `update_batch` (before passing it on), like a process stopped mid-flush.
-struct Freezer {
-    inner: Arc<dyn SortedTable>,
-    frozen: watch::Sender<bool>,
-    batches: AtomicU64,
-    freeze_at: Option<u64>,
-    froze: AtomicBool,
-}
-
-impl Freezer {
-    fn new(inner: Arc<dyn SortedTable>, freeze_at: Option<u64>, frozen: watch::Sender<bool>) -> Arc<Self> {
-        Arc::new(Freezer { inner, frozen, batches: AtomicU64::new(0), freeze_at, froze: AtomicBool::new(false) })
-    }
-
-    async fn wait(&self) {
-        let mut rx = self.frozen.subscribe();
-        let _ = rx.wait_for(|f| !*f).await;
-    }
-}
-
-#[async_trait]
-impl SortedTable for Freezer {
-    async fn put(&self, item: zigzag_core::table::Item) -> Result<(), TableError> {
-        self.wait().await;
-        self.inner.put(item).await
-    }
-    async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
-        self.wait().await;
-        self.inner.query(req).await
-    }
-    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
-        self.wait().await;
-        self.inner.update(req).await
-    }
-    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
-        let n = self.batches.fetch_add(1, Ordering::SeqCst) + 1;
-        if Some(n) == self.freeze_at {
-            self.froze.store(true, Ordering::SeqCst);
-            self.frozen.send_replace(true);
-        }
-        self.wait().await;
-        self.inner.update_batch(reqs).await
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -369,27 +331,47 @@ async fn a_stopped_worker_beats_through_a_final_flush_longer_than_the_failover()
     keep_log();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("z.db");
-    let gen = generator(8, 4, 24_000);
+    // 12 s of data (3,000/s): still coming when A stops, however slow the
+    // setup.
+    let gen = generator(8, 4, 36_000);
     let truth = truth::compute(&gen);
-    let failover = 1_000;
+    // Long enough that a beat queued behind B's flushes never lets A's lane
+    // expire by accident; the frozen flush below is longer still.
+    let failover = 3_000;
     let (gate, gate_rx) = watch::channel(false);
     let (frozen, _) = watch::channel(false);
     // A's aggregate writes hang while frozen; its lease table does not.
     let a_items = Freezer::new(Arc::new(SqliteTable::open(&db).unwrap()), None, frozen.clone());
-    let a_stores =
-        Stores { aggregates: a_items, leases: Arc::new(SqliteTable::open_table(&db, "checkpoints").unwrap()) };
+    let a_leases = Arc::new(SqliteTable::open_table(&db, "checkpoints").unwrap());
     let stop_a = CancellationToken::new();
-    let rate = Some(6_000.0);
-    let (a, _) = gated_worker(&gen, rate, &gate_rx, a_stores, options("st", "a", dir.path(), failover));
-    let a = spawn(a, stop_a.clone());
+    let rate = Some(3_000.0);
+    let a_source = Gated::new(Arc::new(SyntheticSource::new(gen.clone(), rate)), gate_rx.clone());
+    let a_source = FreezeWhenIdle::new(Arc::new(a_source), frozen.clone());
+    let a = Pipeline::new(a_source.clone(), a_items.clone(), a_leases, options("st", "a", dir.path(), failover));
+    let a = spawn(Arc::new(a.expect("pipeline")), stop_a.clone());
     let (b_pipeline, _) = gated_worker(&gen, rate, &gate_rx, open(&db), options("st", "b", dir.path(), failover));
     let b_coord = b_pipeline.coordinator().clone();
     let b = spawn(b_pipeline, CancellationToken::new());
     let stores = open(&db);
     until_a_and_b_hold_leases(&stores).await;
-    // Stopped, A's last flush takes three failovers to write its items.
-    frozen.send_replace(true);
+    // A has written items: it reads (and the data goes on coming), so it
+    // stops with records to flush.
+    within(30, "A flushes", async {
+        while a_items.batches.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    // Stopped, A closes its readers, which freezes its items: its final
+    // flush takes three failovers to write them.
+    a_source.arm();
     stop_a.cancel();
+    within(30, "A's final flush hangs", async {
+        while a_items.writes_held.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(3 * failover)).await;
     let a_lane = lanes(&*stores.leases).await.into_iter().find(|l| l.owner.as_deref() == Some("a"));
     let a_lane = a_lane.expect("A's lane is still A's three failovers into its final flush");
@@ -416,8 +398,10 @@ async fn two_streams_with_the_same_shard_ids_add_up_in_one_table() {
     // Both workers write one SQLite file, and their heartbeats wait for
     // each other's flushes: with a 1 s failover this test once counted 26,066
     // records for 16,000 (a worker presumed dead read its shards again) before
-    // the store queued a file's writers fairly (zigzag-sqlite `turns`).
-    let failover = 1_000;
+    // the store queued a file's writers fairly (zigzag-sqlite `turns`). Even
+    // queued fairly, a beat can wait behind 4,096-item transactions (seconds
+    // on a slow machine, unpaced): 5 s.
+    let failover = 5_000;
     let a =
         spawn(worker(&ga, None, open(&db), options("stream-a", "wa", dir.path(), failover)), CancellationToken::new());
     let b =

@@ -120,6 +120,9 @@ struct Counters {
     recovered: AtomicU64,
     flush_pauses: AtomicU64,
     shard_pauses: AtomicU64,
+    /// Joins tried again after a retryable failure (the store's other
+    /// retries are counted by the flusher and the coordinator).
+    join_retries: AtomicU64,
 }
 
 impl Counters {
@@ -387,6 +390,7 @@ impl Pipeline {
                 Ok(()) => return Ok(()),
                 Err(e) if e.is_retryable() && !stop.is_cancelled() => {
                     failures += 1;
+                    self.counters.join_retries.fetch_add(1, Ordering::Relaxed);
                     let wait = self.pause_after(failures);
                     tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "cannot join: store unavailable");
                     tokio::time::sleep(wait).await;
@@ -432,7 +436,7 @@ impl Pipeline {
             write_requests: get(&s.write_requests),
             skipped: get(&s.skipped),
             lease_requests: get(&l.requests),
-            retries: get(&s.retries) + get(&l.retries),
+            retries: get(&s.retries) + get(&l.retries) + get(&self.counters.join_retries),
             leases_taken: get(&l.taken),
             leases_lost: get(&l.lost),
             leases_handed_off: get(&l.handed_off),

@@ -75,6 +75,9 @@ pub struct RunSummary {
     pub skipped: u64,
     /// Requests to the lease table (heartbeats, passes, intents, checkpoints).
     pub lease_requests: u64,
+    /// Store calls tried again after a retryable failure (item writes,
+    /// lease-table calls, joining). A call whose retries ran out is not
+    /// one: it paused a flush or failed a lease pass or heartbeat.
     pub retries: u64,
     pub leases_taken: u64,
     pub leases_lost: u64,

@@ -258,20 +258,22 @@ async fn a_share_injects_within_its_band_reproducibly_and_the_counts_add_up() {
 #[tokio::test]
 async fn apply_then_timeout_applies_the_call_but_the_client_times_out() {
     let upstream = Upstream::start().await;
-    let rules =
-        vec![Rule::new(dynamodb::UPDATE_ITEM, 1.0, vec![Fault::ApplyThenTimeout { hold: Duration::from_secs(5) }])];
+    // The client's timeout must also cover the call reaching the proxy (a client that gives up
+    // before that sends nothing); the hold, far longer, is what it times out on.
+    let hold = Duration::from_secs(30);
+    let rules = vec![Rule::new(dynamodb::UPDATE_ITEM, 1.0, vec![Fault::ApplyThenTimeout { hold }])];
     let proxy = FaultProxy::start(upstream.addr, rules, 3).await.unwrap();
     let client = client();
     let started = Instant::now();
     let result = tokio::time::timeout(
-        Duration::from_millis(200),
+        Duration::from_secs(2),
         client.request(call(&proxy.url(), dynamodb::UPDATE_ITEM, r#"{"write":1}"#)),
     )
     .await;
     assert!(result.is_err(), "the client must time out");
-    assert!(started.elapsed() < Duration::from_secs(2));
-    // The proxy forwards before holding, so the emulator has the write by now (allow for scheduling).
-    let deadline = Instant::now() + Duration::from_secs(2);
+    assert!(started.elapsed() < hold, "the client gave up before the proxy let go");
+    // The proxy forwards before holding: the emulator has the write (polled, for scheduling).
+    let deadline = Instant::now() + Duration::from_secs(20);
     while upstream.count(dynamodb::UPDATE_ITEM) == 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -382,26 +384,27 @@ async fn an_unreachable_upstream_is_a_502() {
 #[tokio::test]
 async fn shutdown_and_drop_close_the_listener_and_held_connections() {
     let upstream = Upstream::start().await;
+    // Held far longer than the waits below: only the shutdown can end the call within them.
     let rules =
-        vec![Rule::new(dynamodb::UPDATE_ITEM, 1.0, vec![Fault::ApplyThenTimeout { hold: Duration::from_secs(60) }])];
+        vec![Rule::new(dynamodb::UPDATE_ITEM, 1.0, vec![Fault::ApplyThenTimeout { hold: Duration::from_secs(600) }])];
     let proxy = FaultProxy::start(upstream.addr, rules.clone(), 0).await.unwrap();
     let addr = proxy.addr();
     let url = proxy.url();
     let held = tokio::spawn(async move { client().request(call(&url, dynamodb::UPDATE_ITEM, "{}")).await.map(|_| ()) });
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while upstream.count(dynamodb::UPDATE_ITEM) == 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(upstream.count(dynamodb::UPDATE_ITEM), 1);
     proxy.shutdown().await;
-    let result = tokio::time::timeout(Duration::from_secs(2), held).await.expect("shutdown ends the held call");
+    let result = tokio::time::timeout(Duration::from_secs(20), held).await.expect("shutdown ends the held call");
     assert!(result.unwrap().is_err(), "the held call ends without an answer");
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the listener is closed");
 
     let proxy = FaultProxy::start(upstream.addr, rules, 0).await.unwrap();
     let addr = proxy.addr();
     drop(proxy);
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while tokio::net::TcpStream::connect(addr).await.is_ok() {
         assert!(Instant::now() < deadline, "a dropped proxy stops listening");
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -113,12 +113,19 @@ async fn dynamodb_errors_become_typed_update_item_variants() {
 #[tokio::test]
 async fn apply_then_timeout_is_an_sdk_timeout_and_reset_a_dispatch_or_response_failure() {
     let upstream = Upstream::start().await;
+    // The attempt timeout must also cover the call reaching the proxy; the hold, far longer, is
+    // what it times out on.
     let rules =
-        vec![Rule::new(dynamodb::UPDATE_ITEM, 1.0, vec![Fault::ApplyThenTimeout { hold: Duration::from_secs(3) }])];
+        vec![Rule::new(dynamodb::UPDATE_ITEM, 1.0, vec![Fault::ApplyThenTimeout { hold: Duration::from_secs(30) }])];
     let proxy = FaultProxy::start(upstream.addr, rules, 0).await.unwrap();
-    let client = dynamodb_client(&proxy.url(), Some(Duration::from_millis(300)));
+    let client = dynamodb_client(&proxy.url(), Some(Duration::from_secs(2)));
     let err = update(&client).await.expect_err("held");
     assert!(matches!(err, SdkError::TimeoutError(_)), "{err:?}");
+    // Forwarded before the hold; polled, for scheduling.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while upstream.count(dynamodb::UPDATE_ITEM) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(upstream.count(dynamodb::UPDATE_ITEM), 1, "applied although the client timed out");
 
     proxy.set_rules(vec![Rule::new(dynamodb::UPDATE_ITEM, 1.0, vec![Fault::Reset])]).unwrap();
