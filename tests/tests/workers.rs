@@ -223,7 +223,9 @@ async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once
         "every record read exactly once across workers (graceful handoffs re-read nothing)"
     );
     let handed: u64 = runs.iter().map(|r| r.leases_handed_off).sum();
-    assert!(handed >= 2, "the first worker took all eight, then handed leases over: {runs:?}");
+    // w1 held all eight, nothing was released or expired, and w2 and w3
+    // held two each: four handoffs at least.
+    assert!(handed >= 4, "the first worker took all eight, then handed leases over: {runs:?}");
     for (i, r) in runs.iter().enumerate() {
         assert!(r.shards >= 2, "worker {} read {} shards: {runs:?}", i + 1, r.shards);
         assert_eq!(r.leases_lost, 0, "nothing expired or was lost: {r:?}");
