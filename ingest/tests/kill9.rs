@@ -44,24 +44,24 @@ fn write_shards(gen: &Generator, dir: &Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-/// Lanes with a flush begun and not committed.
-fn pending_flushes(db: &Path) -> usize {
+/// Every item of one lease-table partition, read from the file as it is.
+fn lease_items(db: &Path, pk: &str) -> Vec<zigzag_core::table::Item> {
     use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
     let t = SqliteTable::open_table(db, "checkpoints").unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let page = rt.block_on(t.query(&QueryRequest::new(zigzag_lease::items::LANES_PK, SortKeyCondition::Any))).unwrap();
-    page.items.iter().filter(|i| zigzag_lease::Lane::from_item(i).unwrap().in_flight().is_some()).count()
+    rt.block_on(t.query(&QueryRequest::new(pk, SortKeyCondition::Any))).unwrap().items
+}
+
+/// Lanes with a flush begun and not committed.
+fn pending_flushes(db: &Path) -> usize {
+    let lanes = lease_items(db, zigzag_lease::items::LANES_PK);
+    lanes.iter().filter(|i| zigzag_lease::Lane::from_item(i).unwrap().in_flight().is_some()).count()
 }
 
 /// Records committed so far: the sum of the shards' checkpoints (a JSONL
 /// position is the line number).
 fn committed(db: &Path) -> u64 {
-    use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
-    let t = SqliteTable::open_table(db, "checkpoints").unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let pk = zigzag_lease::items::shards_pk(STREAM);
-    let page = rt.block_on(t.query(&QueryRequest::new(pk, SortKeyCondition::Any))).unwrap();
-    page.items
+    lease_items(db, &zigzag_lease::items::shards_pk(STREAM))
         .iter()
         .filter_map(|i| zigzag_lease::ShardLease::from_item(i).unwrap().checkpoint)
         .map(|cp| cp.seq.as_u64().expect("a line number"))

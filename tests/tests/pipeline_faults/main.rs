@@ -175,8 +175,8 @@ async fn crash_in_item_writes_or_checkpoints_then_restart_with_the_same_worker_i
     let (counts, _) = dry_run().await;
     let floor = World::new(13).min_flushes();
     let mut rng = Rng(0xbeef);
-    let mut later = Rng(0xf1a5);
-    let mut later = || Trigger::FirstItemsOf(later.range(2, floor));
+    let mut flush_rng = Rng(0xf1a5);
+    let mut later = || Trigger::FirstItemsOf(flush_rng.range(2, floor));
     let mut rnd = |p: Phase, lo: u64| Trigger::NthOf(p, rng.range(lo, upto(&counts, p, lo, floor)));
     let (crash, half) = (Effect::Crash, Effect::ApplyHalfThenCrash);
     let cases = vec![
