@@ -1,22 +1,22 @@
 //! `gather check`: the store against a generator's ground truth
 //! ([`Truth`], written by `loadgen`), exactly: every measure in totals, per
-//! UTC day and per value of every dimension the truth and the layout
-//! share, in every configured rollup (a flush writes each rollup
-//! separately, so each can be wrong on its own). Each rollup is read once
-//! over the whole UTC days from the first event to the last.
+//! UTC day and per value of every dimension the truth and the projection
+//! share, in every rollup of every projection (a flush writes each one
+//! separately, so each can be wrong on its own). Each is read once over the
+//! whole UTC days from the first event to the last.
 
 use crate::error::{GatherError, Result};
 use crate::execute::{execute, Actual, ExecOptions};
 use crate::filter::FilterSet;
 use crate::merge::Aggregation;
-use crate::plan::{plan, Plan, PlanRequest};
+use crate::plan::{plan_source, Plan, PlanRequest};
 use crate::window::WindowSpec;
 use chrono::{TimeZone, Utc};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::collections::{BTreeMap, BTreeSet};
 use zigzag_core::table::SortedTable;
 use zigzag_model::truth::Named;
-use zigzag_model::{KeyModel, MeasureSet, MeasureValues, Rollup, Truth};
+use zigzag_model::{KeyModel, MeasureSet, MeasureValues, Projections, Rollup, Truth};
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -31,10 +31,13 @@ pub enum Status {
 /// One compared group.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckRow {
+    /// The projection read.
+    pub projection: String,
     pub rollup: Rollup,
     /// `total`, `day`, or a dimension's name.
     pub check: String,
     pub key: String,
+    /// In the projection's measures (`CheckReport::sets`).
     pub store: MeasureValues,
     pub truth: MeasureValues,
     pub status: Status,
@@ -42,8 +45,10 @@ pub struct CheckRow {
 
 #[derive(Debug, Clone)]
 pub struct CheckReport {
-    /// The layout's measures (the rows' values, in order).
+    /// The layout's measures (the base's rows' values, in order).
     pub set: MeasureSet,
+    /// Each projection's measures (its rows' values, in order).
+    pub sets: Vec<(String, MeasureSet)>,
     pub rows: Vec<CheckRow>,
     /// The plan of each rollup read, finest first.
     pub plans: Vec<Plan>,
@@ -59,6 +64,7 @@ impl CheckReport {
 
 fn compare(
     set: &MeasureSet,
+    projection: &str,
     rollup: Rollup,
     check: &str,
     store: BTreeMap<String, MeasureValues>,
@@ -70,7 +76,15 @@ fn compare(
             let s = store.get(k).cloned().unwrap_or_else(|| set.zero());
             let t = truth.get(k).map_or_else(|| set.zero(), |t| MeasureValues::from_named(set, t));
             let status = if s == t { Status::Match } else { Status::Mismatch };
-            CheckRow { rollup, check: check.to_string(), key: k.clone(), store: s, truth: t, status }
+            CheckRow {
+                projection: projection.to_string(),
+                rollup,
+                check: check.to_string(),
+                key: k.clone(),
+                store: s,
+                truth: t,
+                status,
+            }
         })
         .collect()
 }
@@ -79,10 +93,11 @@ fn day_label(t: i64) -> String {
     Utc.timestamp_millis_opt(t).single().map_or_else(|| t.to_string(), |d| d.format("%Y-%m-%d").to_string())
 }
 
-/// Reads the store over the truth's days and compares.
+/// Reads the store over the truth's days and compares, projection by
+/// projection.
 pub async fn check<T: SortedTable + ?Sized>(
     table: &T,
-    km: &KeyModel,
+    projections: &Projections,
     truth: &Truth,
     now: i64,
     opts: &ExecOptions,
@@ -92,22 +107,28 @@ pub async fn check<T: SortedTable + ?Sized>(
     };
     let start = first.div_euclid(DAY_MS) * DAY_MS;
     let end = last.div_euclid(DAY_MS) * DAY_MS + DAY_MS;
-    let mut rollups: Vec<Rollup> = km.rollups().collect();
-    rollups.sort_by_key(|r| r.unit_ms());
-    if rollups.is_empty() {
-        return Err(GatherError::Config("no rollups".into()));
-    }
-    let set = km.measures();
-    let mut report = CheckReport { set: set.clone(), rows: Vec::new(), plans: Vec::new(), actual: Actual::default() };
-    for rollup in rollups {
-        let (rows, plan, actual) = check_rollup(table, km, set, truth, rollup, (start, end), now, opts).await?;
-        report.rows.extend(rows);
-        report.plans.push(plan);
-        report.actual.queries += actual.queries;
-        report.actual.stats.add(&actual.stats);
-        report.actual.kept += actual.kept;
-        report.actual.retries += actual.retries;
-        report.actual.wall += actual.wall;
+    let mut report = CheckReport {
+        set: projections.all_dims().measures().clone(),
+        sets: Vec::new(),
+        rows: Vec::new(),
+        plans: Vec::new(),
+        actual: Actual::default(),
+    };
+    for km in projections.iter() {
+        let mut rollups: Vec<Rollup> = km.rollups().collect();
+        rollups.sort_by_key(|r| r.unit_ms());
+        let set = km.measures();
+        report.sets.push((km.name().to_string(), set.clone()));
+        for rollup in rollups {
+            let (rows, plan, actual) = check_rollup(table, km, set, truth, rollup, (start, end), now, opts).await?;
+            report.rows.extend(rows);
+            report.plans.push(plan);
+            report.actual.queries += actual.queries;
+            report.actual.stats.add(&actual.stats);
+            report.actual.kept += actual.kept;
+            report.actual.retries += actual.retries;
+            report.actual.wall += actual.wall;
+        }
     }
     Ok(report)
 }
@@ -130,13 +151,17 @@ async fn check_rollup<T: SortedTable + ?Sized>(
         timeseries: false,
         filters: FilterSet::default(),
         now,
+        source: Default::default(),
     };
-    let plan = plan(km, req)?;
+    let plan = plan_source(km, req)?;
     let mut total = Aggregation::new(None, vec![], set.clone());
     let mut by_day = Aggregation::new(Some(DAY_MS), vec![], set.clone());
+    // A projection is checked on the dimensions it keeps; the base says
+    // which of the truth's are not dimensions at all.
     let mut by_dim: Vec<(String, Option<Aggregation>)> = truth
         .by
         .keys()
+        .filter(|d| km.is_base() || km.dim(d).is_some())
         .map(|d| (d.clone(), km.dim(d).map(|_| Aggregation::new(None, vec![d.clone()], set.clone()))))
         .collect();
     let actual = execute(table, &plan, opts, |item| {
@@ -150,17 +175,25 @@ async fn check_rollup<T: SortedTable + ?Sized>(
     .await?;
 
     let all = |v: MeasureValues| BTreeMap::from([("all".to_string(), v)]);
-    let mut rows =
-        compare(set, rollup, "total", all(total.total()), &BTreeMap::from([("all".into(), truth.totals.clone())]));
+    let name = km.name();
+    let mut rows = compare(
+        set,
+        name,
+        rollup,
+        "total",
+        all(total.total()),
+        &BTreeMap::from([("all".into(), truth.totals.clone())]),
+    );
     let days = by_day.groups.iter().map(|(k, m)| (day_label(k.bucket.unwrap_or_default()), m.clone())).collect();
-    rows.extend(compare(set, rollup, "day", days, &truth.by_day));
+    rows.extend(compare(set, name, rollup, "day", days, &truth.by_day));
     for (dim, agg) in &by_dim {
         match agg {
             Some(a) => {
                 let store = a.by_values().into_iter().map(|(k, m)| (k.join(","), m)).collect();
-                rows.extend(compare(set, rollup, dim, store, &truth.by[dim]));
+                rows.extend(compare(set, name, rollup, dim, store, &truth.by[dim]));
             }
             None => rows.push(CheckRow {
+                projection: name.to_string(),
                 rollup,
                 check: dim.clone(),
                 key: "-".into(),
@@ -181,20 +214,33 @@ fn both(s: String, t: String) -> String {
     }
 }
 
-/// The comparison as a table: every total and day row, and of each
-/// dimension's groups the ones that do not match (a dimension can have
-/// thousands of values), then one line per dimension saying how many
-/// matched. Mismatches show store != truth.
+/// The comparison as tables, one per projection (each has its measures):
+/// every total and day row, and of each dimension's groups the ones that
+/// do not match (a dimension can have thousands of values), then one line
+/// per dimension saying how many matched. Mismatches show store != truth.
 pub fn render(report: &CheckReport) -> String {
-    let set = &report.set;
+    let mut out = String::new();
+    for (projection, set) in &report.sets {
+        let rows: Vec<&CheckRow> = report.rows.iter().filter(|r| &r.projection == projection).collect();
+        if report.sets.len() > 1 {
+            out.push_str(&format!("projection {projection}\n"));
+        }
+        out.push_str(&render_projection(set, &rows));
+    }
+    let n = report.mismatches();
+    let verdict = if n == 0 { "all groups MATCH".to_string() } else { format!("{n} group(s) MISMATCH") };
+    format!("{out}{verdict}\n")
+}
+
+fn render_projection(set: &MeasureSet, rows: &[&CheckRow]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     let mut header: Vec<String> = vec!["rollup".into(), "check".into(), "key".into()];
     header.extend(set.measures().iter().map(|m| m.name.clone()));
     header.push("status".into());
     t.set_header(header);
-    let shown = |r: &&CheckRow| r.check == "total" || r.check == "day" || r.status != Status::Match;
-    for r in report.rows.iter().filter(shown) {
+    let shown = |r: &&&CheckRow| r.check == "total" || r.check == "day" || r.status != Status::Match;
+    for r in rows.iter().filter(shown) {
         let status = match &r.status {
             Status::Match => "MATCH".to_string(),
             Status::Mismatch => "MISMATCH".to_string(),
@@ -208,7 +254,7 @@ pub fn render(report: &CheckReport) -> String {
         t.add_row(row);
     }
     let mut counts: BTreeMap<(Rollup, &str), (usize, usize)> = BTreeMap::new();
-    for r in report.rows.iter().filter(|r| r.check != "total" && r.check != "day") {
+    for r in rows.iter().filter(|r| r.check != "total" && r.check != "day") {
         let c = counts.entry((r.rollup, r.check.as_str())).or_default();
         c.0 += usize::from(r.status == Status::Match);
         c.1 += 1;
@@ -217,7 +263,5 @@ pub fn render(report: &CheckReport) -> String {
     for ((rollup, check), (matched, all)) in counts {
         lines.push_str(&format!("{rollup} by {check}: {matched} of {all} groups MATCH\n"));
     }
-    let n = report.mismatches();
-    let verdict = if n == 0 { "all groups MATCH".to_string() } else { format!("{n} group(s) MISMATCH") };
-    format!("{t}\n{lines}{verdict}\n")
+    format!("{t}\n{lines}")
 }

@@ -23,6 +23,10 @@ pub enum GatherError {
     Rollup(String),
     #[error("configuration: {0}")]
     Config(String),
+    /// No projection answers the report exactly, or `--projection` names
+    /// one that cannot.
+    #[error("projection: {0}")]
+    Projection(String),
     /// A query failed; `pk` is its partition.
     #[error("query of partition {pk}: {source}")]
     Query {

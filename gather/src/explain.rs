@@ -18,6 +18,10 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
     for line in plan.to_string().lines() {
         let _ = writeln!(s, "  {line}");
     }
+    if !plan.candidates.is_empty() {
+        let _ = writeln!(s, "  candidates (projection, rollup, estimate):");
+        s.push_str(&crate::source::describe(&plan.candidates, &plan.source_reason));
+    }
     for note in &plan.filter_notes {
         let _ = writeln!(s, "  filter:   {note}");
     }

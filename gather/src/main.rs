@@ -13,10 +13,11 @@ use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
 use zigzag_gather::report::{self, RankBy};
+use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
 use zigzag_gather::{check, explain, merge, zbench};
 use zigzag_model::layout::{self, Layout};
-use zigzag_model::{Config, KeyModel, Rollup, Truth};
+use zigzag_model::{Config, MeasureSet, Projections, Rollup, Truth};
 use zigzag_sqlite::SqliteTable;
 
 const WHERE_HELP: &str = "Filter, repeatable (AND): FIELD=V, FIELD!=V, 'FIELD in V1,V2', FIELD>=V, FIELD>V, \
@@ -152,6 +153,15 @@ struct Common {
     /// naive (one key range), precise (exact sub-ranges, budget 64), page-jump (Limit 40), adaptive
     #[arg(long, default_value = "auto", value_parser = ["auto", "naive", "precise", "page-jump", "adaptive", "elastic"])]
     strategy: String,
+    /// Read this projection (a name from the layout, `base` for the base);
+    /// default: the cheapest that answers the report exactly (--explain lists them)
+    #[arg(long, value_name = "NAME")]
+    projection: Option<String>,
+    /// Measures the report needs, comma-separated (a source must keep them);
+    /// default: every measure for totals and time series, the ranked one for top,
+    /// the ratios' for ratios
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    measures: Vec<String>,
     /// Pretend now is this instant (reproducible --last)
     #[arg(long, hide = true)]
     now: Option<String>,
@@ -236,7 +246,26 @@ enum Kind {
 async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: Kind) -> Result<()> {
     let table = store.open().await?;
     let config = &resolve_config(table.as_ref(), config).await?;
-    let km = KeyModel::new(config)?;
+    let set = config.measure_set()?;
+    let needed = match (&kind, c.measures.is_empty()) {
+        (_, false) => {
+            for m in &c.measures {
+                if set.position(m).is_none() {
+                    bail!("--measures {m}: not a measure of the layout");
+                }
+            }
+            Some(c.measures.clone())
+        }
+        (Kind::Top { by: name, .. }, true) => Some(measures_of(name, &set)?),
+        (Kind::Ratios, true) => Some(
+            set.ratios()
+                .iter()
+                .flat_map(|r| [r.numerator, r.denominator])
+                .map(|i| set.measures()[i].name.clone())
+                .collect(),
+        ),
+        _ => None,
+    };
     let req = PlanRequest {
         window: WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?,
         rollup: match c.rollup {
@@ -249,18 +278,27 @@ async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: K
         timeseries: matches!(kind, Kind::Timeseries { .. }),
         filters: FilterSet::parse(&c.filters, config)?,
         now: now_ms(c.now.as_deref())?,
+        source: SourceRequest { projection: c.projection.clone(), measures: needed },
     };
     let group_by = merge::parse_group_by(&c.group_by, config)?;
     if matches!(kind, Kind::Top { .. }) && group_by.is_empty() {
         bail!("top ranks groups: give --group-by FIELD");
     }
     let opts = exec_options(&c)?;
-    let set = config.measure_set()?;
+    if let Kind::Timeseries { measure: name, .. } | Kind::Top { by: name, .. } = &kind {
+        RankBy::parse(name, &set)?;
+    }
+    let g = zigzag_gather::gather(table.as_ref(), config, req, group_by, &opts).await?;
+    // Measures by position in the projection read (it may keep fewer).
+    let set = g.aggregation.set.clone();
     let rank = match &kind {
-        Kind::Timeseries { measure: name, .. } | Kind::Top { by: name, .. } => Some(RankBy::parse(name, &set)?),
+        Kind::Timeseries { measure: name, chart: Some(_) } => Some(RankBy::parse(name, &set).with_context(|| {
+            format!("the chart's --measure {name} is not kept by projection {}", g.plan.projection)
+        })?),
+        Kind::Timeseries { measure: name, .. } => RankBy::parse(name, &set).ok(),
+        Kind::Top { by: name, .. } => Some(RankBy::parse(name, &set)?),
         _ => None,
     };
-    let g = zigzag_gather::gather(table.as_ref(), &km, req, group_by, &opts).await?;
     let report = match (&kind, rank) {
         (Kind::Top { n, .. }, Some(by)) => report::top(&g.aggregation, *n, by)?,
         (Kind::Ratios, _) => report::ratios(&g.aggregation)?,
@@ -287,6 +325,20 @@ async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: K
     Ok(())
 }
 
+/// The measures a measure or ratio name is made of.
+fn measures_of(name: &str, set: &MeasureSet) -> Result<Vec<String>> {
+    if set.position(name).is_some() {
+        return Ok(vec![name.to_string()]);
+    }
+    match set.ratios().iter().find(|r| r.name == name) {
+        Some(r) => Ok([r.numerator, r.denominator].iter().map(|&i| set.measures()[i].name.clone()).collect()),
+        None => {
+            RankBy::parse(name, set)?;
+            bail!("{name} is not a measure or ratio of the layout")
+        }
+    }
+}
+
 async fn check_cmd(
     store: &Store<'_>,
     config: Option<&Path>,
@@ -298,10 +350,10 @@ async fn check_cmd(
         .with_context(|| format!("in the truth file {}", truth.display()))?;
     let table = store.open().await?;
     let config = resolve_config(table.as_ref(), config).await?;
-    let km = KeyModel::new(&config)?;
+    let projections = Projections::new(&config)?;
     let opts = ExecOptions { concurrency: concurrency.max(1), ..ExecOptions::default() };
     let now = chrono::Utc::now().timestamp_millis();
-    let report = check::check(table.as_ref(), &km, &truth, now, &opts).await?;
+    let report = check::check(table.as_ref(), &projections, &truth, now, &opts).await?;
     print!("{}", check::render(&report));
     if show {
         for plan in &report.plans {

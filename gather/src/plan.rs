@@ -16,10 +16,11 @@
 
 use crate::error::{GatherError, Result};
 use crate::filter::FilterSet;
+use crate::source::{Candidate, SourceRequest};
 use crate::window::{format_duration, Window, WindowSpec};
 use zigzag_core::schema::{BinnedBox, Constraint, Value};
 use zigzag_core::table::Filter;
-use zigzag_model::{KeyModel, Rollup};
+use zigzag_model::{Config, KeyModel, Projections, Rollup};
 
 /// A time series without `--step` gets at most this many points, if a
 /// configured rollup allows.
@@ -40,6 +41,8 @@ pub struct PlanRequest {
     pub filters: FilterSet,
     /// Now, ms since the epoch (for `--last`).
     pub now: i64,
+    /// The projection asked for, and the measures needed.
+    pub source: SourceRequest,
 }
 
 /// One Z-range query: a box of one time bin in one scatter prefix.
@@ -53,6 +56,11 @@ pub struct PlannedQuery {
 
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The projection read.
+    pub projection: String,
+    /// Every projection considered (empty when planned on one source).
+    pub candidates: Vec<Candidate>,
+    pub source_reason: String,
     pub window: Window,
     pub rollup: Rollup,
     pub rollup_reason: String,
@@ -138,8 +146,17 @@ fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>
     Ok((r, format!("auto: the coarsest configured rollup whose buckets ({}) {step_part}align with the window", r)))
 }
 
-/// Plans a request under a key model.
-pub fn plan(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
+/// Plans a request on the cheapest projection that answers it exactly
+/// (`source.rs`), listing every candidate.
+pub fn plan(config: &Config, projections: &Projections, req: PlanRequest, group_by: &[String]) -> Result<Plan> {
+    let (mut plan, reason, candidates) = crate::source::choose(config, projections, &req, group_by)?;
+    plan.candidates = candidates;
+    plan.source_reason = reason.to_string();
+    Ok(plan)
+}
+
+/// Plans a request on one projection.
+pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
     let (finest, rollups) = units(km)?;
     let step = match req.step {
         Some(s) if s % finest != 0 => {
@@ -171,12 +188,15 @@ pub fn plan(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         let buckets = (rollup.bin().next_start(bin_start) - bin_start) / rollup.unit_ms();
         whole_bin.push(b.zbox.lo()[time] == 0 && b.zbox.hi()[time] + 1 >= buckets as u128);
         for prefix in 0..km.prefixes() {
-            queries.push(PlannedQuery { pk: KeyModel::partition_key(prefix, rollup, bin_start), prefix, box_index: i });
+            queries.push(PlannedQuery { pk: km.partition_key(prefix, rollup, bin_start), prefix, box_index: i });
         }
     }
     let server_filter = req.filters.server_filter();
     let filter_notes = req.filters.describe(schema);
     Ok(Plan {
+        projection: km.name().to_string(),
+        candidates: Vec::new(),
+        source_reason: "planned on it alone".into(),
         window,
         rollup,
         rollup_reason,
@@ -195,6 +215,7 @@ impl std::fmt::Display for Plan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let bins = self.bin_labels();
         let (first, last) = (bins.first().cloned().unwrap_or_default(), bins.last().cloned().unwrap_or_default());
+        writeln!(f, "source:   projection {} ({})", self.projection, self.source_reason)?;
         writeln!(f, "window:   {} ({})", self.window, format_duration(self.window.len_ms()))?;
         if let Some(s) = self.step {
             writeln!(f, "step:     {}", format_duration(s))?;
@@ -223,6 +244,7 @@ mod tests {
             timeseries,
             filters: FilterSet::default(),
             now: T,
+            source: SourceRequest::default(),
         }
     }
 
@@ -230,25 +252,25 @@ mod tests {
     fn rollup_choice() {
         let km = KeyModel::new(&Config::default()).unwrap();
         let day = T - 10 * H;
-        let p = plan(&km, req(day, day + 48 * H, None, false)).unwrap();
+        let p = plan_source(&km, req(day, day + 48 * H, None, false)).unwrap();
         assert_eq!(p.rollup, Rollup::Day);
         assert_eq!((p.boxes.len(), p.queries.len()), (1, 16), "one month bin x 16 prefixes");
-        let p = plan(&km, req(day, day + 48 * H, None, true)).unwrap();
+        let p = plan_source(&km, req(day, day + 48 * H, None, true)).unwrap();
         assert_eq!((p.step, p.rollup), (Some(H), Rollup::Hour), "48 h: hourly points, not 2880 minutes");
-        let p = plan(&km, req(T, T + 2 * H, None, true)).unwrap();
+        let p = plan_source(&km, req(T, T + 2 * H, None, true)).unwrap();
         assert_eq!((p.step, p.rollup), (Some(60_000), Rollup::Minute));
-        let p = plan(&km, req(T + 60_000, T + 5 * H + 60_000, Some(H), true)).unwrap();
+        let p = plan_source(&km, req(T + 60_000, T + 5 * H + 60_000, Some(H), true)).unwrap();
         assert_eq!(p.rollup, Rollup::Minute, "unaligned to hours: minutes");
         assert_eq!(p.boxes.len(), 1);
-        let p = plan(&km, req(day - H, day + H, None, false)).unwrap();
+        let p = plan_source(&km, req(day - H, day + H, None, false)).unwrap();
         assert_eq!((p.rollup, p.boxes.len()), (Rollup::Hour, 1));
         let mut r = req(day - H, day + H, None, false);
         r.rollup = Some(Rollup::Minute);
-        let p = plan(&km, r).unwrap();
+        let p = plan_source(&km, r).unwrap();
         assert_eq!((p.rollup, p.boxes.len(), p.queries.len()), (Rollup::Minute, 2, 32), "two day bins");
         assert_eq!(p.queries[16].pk, "000#minute#2025-11-21");
         assert_eq!(p.whole_bin, vec![false, false], "an hour of each day");
-        let p = plan(&km, req(day, day + 24 * H, Some(60_000), true)).unwrap();
+        let p = plan_source(&km, req(day, day + 24 * H, Some(60_000), true)).unwrap();
         assert_eq!((p.rollup, p.whole_bin.clone()), (Rollup::Minute, vec![true]));
     }
 
@@ -257,17 +279,17 @@ mod tests {
         let km = KeyModel::new(&Config::default()).unwrap();
         let mut r = req(T, T + H, None, false);
         r.rollup = Some(Rollup::Day);
-        let e = plan(&km, r).unwrap_err().to_string();
+        let e = plan_source(&km, r).unwrap_err().to_string();
         assert!(e.contains("--rollup day cannot answer"), "{e}");
         let mut r = req(T, T + H, Some(60_000), true);
         r.rollup = Some(Rollup::Hour);
-        assert!(plan(&km, r).unwrap_err().to_string().contains("cannot give a step of 1m"));
-        let e = plan(&km, req(T, T + H, Some(90_000), true)).unwrap_err().to_string();
+        assert!(plan_source(&km, r).unwrap_err().to_string().contains("cannot give a step of 1m"));
+        let e = plan_source(&km, req(T, T + H, Some(90_000), true)).unwrap_err().to_string();
         assert!(e.contains("--step \"90s\"") && e.contains("multiple of 1m"), "{e}");
         let c = Config::from_toml("rollups = [\"hour\"]").unwrap();
         let km = KeyModel::new(&c).unwrap();
         let mut r = req(T, T + H, None, false);
         r.rollup = Some(Rollup::Minute);
-        assert!(plan(&km, r).unwrap_err().to_string().contains("not configured (configured: hour)"));
+        assert!(plan_source(&km, r).unwrap_err().to_string().contains("not configured (configured: hour)"));
     }
 }

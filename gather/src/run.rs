@@ -5,7 +5,7 @@ use crate::execute::{execute, Actual, ExecOptions};
 use crate::merge::Aggregation;
 use crate::plan::{plan, Plan, PlanRequest};
 use zigzag_core::table::SortedTable;
-use zigzag_model::KeyModel;
+use zigzag_model::{Config, Projections};
 
 /// A plan, what it read (merged), and what reading cost.
 #[derive(Debug, Clone)]
@@ -15,16 +15,19 @@ pub struct Gathered {
     pub actual: Actual,
 }
 
-/// Plans `req`, reads every item of every query, and merges them per
-/// (bucket of the plan's step, `group_by` values).
+/// Plans `req` on the cheapest exact projection, reads every item of every
+/// query, and merges them per (bucket of the plan's step, `group_by`
+/// values), in the measures of the projection read.
 pub async fn gather<T: SortedTable + ?Sized>(
     table: &T,
-    km: &KeyModel,
+    config: &Config,
     req: PlanRequest,
     group_by: Vec<String>,
     opts: &ExecOptions,
 ) -> Result<Gathered> {
-    let plan = plan(km, req)?;
+    let projections = Projections::new(config).map_err(|e| crate::GatherError::Config(e.to_string()))?;
+    let plan = plan(config, &projections, req, &group_by)?;
+    let km = projections.by_name(&plan.projection).expect("planned on one of them");
     let mut aggregation = Aggregation::new(plan.step, group_by, km.measures().clone());
     let actual = execute(table, &plan, opts, |item| aggregation.add_item(item)).await?;
     Ok(Gathered { plan, aggregation, actual })

@@ -16,7 +16,7 @@ use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::report;
 use zigzag_gather::window::WindowSpec;
-use zigzag_model::{Config, KeyModel, Rollup, ScatterMode};
+use zigzag_model::{Config, Rollup, ScatterMode};
 use zigzag_sqlite::SqliteTable;
 
 struct Store {
@@ -176,6 +176,8 @@ fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
         timeseries: c.step.is_some(),
         filters: FilterSet::parse(&exprs, &store.config).unwrap(),
         now: 0,
+
+        source: Default::default(),
     };
     let strategy = match c.strategy {
         0 => StrategyChoice::Auto,
@@ -184,10 +186,10 @@ fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
         _ => StrategyChoice::Fixed(ZStrategy::Naive),
     };
     let opts = ExecOptions { concurrency: c.concurrency, strategy, ..ExecOptions::default() };
-    let km = KeyModel::new(&store.config).unwrap();
-    let g =
-        w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &km, req, common::names(&c.group_by), &opts))
-            .unwrap();
+    let g = w
+        .rt
+        .block_on(zigzag_gather::gather(store.table.as_ref(), &store.config, req, common::names(&c.group_by), &opts))
+        .unwrap();
     let got =
         g.aggregation.groups.iter().map(|(k, m)| ((k.bucket, k.values.clone()), common::Measures::of(m))).collect();
     (got, g)
@@ -264,11 +266,12 @@ fn rcu_budget_paces_reads() {
         timeseries: false,
         filters: FilterSet::default(),
         now: 0,
+
+        source: Default::default(),
     };
     let strategy = StrategyChoice::Fixed(ZStrategy::PageJump { limit: 3 });
     let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };
-    let km = KeyModel::new(&store.config).unwrap();
-    let paced = w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &km, req, vec![], &opts)).unwrap();
+    let paced = w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &store.config, req, vec![], &opts)).unwrap();
     assert_eq!(paced.aggregation.groups.values().next().map(common::Measures::of).as_ref(), free.values().next());
     assert!(rcu > 20.0, "enough reading to pace: {rcu}");
     // One second of burst, then `rate`: at least (rcu - rate - one page of

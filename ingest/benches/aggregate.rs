@@ -35,7 +35,11 @@ fn bench(c: &mut Criterion) {
     let limits = DecodeLimits::default();
     let keys = KeyModel::new(&Config::default()).unwrap();
     let aggregator = |keys: &KeyModel, cfg: &Config| {
-        Aggregator::new(keys, Decoder::new(cfg, limits).unwrap(), cfg.measure_set().unwrap())
+        Aggregator::new(
+            &zigzag_model::Projections::from(keys.clone()),
+            Decoder::new(cfg, limits).unwrap(),
+            cfg.measure_set().unwrap(),
+        )
     };
     let agg = aggregator(&keys, &Config::default());
     let decoder = Decoder::shipped();

@@ -41,7 +41,11 @@ fn main() {
     let (config, batch) = records(&data);
     let keys = KeyModel::new(&config).expect("a valid config");
     let decoder = Decoder::new(&config, DecodeLimits::default()).expect("a valid schema");
-    let agg = Aggregator::new(&keys, decoder, config.measure_set().expect("valid measures"));
+    let agg = Aggregator::new(
+        &zigzag_model::Projections::from(keys.clone()),
+        decoder,
+        config.measure_set().expect("valid measures"),
+    );
     let mut refused = std::collections::BTreeMap::new();
     for (_, r) in batch.iter() {
         if let Err(e) = agg.decoder().decode(r) {

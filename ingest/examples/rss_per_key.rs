@@ -22,7 +22,11 @@ fn rss_kb() -> u64 {
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
     let keys = KeyModel::new(&Config::default()).expect("default config");
-    let agg = Aggregator::new(&keys, Decoder::shipped(), Config::default().measure_set().expect("shipped"));
+    let agg = Aggregator::new(
+        &zigzag_model::Projections::from(keys.clone()),
+        Decoder::shipped(),
+        Config::default().measure_set().expect("shipped"),
+    );
     let gen = Generation::default();
     let before = rss_kb();
     // ~20-byte referrers, like the generator's.

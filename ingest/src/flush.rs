@@ -11,7 +11,7 @@
 //! This is the pipeline's one retry loop for item writes: the store returns
 //! each item's result and only the failed items are sent again.
 
-use crate::aggregate::{AggKey, Generation, IdentityCollision, KeyValues, MergedPartials};
+use crate::aggregate::{AggKey, Generation, IdentityCollision, KeyValues, MergedPartials, Shape};
 use dashmap::DashMap;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use rustc_hash::FxBuildHasher;
@@ -26,7 +26,7 @@ use zigzag_model::measure::update::{
 };
 use zigzag_model::measure::Partial;
 use zigzag_model::MeasureValue;
-use zigzag_model::{Config, ConfigError, KeyModel, MeasureSet, MeasureValues};
+use zigzag_model::{Config, ConfigError, KeyModel, MeasureSet, MeasureValues, Projections};
 
 #[derive(Debug, Error)]
 pub enum FlushError {
@@ -70,7 +70,10 @@ pub struct Writer {
 }
 
 pub struct Flusher {
-    keys: KeyModel,
+    /// Every projection a flush writes (the base first, if written).
+    projections: Projections,
+    /// Per projection: what it keeps of the finest partials.
+    shapes: Vec<Shape>,
     /// Stored minima and maxima of items this worker wrote lately (by a
     /// hash of the key), so a flush that moves them writes once
     /// (`remembered_extremes`). Empty when no measure is a min or max.
@@ -90,8 +93,16 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    pub fn new(keys: KeyModel, config: &Config, aggregates: Arc<dyn SortedTable>) -> Result<Self, ConfigError> {
-        let per_prefix = (0..keys.prefixes()).map(|_| AtomicU64::new(0)).collect();
+    pub fn new(
+        projections: Projections,
+        config: &Config,
+        aggregates: Arc<dyn SortedTable>,
+    ) -> Result<Self, ConfigError> {
+        let per_prefix = (0..projections.max_prefixes()).map(|_| AtomicU64::new(0)).collect();
+        let shapes = projections
+            .iter()
+            .map(|p| Shape { dims: (!p.is_base()).then(|| p.dim_positions().to_vec()), rollups: p.rollups().collect() })
+            .collect();
         let set = config.measure_set()?;
         let remember = set.measures().iter().any(|m| {
             matches!(m.kind, zigzag_model::measure::MeasureKind::Min | zigzag_model::measure::MeasureKind::Max)
@@ -101,7 +112,8 @@ impl Flusher {
             remember,
             sketches: DashMap::with_hasher(FxBuildHasher),
             sketch_bytes: AtomicU64::new(0),
-            keys,
+            projections,
+            shapes,
             set,
             aggregates,
             concurrency: config.flush.concurrency,
@@ -119,8 +131,16 @@ impl Flusher {
     /// to write under any writer. Partials of other shards (leases lost
     /// before the flush) are dropped: the new owner reads them again.
     pub fn merge(&self, gen: Generation, keep: impl Fn(u32) -> bool) -> Result<Merged, IdentityCollision> {
-        let rollups: Vec<_> = self.keys.rollups().collect();
-        Ok(Merged { partials: gen.into_rollups(&self.set, &rollups, keep)? })
+        Ok(Merged { partials: gen.into_projections(&self.set, &self.shapes, keep)? })
+    }
+
+    fn projection(&self, key: AggKey) -> &KeyModel {
+        self.projections.get(key.projection as usize).expect("merged by these projections")
+    }
+
+    /// The measures of a prepared write's projection.
+    fn set_of(&self, p: &Prepared) -> &MeasureSet {
+        self.projections.get(p.projection as usize).expect("prepared by these projections").measures()
     }
 
     /// Writes merged partials under `writer`. Can be called again after a
@@ -142,8 +162,9 @@ impl Flusher {
             .partials
             .iter()
             .map(|(&key, p)| {
-                let prefix = self.keys.prefix(key.id(), key.rollup, key.bucket, writer.lane, writer.k);
-                ((prefix, key.rollup, key.rollup.bin().start_of(key.bucket)), key, p)
+                let keys = self.projection(key);
+                let prefix = keys.prefix(key.id(), key.rollup, key.bucket, writer.lane, writer.k);
+                ((key.projection, prefix, key.rollup, key.rollup.bin().start_of(key.bucket)), key, p)
             })
             .collect();
         located.sort_unstable_by_key(|(loc, _, _)| *loc);
@@ -169,7 +190,7 @@ impl Flusher {
     /// transaction), CHUNK per store call.
     async fn write_partition(&self, partition: &[Located<'_>], mark: &str, k: u64) -> Result<(), FlushError> {
         let mut writes = Vec::with_capacity(partition.len());
-        for ((prefix, _, _), key, (p, names)) in partition {
+        for ((_, prefix, _, _), key, (p, names)) in partition {
             self.prepare(*key, *prefix, p.values(&self.set), names.clone(), &mut writes)?;
         }
         writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
@@ -188,10 +209,12 @@ impl Flusher {
         out: &mut Vec<Prepared>,
     ) -> Result<(), FlushError> {
         let rollup = key.rollup;
+        let keys = self.projection(key);
+        let m = if keys.is_base() { m } else { keys.project_values(&m) };
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().collect();
-        let sk = self.keys.sort_key(rollup, key.bucket, &strs, key.id())?;
+        let sk = keys.sort_key(rollup, key.bucket, &strs, key.id())?;
         drop(strs);
-        let pk = KeyModel::partition_key(prefix, rollup, rollup.bin().start_of(key.bucket));
+        let pk = keys.partition_key(prefix, rollup, rollup.bin().start_of(key.bucket));
         let sketches: smallvec::SmallVec<[usize; 2]> =
             m.0.iter()
                 .enumerate()
@@ -203,6 +226,7 @@ impl Flusher {
             out.push(Prepared {
                 pk: pk.clone(),
                 sk: sketch_key(&sk, i),
+                projection: key.projection,
                 prefix,
                 bucket: key.bucket,
                 values: values.clone(),
@@ -210,7 +234,16 @@ impl Flusher {
                 sketch: Some(i),
             });
         }
-        out.push(Prepared { pk, sk, prefix, bucket: key.bucket, values, measures, sketch: None });
+        out.push(Prepared {
+            pk,
+            sk,
+            projection: key.projection,
+            prefix,
+            bucket: key.bucket,
+            values,
+            measures,
+            sketch: None,
+        });
         Ok(())
     }
 
@@ -219,10 +252,12 @@ impl Flusher {
     /// once), and items that failed retryably are sent again after a
     /// backoff, until each is applied or found already applied.
     async fn write_chunk(&self, chunk: &[Prepared], mark: &str, k: u64) -> Result<(), FlushError> {
-        let key_dims = self.keys.dims();
         let dims: Vec<Vec<(&str, AttrValue)>> = chunk
             .iter()
-            .map(|p| key_dims.iter().zip(p.values.iter()).map(|(d, text)| (d.name.as_str(), d.attr(text))).collect())
+            .map(|p| {
+                let key_dims = self.projections.get(p.projection as usize).expect("located").dims();
+                key_dims.iter().zip(p.values.iter()).map(|(d, text)| (d.name.as_str(), d.attr(text))).collect()
+            })
             .collect();
         let writes: Vec<Write> = chunk
             .iter()
@@ -234,7 +269,7 @@ impl Flusher {
                     bucket_start: p.bucket,
                     dims,
                     values: &p.measures,
-                    set: &self.set,
+                    set: self.set_of(p),
                     mark_attr: mark,
                     flush: k,
                 }),
@@ -243,7 +278,7 @@ impl Flusher {
                     sk: p.sk.clone(),
                     bucket_start: p.bucket,
                     dims,
-                    measure: &self.set.measures()[i],
+                    measure: &self.set_of(p).measures()[i],
                     sketch: match &p.measures.0[i] {
                         MeasureValue::Distinct(h) => h,
                         _ => unreachable!("prepared for a distinct count"),
@@ -266,7 +301,7 @@ impl Flusher {
                     return (i, self.sketches.get(&hash).map(|item| item.clone()));
                 }
                 let memory = self.extremes.get(&hash);
-                (i, memory.map(|m| remembered_extremes(&self.set, &p.pk, &p.sk, &m)))
+                (i, memory.map(|m| remembered_extremes(self.set_of(p), &p.pk, &p.sk, &m)))
             })
             .collect();
         const CONDITIONAL_ROUNDS: u32 = 8;
@@ -316,7 +351,7 @@ impl Flusher {
                         if !self.remember || self.extremes.len() >= EXTREMES_REMEMBERED {
                             continue; // full: refilled at the next flush
                         }
-                        let extremes = extremes_of(&self.set, &item).into_iter().collect();
+                        let extremes = extremes_of(self.set_of(&chunk[i]), &item).into_iter().collect();
                         self.extremes.insert(item_hash(&item.pk, &item.sk), extremes);
                     }
                     Ok(UpdateOutcome::ConditionFailed(old)) => {
@@ -355,9 +390,9 @@ impl Flusher {
     }
 }
 
-/// A merged partial with where its item goes: (prefix, rollup, partition
-/// start) first, for sorting into partitions.
-type Located<'a> = ((u32, zigzag_model::Rollup, i64), AggKey, &'a (Partial, KeyValues));
+/// A merged partial with where its item goes: (projection, prefix, rollup,
+/// partition start) first, for sorting into partitions.
+type Located<'a> = ((u8, u32, zigzag_model::Rollup, i64), AggKey, &'a (Partial, KeyValues));
 
 /// One flush's partials, merged across shards and rollups.
 pub struct Merged {
@@ -379,10 +414,13 @@ impl Merged {
 struct Prepared {
     pk: String,
     sk: Vec<u8>,
+    /// Its projection's index.
+    projection: u8,
     prefix: u32,
     bucket: i64,
     values: KeyValues,
-    /// The key's values (shared by its item and sketch writes).
+    /// The key's values in its projection's measures (shared by its item
+    /// and sketch writes).
     measures: Arc<MeasureValues>,
     /// The measure whose sketch item this is (None: the key's item).
     sketch: Option<usize>,

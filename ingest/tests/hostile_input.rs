@@ -141,7 +141,7 @@ fn assert_run(schema: &str, run: Run) {
     let skipped = format!("{headers} CSV header rows skipped");
     assert_eq!(summary.contains(&skipped), headers > 0, "{schema}: {skipped:?} in {summary:?}");
     assert_eq!(dead.len() as u64, run.truth.malformed, "{schema}: only hostile lines are dead-lettered: {dead:?}");
-    let km = KeyModel::new(&run.config).unwrap();
+    let km = zigzag_model::Projections::new(&run.config).unwrap();
     let table = SqliteTable::open(dir.path().join("z.db")).unwrap();
     let report = tokio::runtime::Runtime::new()
         .unwrap()

@@ -170,8 +170,10 @@ fn totals_are_exact_after_repeated_kill_9() {
             timeseries: false,
             filters: FilterSet::default(),
             now: 0,
+
+            source: Default::default(),
         };
-        let snapshot = rt.block_on(gather(&reader, &km, hour, vec![], &ExecOptions::default()));
+        let snapshot = rt.block_on(gather(&reader, &Config::default(), hour, vec![], &ExecOptions::default()));
         assert!(snapshot.is_ok(), "a read during ingestion failed: {:?}", snapshot.err());
         reads += 1;
         std::thread::sleep(Duration::from_millis(wait.ms).saturating_sub(started.elapsed()));
@@ -212,7 +214,9 @@ fn totals_are_exact_after_repeated_kill_9() {
     let out = run().wait_with_output().unwrap();
     assert!(out.status.success(), "final run failed: {}", String::from_utf8_lossy(&out.stderr));
 
-    let report = rt.block_on(check(&reader, &km, &truth, 0, &ExecOptions::default())).unwrap();
+    let report = rt
+        .block_on(check(&reader, &zigzag_model::Projections::from(km.clone()), &truth, 0, &ExecOptions::default()))
+        .unwrap();
     assert_eq!(report.mismatches(), 0, "after {kills} kills:\n{}", zigzag_gather::check::render(&report));
 
     // Every malformed record is in the dead-letter file (at least once: a

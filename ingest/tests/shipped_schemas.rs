@@ -16,8 +16,11 @@ fn load(name: &str) -> Config {
 /// Aggregates `records` and returns every measure's total, per rollup.
 fn totals(config: &Config, records: &[String]) -> (BTreeMap<String, Vec<MeasureValue>>, u64) {
     let keys = KeyModel::new(config).unwrap();
-    let agg =
-        Aggregator::new(&keys, Decoder::new(config, DecodeLimits::default()).unwrap(), config.measure_set().unwrap());
+    let agg = Aggregator::new(
+        &zigzag_model::Projections::from(keys.clone()),
+        Decoder::new(config, DecodeLimits::default()).unwrap(),
+        config.measure_set().unwrap(),
+    );
     let gen = Generation::default();
     let mut batch = RecordBatch::default();
     for (i, r) in records.iter().enumerate() {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use zigzag_gather::check::check;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_loadgen::{truth, GenConfig, Generator};
-use zigzag_model::{Config, KeyModel};
+use zigzag_model::Config;
 use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::Reaped;
 
@@ -90,9 +90,16 @@ fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
     assert!(stderr.contains("1 flushes"), "exactly the final flush: {stderr}");
 
     let table = SqliteTable::open(&db).unwrap();
-    let km = KeyModel::new(&Config::default()).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let report = rt.block_on(check(&table, &km, &truth, 0, &ExecOptions::default())).unwrap();
+    let report = rt
+        .block_on(check(
+            &table,
+            &zigzag_model::Projections::new(&Config::default()).unwrap(),
+            &truth,
+            0,
+            &ExecOptions::default(),
+        ))
+        .unwrap();
     assert_eq!(report.mismatches(), 0, "{}", zigzag_gather::check::render(&report));
 
     // It handed everything back: no lease owned, its lane free.

@@ -63,10 +63,13 @@ async fn flush(flusher: &Flusher, agg: &Aggregator, users: std::ops::Range<u32>,
 async fn a_remembered_sketch_is_merged_in_one_write_and_the_store_holds_the_union() {
     let config = Config::from_toml(CONFIG).unwrap();
     let keys = KeyModel::new(&config).unwrap();
-    let agg =
-        Aggregator::new(&keys, Decoder::new(&config, DecodeLimits::default()).unwrap(), config.measure_set().unwrap());
+    let agg = Aggregator::new(
+        &zigzag_model::Projections::from(keys.clone()),
+        Decoder::new(&config, DecodeLimits::default()).unwrap(),
+        config.measure_set().unwrap(),
+    );
     let table: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
-    let flusher = Flusher::new(keys.clone(), &config, table.clone()).unwrap();
+    let flusher = Flusher::new(zigzag_model::Projections::from(keys.clone()), &config, table.clone()).unwrap();
     let mut truth = Truth::default();
     // One key in two rollups: two counter items and two sketch items.
     assert_eq!(flush(&flusher, &agg, 0..50, 1, &mut truth).await, 4, "new items: one write each");
@@ -74,13 +77,15 @@ async fn a_remembered_sketch_is_merged_in_one_write_and_the_store_holds_the_unio
     assert_eq!(flush(&flusher, &agg, 10..20, 3, &mut truth).await, 2, "nothing new for the sketches: not written");
     // Another worker, with no memory: each sketch write is refused once
     // (it assumed a new item), then merged under the stored version.
-    let other = Flusher::new(keys.clone(), &config, table.clone()).unwrap();
+    let other = Flusher::new(zigzag_model::Projections::from(keys.clone()), &config, table.clone()).unwrap();
     assert_eq!(flush(&other, &agg, 90..120, 4, &mut truth).await, 6, "two refused first attempts");
     // The first flusher's memory is stale now: its version is refused, the
     // stored item comes back, and the merge is still exact.
     assert_eq!(flush(&flusher, &agg, 120..130, 5, &mut truth).await, 6, "a stale memory costs the refusal");
 
-    let report = check(&*table, &keys, &truth, 0, &ExecOptions::default()).await.unwrap();
+    let report = check(&*table, &zigzag_model::Projections::from(keys.clone()), &truth, 0, &ExecOptions::default())
+        .await
+        .unwrap();
     assert_eq!(report.mismatches(), 0, "{}", zigzag_gather::check::render(&report));
     assert!(report.rows.iter().any(|r| r.rollup == Rollup::Hour));
 }

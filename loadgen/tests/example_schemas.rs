@@ -10,7 +10,7 @@ use std::process::Command;
 use zigzag_gather::check::{check, render};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_ingest::decode::{DecodeLimits, Decoder};
-use zigzag_model::{Config, KeyModel, MeasureValue, Truth};
+use zigzag_model::{Config, MeasureValue, Truth};
 use zigzag_sqlite::SqliteTable;
 
 fn example(name: &str) -> PathBuf {
@@ -56,12 +56,12 @@ fn ingested_and_checked(schema: &str) -> Truth {
     let dead = std::fs::read_to_string(dir.path().join("dead.jsonl")).unwrap();
     assert_eq!(dead.lines().count() as u64, truth.malformed, "{schema}: every malformed record dead-lettered");
 
-    let km = KeyModel::new(&config(schema)).unwrap();
+    let km = zigzag_model::Projections::new(&config(schema)).unwrap();
     let table = SqliteTable::open(dir.path().join("z.db")).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let report = rt.block_on(check(&table, &km, &truth, 0, &ExecOptions::default())).unwrap();
     assert_eq!(report.mismatches(), 0, "{schema}:\n{}", render(&report));
-    for d in km.dims() {
+    for d in km.all_dims().dims() {
         assert!(truth.by.get(&d.name).is_some_and(|groups| groups.len() > 1), "{schema}: groups of {}", d.name);
     }
     truth

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use zigzag_core::table::SortedTable;
 use zigzag_gather::check::check;
 use zigzag_gather::execute::ExecOptions;
-use zigzag_model::{Config, KeyModel, Truth};
+use zigzag_model::{Config, Truth};
 use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::Reaped;
 
@@ -72,7 +72,7 @@ fn three_processes_share_eight_shards_on_sqlite_and_a_kill_9_changes_no_total() 
     let db = dir.path().join("z.db");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let table = SqliteTable::open(&db).unwrap();
-    let km = KeyModel::new(&Config::default()).unwrap();
+    let km = zigzag_model::Projections::new(&Config::default()).unwrap();
     let report = rt.block_on(check(&table, &km, &truth, 0, &ExecOptions::default())).unwrap();
     assert_eq!(report.mismatches(), 0, "{}", zigzag_gather::check::render(&report));
 

@@ -33,6 +33,10 @@
 //! prefixes = 16                              # P
 //! mode = "hash"                              # hash | random
 //!
+//! [[projection]]                            # projection::ProjectionSpec: a subset of the
+//! name = "by_country"                        # dimensions with its own rollups, measures and
+//! dimensions = ["campaign", "country"]       # scatter, written by the same flush
+//!
 //! [flush]
 //! interval_ms = 2000
 //! max_keys = 1000000
@@ -42,6 +46,7 @@
 //! ```
 
 use crate::measure::{default_measures, default_ratios, MeasureSet, MeasureSpec, RatioSpec};
+use crate::projection::{ProjectionFile, ProjectionSpec};
 use crate::rollup::Rollup;
 use crate::schema::{default_fields, FieldSpec, FieldType, InputSpec, TypedField};
 use serde::{Deserialize, Serialize};
@@ -122,7 +127,7 @@ impl ScatterMode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScatterConfig {
     pub prefixes: u32,
@@ -166,6 +171,9 @@ pub struct Config {
     pub measures: Vec<MeasureSpec>,
     pub ratios: Vec<RatioSpec>,
     pub scatter: ScatterConfig,
+    /// The declared projections, defaults resolved (the base is the
+    /// top-level declaration: `projection.rs`).
+    pub projections: Vec<ProjectionSpec>,
     pub flush: FlushConfig,
 }
 
@@ -185,6 +193,8 @@ struct ConfigFile {
     #[serde(rename = "ratio")]
     ratios: Option<Vec<RatioSpec>>,
     scatter: ScatterConfig,
+    #[serde(rename = "projection")]
+    projections: Option<Vec<ProjectionFile>>,
     flush: FlushConfig,
 }
 
@@ -206,6 +216,7 @@ impl Default for Config {
             measures: default_measures(),
             ratios: default_ratios(),
             scatter: ScatterConfig::default(),
+            projections: Vec::new(),
             flush: FlushConfig::default(),
         }
     }
@@ -222,7 +233,7 @@ impl Config {
             ))
         };
         let custom_measures = file.measures.is_some();
-        let config = Config {
+        let mut config = Config {
             rollups: file.rollups.unwrap_or(shipped.rollups),
             input: file.input.unwrap_or(shipped.input),
             fields: file.fields.unwrap_or(shipped.fields),
@@ -242,8 +253,14 @@ impl Config {
                 None => shipped.ratios,
             },
             scatter: file.scatter,
+            projections: Vec::new(),
             flush: file.flush,
         };
+        let mut projections = Vec::new();
+        for p in file.projections.unwrap_or_default() {
+            projections.push(p.resolve(&config)?);
+        }
+        config.projections = projections;
         config.validate()?;
         Ok(config)
     }
@@ -269,8 +286,12 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
-        if self.rollups.is_empty() {
-            return bad("`rollups` is empty; give at least one of minute, hour, day".into());
+        if self.rollups.is_empty() && self.projections.is_empty() {
+            return bad(
+                "`rollups` is empty and no [[projection]] is declared: nothing is written; give at least one of \
+                 minute, hour, day"
+                    .into(),
+            );
         }
         for (i, r) in self.rollups.iter().enumerate() {
             if self.rollups[..i].contains(r) {
@@ -350,6 +371,12 @@ impl Config {
                     ));
                 }
             }
+        }
+        for (i, p) in self.projections.iter().enumerate() {
+            if self.projections[..i].iter().any(|q| q.name == p.name) {
+                return bad(format!("projection {} is declared twice", p.name));
+            }
+            p.validate(self)?;
         }
         if self.scatter.prefixes == 0 || self.scatter.prefixes > 1000 {
             return bad(format!("scatter.prefixes = {} must be in 1..=1000", self.scatter.prefixes));

@@ -13,6 +13,7 @@
 //! so readers filter and group on exact values.
 
 use crate::config::{Config, ConfigError, DimensionType, ScatterMode};
+use crate::projection::ProjectionSpec;
 use crate::rollup::Rollup;
 use crate::schema::FieldType;
 use zigzag_core::schema::{DimError, Dimension, Encoding, Schema, TimeEncoding, TimeUnit, Value};
@@ -53,30 +54,56 @@ impl KeyDim {
     }
 }
 
+/// Where one projection's aggregates live and what they hold (the base's:
+/// [`KeyModel::new`]; a declared projection's: [`KeyModel::projection`]).
 #[derive(Debug, Clone)]
 pub struct KeyModel {
+    /// The projection's name (`base` for the top-level declaration).
+    name: String,
     dims: Vec<KeyDim>,
-    /// The layout's measures (what each item holds besides its key).
+    /// Per dimension of this projection, its position among every
+    /// dimension of the layout (what events are keyed by).
+    dim_positions: Vec<usize>,
+    /// The projection's measures (what each item holds besides its key).
     measures: crate::measure::MeasureSet,
+    /// Per measure of this projection, its position in the layout's.
+    measure_positions: Vec<usize>,
     schemas: Vec<(Rollup, Schema)>,
     prefixes: u32,
     mode: ScatterMode,
 }
 
 impl KeyModel {
+    /// The base: every dimension and measure, the top-level rollups (maybe
+    /// none) and scatter.
     pub fn new(config: &Config) -> Result<Self, ConfigError> {
         config.validate()?;
+        Self::build(config, &ProjectionSpec::base(config))
+    }
+
+    /// A declared projection of `config`.
+    pub fn projection(config: &Config, spec: &ProjectionSpec) -> Result<Self, ConfigError> {
+        spec.validate(config)?;
+        Self::build(config, spec)
+    }
+
+    fn build(config: &Config, spec: &ProjectionSpec) -> Result<Self, ConfigError> {
         let mut dims = Vec::new();
+        let mut dim_positions = Vec::new();
         let mut z_dims = Vec::new();
-        for d in &config.dimensions {
+        for (position, d) in config.dimensions.iter().enumerate() {
+            if !spec.dimensions.contains(&d.field) {
+                continue;
+            }
+            dim_positions.push(position);
             let field = config.fields.iter().position(|f| f.name == d.field).expect("validated: the field exists");
-            let spec = &config.fields[field];
-            let numeric = matches!(spec.kind, FieldType::Integer { .. });
+            let field_spec = &config.fields[field];
+            let numeric = matches!(field_spec.kind, FieldType::Integer { .. });
             dims.push(KeyDim { name: d.field.clone(), field, indexed: d.indexed, numeric });
             if !d.indexed {
                 continue;
             }
-            let (bits, encoding) = match (d.kind, &spec.kind) {
+            let (bits, encoding) = match (d.kind, &field_spec.kind) {
                 (DimensionType::String, _) => {
                     let bytes = d.bytes.unwrap_or(8);
                     (bytes * 8, Encoding::FixedStr { bytes })
@@ -94,7 +121,7 @@ impl KeyModel {
             z_dims.push(Dimension { name: d.field.clone(), bits, encoding });
         }
         let mut schemas = Vec::new();
-        for &rollup in &config.rollups {
+        for &rollup in &spec.rollups {
             let mut all = vec![Dimension {
                 name: "time".into(),
                 bits: rollup.time_bits(),
@@ -109,8 +136,55 @@ impl KeyModel {
             let schema = Schema::new(all).map_err(|e| ConfigError::Invalid(e.to_string()))?;
             schemas.push((rollup, schema));
         }
-        let measures = config.measure_set()?;
-        Ok(KeyModel { dims, measures, schemas, prefixes: config.scatter.prefixes, mode: config.scatter.mode })
+        let kept: Vec<_> = config.measures.iter().filter(|m| spec.measures.contains(&m.name)).cloned().collect();
+        let ratios: Vec<_> = config
+            .ratios
+            .iter()
+            .filter(|r| spec.measures.contains(&r.numerator) && spec.measures.contains(&r.denominator))
+            .cloned()
+            .collect();
+        let measure_positions = config
+            .measures
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| spec.measures.contains(&m.name))
+            .map(|(i, _)| i)
+            .collect();
+        let measures = crate::measure::MeasureSet::new(&kept, &ratios, &config.typed_fields()?)?;
+        Ok(KeyModel {
+            name: spec.name.clone(),
+            dims,
+            dim_positions,
+            measures,
+            measure_positions,
+            schemas,
+            prefixes: spec.scatter.prefixes,
+            mode: spec.scatter.mode,
+        })
+    }
+
+    /// The projection's name (`base` for the top-level declaration).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn is_base(&self) -> bool {
+        self.name == crate::projection::BASE
+    }
+
+    /// Per dimension, its position among the layout's dimensions.
+    pub fn dim_positions(&self) -> &[usize] {
+        &self.dim_positions
+    }
+
+    /// Per measure, its position among the layout's measures.
+    pub fn measure_positions(&self) -> &[usize] {
+        &self.measure_positions
+    }
+
+    /// This projection's values out of the layout's (all measures).
+    pub fn project_values(&self, all: &crate::measure::MeasureValues) -> crate::measure::MeasureValues {
+        crate::measure::MeasureValues(self.measure_positions.iter().map(|&i| all.0[i].clone()).collect())
     }
 
     /// Every dimension of a key, in configuration order (key values come
@@ -155,8 +229,16 @@ impl KeyModel {
         identity_of_packed(&packed)
     }
 
-    pub fn partition_key(prefix: u32, rollup: Rollup, bin_start: i64) -> String {
-        format!("{prefix:03}#{rollup}#{}", rollup.bin().label(bin_start))
+    /// The partition key of a prefix's time bin: `{prefix}#{rollup}#{bin}`
+    /// for the base (as before projections existed), with the projection's
+    /// name after the prefix for the others.
+    pub fn partition_key(&self, prefix: u32, rollup: Rollup, bin_start: i64) -> String {
+        let bin = rollup.bin().label(bin_start);
+        if self.is_base() {
+            format!("{prefix:03}#{rollup}#{bin}")
+        } else {
+            format!("{prefix:03}#{}#{rollup}#{bin}", self.name)
+        }
     }
 
     /// Sort key of a key's bucket. `values` are the text of every
@@ -253,11 +335,14 @@ mod tests {
         assert_ne!(ska, skb, "the identity suffix separates keys sharing a Z-address");
         assert_eq!(ska.len(), skb.len());
         assert_eq!(ska[..ska.len() - IDENTITY_BYTES], skb[..skb.len() - IDENTITY_BYTES]);
-        assert_eq!(
-            KeyModel::partition_key(7, Rollup::Minute, Rollup::Minute.bin().start_of(t)),
-            "007#minute#2025-11-21"
-        );
-        assert_eq!(KeyModel::partition_key(7, Rollup::Hour, Rollup::Hour.bin().start_of(t)), "007#hour#2025-11");
+        assert_eq!(m.partition_key(7, Rollup::Minute, Rollup::Minute.bin().start_of(t)), "007#minute#2025-11-21");
+        assert_eq!(m.partition_key(7, Rollup::Hour, Rollup::Hour.bin().start_of(t)), "007#hour#2025-11");
+        let c = Config::from_toml("[[projection]]\nname = \"by_cc\"\ndimensions = [\"country\"]\n").unwrap();
+        let p = KeyModel::projection(&c, &c.projections[0]).unwrap();
+        assert_eq!(p.partition_key(7, Rollup::Hour, Rollup::Hour.bin().start_of(t)), "007#by_cc#hour#2025-11");
+        assert_eq!((p.dims().len(), p.dim_positions()), (1, &[2usize][..]));
+        let sk = p.sort_key(Rollup::Minute, Rollup::Minute.floor(t), &["DE"], KeyModel::identity(&["DE"])).unwrap();
+        assert_eq!(sk.len(), 2 + 2 + IDENTITY_BYTES, "11 bits of minute + 16 of country: 4 bytes, then the identity");
     }
 
     /// Sort keys and prefixes stored by every earlier version depend on

@@ -11,6 +11,7 @@
 
 use crate::config::{Config, DimensionSpec, ScatterMode};
 use crate::measure::{MeasureSpec, RatioSpec};
+use crate::projection::ProjectionSpec;
 use crate::rollup::Rollup;
 use crate::schema::{FieldSpec, InputSpec};
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,10 @@ pub struct Layout {
     pub ratios: Vec<RatioSpec>,
     pub scatter_prefixes: u32,
     pub scatter_mode: ScatterMode,
+    /// Left out when there are none, so a layout without projections keeps
+    /// the text and digest it had before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projections: Vec<ProjectionSpec>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +89,7 @@ impl Layout {
             ratios: config.ratios.clone(),
             scatter_prefixes: config.scatter.prefixes,
             scatter_mode: config.scatter.mode,
+            projections: config.projections.clone(),
         }
     }
 
@@ -98,6 +104,7 @@ impl Layout {
         c.ratios = self.ratios.clone();
         c.scatter.prefixes = self.scatter_prefixes;
         c.scatter.mode = self.scatter_mode;
+        c.projections = self.projections.clone();
         c
     }
 
@@ -127,6 +134,7 @@ impl Layout {
         entries("dimension", &self.dimensions, &stored.dimensions, |d| &d.field, &mut out);
         entries("measure", &self.measures, &stored.measures, |m| &m.name, &mut out);
         entries("ratio", &self.ratios, &stored.ratios, |r| &r.name, &mut out);
+        entries("projection", &self.projections, &stored.projections, |p| &p.name, &mut out);
         out
     }
 
@@ -212,6 +220,7 @@ mod v1 {
                 ratios,
                 scatter_prefixes: self.scatter_prefixes,
                 scatter_mode: self.scatter_mode,
+                projections: Vec::new(),
             }
         }
     }
@@ -343,6 +352,11 @@ mod tests {
         assert!(e.contains(r#"measure `clicks` is {"name":"clicks","type":"count"} here but"#), "{e}");
         assert!(e.contains("fields are in the order type, ts, campaign, referrer"), "{e}");
         assert!(!e.contains("dimension"), "only what differs: {e}");
+        let with = Config::from_toml("[[projection]]\nname = \"cc\"\ndimensions = [\"country\"]\n").unwrap();
+        let e = ensure(&table, &Layout::of(&with)).await.unwrap_err().to_string();
+        assert!(e.contains("projection `cc` is declared here but not in the table"), "{e}");
+        let stored = Layout::parse(&Layout::of(&with).canonical()).unwrap();
+        assert_eq!(stored.apply(&Config::default()).projections, with.projections, "a reader gets them from the table");
         let mut flush_only = Config::default();
         flush_only.flush.interval_ms = 5;
         ensure(&table, &Layout::of(&flush_only)).await.expect("flush timing is not layout");

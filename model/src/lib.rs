@@ -11,6 +11,8 @@
 //!   gather's `--where`).
 //! - [`layout`]: the layout stored with the data (writers must match it,
 //!   readers take it from the table).
+//! - [`projection`]: declared subsets of the dimensions, each written
+//!   with its own rollups, measures and scatter; the base is one of them.
 //! - [`measure`]: the measure kinds (count, sum, min, max): accumulation,
 //!   merge, item codec and the exactly-once update request, in one place.
 //! - [`position`]: stream positions (sequence numbers up to 256 bits).
@@ -24,6 +26,7 @@ pub mod layout;
 pub mod literal;
 pub mod measure;
 pub mod position;
+pub mod projection;
 pub mod rollup;
 pub mod schema;
 pub mod source;
@@ -33,5 +36,6 @@ pub use config::{Config, ConfigError, ScatterMode};
 pub use keys::{Identity, KeyDim, KeyModel};
 pub use measure::{MeasureSet, MeasureValue, MeasureValues};
 pub use position::{Position, SeqNo};
+pub use projection::Projections;
 pub use rollup::Rollup;
 pub use truth::Truth;

@@ -140,13 +140,15 @@ async fn gather_bench(records: u64) {
         timeseries: true,
         filters: FilterSet::default(),
         now: START + 3 * DAY,
+
+        source: Default::default(),
     };
     println!("\none-day hourly report, 100 prefixes (DynamoDB Local, eventually consistent reads)");
     println!("{:<34} {:>9} {:>9} {:>11} {:>10}", "gatherer", "wall s", "requests", "items read", "RCU");
     let mut reference: Option<MeasureValues> = None;
     for concurrency in [1, 8, 32, 128] {
         let opts = ExecOptions { concurrency, strategy: StrategyChoice::Auto, rcu_per_sec: None, consistent: false };
-        let g = zigzag_gather::gather(&aggregates, &km, request(), vec![], &opts).await.expect("gather");
+        let g = zigzag_gather::gather(&aggregates, &config, request(), vec![], &opts).await.expect("gather");
         let total = g.aggregation.total();
         if let Some(r) = &reference {
             assert_eq!(&total, r, "same totals at every concurrency");

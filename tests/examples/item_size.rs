@@ -97,7 +97,7 @@ async fn items(db: &std::path::Path) -> Vec<Item> {
             for day in -1..=2i64 {
                 let t = 1_795_132_800_000 + day * 86_400_000;
                 let req = QueryRequest::new(
-                    KeyModel::partition_key(prefix, rollup, rollup.bin().start_of(t)),
+                    km.partition_key(prefix, rollup, rollup.bin().start_of(t)),
                     SortKeyCondition::Any,
                 );
                 out.extend(run_key_range(&table, req).await.unwrap().items);

@@ -85,7 +85,15 @@ async fn ingest(
 async fn assert_matches_truth(table: &DynamoTable, truth: &Truth) {
     let km = KeyModel::new(&config()).unwrap();
     let opts = ExecOptions { consistent: true, ..ExecOptions::default() };
-    let report = check::check(table, &km, truth, truth.last_ms.unwrap_or_default(), &opts).await.expect("gather check");
+    let report = check::check(
+        table,
+        &zigzag_model::Projections::from(km.clone()),
+        truth,
+        truth.last_ms.unwrap_or_default(),
+        &opts,
+    )
+    .await
+    .expect("gather check");
     let text = check::render(&report);
     assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{text}");
     assert!(report.rows.iter().all(|r| r.status == Status::Match), "{text}");

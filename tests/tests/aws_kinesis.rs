@@ -59,9 +59,15 @@ async fn ingest_until_idle(
 async fn assert_exact(table: &MemoryTable, summary: &RunSummary, truth: &Truth) {
     assert_eq!((summary.records, summary.valid, summary.rejected), (truth.records, truth.valid, truth.malformed));
     let km = KeyModel::new(&Config::default()).unwrap();
-    let report = check::check(table, &km, truth, truth.last_ms.unwrap_or_default(), &ExecOptions::default())
-        .await
-        .expect("check");
+    let report = check::check(
+        table,
+        &zigzag_model::Projections::from(km.clone()),
+        truth,
+        truth.last_ms.unwrap_or_default(),
+        &ExecOptions::default(),
+    )
+    .await
+    .expect("check");
     assert_eq!(report.mismatches(), 0, "{}", check::render(&report));
 }
 

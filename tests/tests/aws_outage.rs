@@ -145,6 +145,14 @@ async fn a_worker_survives_a_dynamodb_outage_then_a_kinesis_outage_and_catches_u
     assert_eq!((summary.records, summary.valid, summary.rejected), (truth.records, truth.valid, truth.malformed));
     let km = KeyModel::new(&config).unwrap();
     let exec = ExecOptions { consistent: true, ..ExecOptions::default() };
-    let report = check::check(&aggregates, &km, &truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("check");
+    let report = check::check(
+        &aggregates,
+        &zigzag_model::Projections::from(km.clone()),
+        &truth,
+        truth.last_ms.unwrap_or_default(),
+        &exec,
+    )
+    .await
+    .expect("check");
     assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{}", check::render(&report));
 }

@@ -90,7 +90,15 @@ fn start_worker(
 async fn assert_exact(aggregates: &DynamoTable, truth: &Truth) {
     let km = KeyModel::new(&config()).unwrap();
     let exec = ExecOptions { consistent: true, ..ExecOptions::default() };
-    let report = check::check(aggregates, &km, truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("check");
+    let report = check::check(
+        aggregates,
+        &zigzag_model::Projections::from(km.clone()),
+        truth,
+        truth.last_ms.unwrap_or_default(),
+        &exec,
+    )
+    .await
+    .expect("check");
     assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{}", check::render(&report));
 }
 

@@ -191,8 +191,15 @@ async fn throttles_5xx_and_timeouts_are_retried_and_totals_stay_exact() {
     // retry of its own, and the count below is the injected faults' alone.
     let gather_table =
         DynamoTable::new(zigzag_dynamodb::client(&emulator::options_at(dynamo_proxy.url())).await, &name);
-    let report =
-        check::check(&gather_table, &km, &truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("gather check");
+    let report = check::check(
+        &gather_table,
+        &zigzag_model::Projections::from(km.clone()),
+        &truth,
+        truth.last_ms.unwrap_or_default(),
+        &exec,
+    )
+    .await
+    .expect("gather check");
     assert_eq!(report.mismatches(), 0, "DynamoDB != truth:\n{}", check::render(&report));
     let queries = dynamo_proxy.stats().target(dynamodb::QUERY);
     let injected = queries.injected_total() - earlier;

@@ -89,7 +89,9 @@ async fn distinct_users_match_the_truth_register_for_register_across_two_workers
 
     let table = SqliteTable::open(&db).unwrap();
     let km = KeyModel::new(&config()).unwrap();
-    let report = check::check(&table, &km, &truth, 0, &ExecOptions::default()).await.unwrap();
+    let report = check::check(&table, &zigzag_model::Projections::from(km.clone()), &truth, 0, &ExecOptions::default())
+        .await
+        .unwrap();
     assert_eq!(report.mismatches(), 0, "store != truth:\n{}", check::render(&report));
     assert!(report.rows.len() > 100, "days and every referrer, campaign and country, in 3 rollups");
 

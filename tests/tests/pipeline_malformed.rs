@@ -55,7 +55,9 @@ async fn assert_store_matches(table: &dyn SortedTable, config: &Config, truth: &
     let km = KeyModel::new(config).unwrap();
     let opts = ExecOptions { consistent: true, ..ExecOptions::default() };
     let now = truth.last_ms.unwrap_or_default();
-    let report = check::check(table, &km, truth, now, &opts).await.expect("gather check");
+    let report = check::check(table, &zigzag_model::Projections::from(km.clone()), truth, now, &opts)
+        .await
+        .expect("gather check");
     let text = check::render(&report);
     assert_eq!(report.mismatches(), 0, "store != truth:\n{text}");
     assert!(report.rows.iter().all(|r| r.status == Status::Match), "{text}");

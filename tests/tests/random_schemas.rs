@@ -210,7 +210,15 @@ async fn random_schemas_and_events_match_brute_force_through_the_pipeline() {
         let pipeline = Arc::new(Pipeline::new(source, aggregates.clone(), leases, opts).unwrap());
         let summary = pipeline.run(CancellationToken::new()).await.unwrap();
         assert_eq!(summary.rejected, truth.malformed, "seed {seed}: every broken record dead-lettered\n{}", s.toml);
-        let report = check::check(&*aggregates, &keys, &truth, 0, &ExecOptions::default()).await.unwrap();
+        let report = check::check(
+            &*aggregates,
+            &zigzag_model::Projections::from(keys.clone()),
+            &truth,
+            0,
+            &ExecOptions::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(report.mismatches(), 0, "seed {seed}:\n{}\n{}\n{}", s.toml, s.traffic, check::render(&report));
         let dims = truth.by.len();
         assert!(dims >= 2, "seed {seed}: groups checked for every dimension");

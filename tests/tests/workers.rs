@@ -110,9 +110,15 @@ async fn within<T>(secs: u64, what: &str, f: impl std::future::Future<Output = T
 async fn assert_exact(db: &Path, truth: &Truth) {
     let table = SqliteTable::open(db).unwrap();
     let km = KeyModel::new(&config()).unwrap();
-    let report = check::check(&table, &km, truth, truth.last_ms.unwrap_or_default(), &ExecOptions::default())
-        .await
-        .expect("gather check");
+    let report = check::check(
+        &table,
+        &zigzag_model::Projections::from(km.clone()),
+        truth,
+        truth.last_ms.unwrap_or_default(),
+        &ExecOptions::default(),
+    )
+    .await
+    .expect("gather check");
     assert_eq!(report.mismatches(), 0, "store != truth:\n{}", check::render(&report));
     assert_eq!(report.rows.iter().map(|r| r.rollup).collect::<std::collections::BTreeSet<_>>().len(), 3);
 }
@@ -163,7 +169,7 @@ async fn all_items(db: &Path) -> Vec<zigzag_core::table::Item> {
         for rollup in km.rollups() {
             for day in -1..=1 {
                 let bin = 1_795_132_800_000 + day * 86_400_000;
-                let pk = KeyModel::partition_key(prefix, rollup, rollup.bin().start_of(bin));
+                let pk = km.partition_key(prefix, rollup, rollup.bin().start_of(bin));
                 out.extend(read_all(&table, &pk).await);
             }
         }

@@ -188,7 +188,7 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
                 fields.iter().map(|f| f.name()).zip(values.iter().map(|v| AttrValue::S(v.to_string()))).collect();
             let values_m = m.values();
             let w = ItemWrite {
-                pk: KeyModel::partition_key(prefix, r, r.bin().start_of(bucket)),
+                pk: km.partition_key(prefix, r, r.bin().start_of(bucket)),
                 sk: km.sort_key(r, bucket, &values, id).unwrap(),
                 bucket_start: bucket,
                 dims: &dims,

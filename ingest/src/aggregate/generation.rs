@@ -296,22 +296,36 @@ impl Generation {
         }
     }
 
-    /// Every rollup's partials of the shards `keep` accepts, merged across
-    /// shards (a flush writes one partial per key): the finest as
-    /// aggregated, each coarser one summed from it (flooring a finest bucket
-    /// start to a coarser unit is the coarser bucket of every event in it:
-    /// the units nest). Two shards' keys of one identity must have the same
-    /// names, else two keys share the identity. The maps, merged or not, go
-    /// back to the spares.
+    /// Every rollup's partials of the shards `keep` accepts, of the base
+    /// (every dimension) alone: [`Self::into_projections`] with one shape.
     pub fn into_rollups(
         self,
         set: &MeasureSet,
         rollups: &[Rollup],
         keep: impl Fn(u32) -> bool,
     ) -> Result<MergedPartials, IdentityCollision> {
+        self.into_projections(set, &[Shape { dims: None, rollups: rollups.to_vec() }], keep)
+    }
+
+    /// Every projection's partials of the shards `keep` accepts, merged
+    /// across shards (a flush writes one partial per item): a projection's
+    /// key is the finest partial's key with the other dimensions left out,
+    /// its buckets the finest floored to each of its rollups (flooring a
+    /// finest bucket start to a coarser unit is the coarser bucket of
+    /// every event in it: the units nest). Two keys of one identity must
+    /// have the same names (within a shard and across shards), else two
+    /// keys share the identity. The maps, merged or not, go back to the
+    /// spares.
+    pub fn into_projections(
+        self,
+        set: &MeasureSet,
+        shapes: &[Shape],
+        keep: impl Fn(u32) -> bool,
+    ) -> Result<MergedPartials, IdentityCollision> {
         let mut merged = MergedPartials::default();
-        // One entry per finest partial at most; coarser rollups fold many
-        // buckets into one, and the map grows if it must.
+        // One entry per finest partial of the widest shape at most; coarser
+        // rollups and fewer dimensions fold many into one, and the map
+        // grows if it must.
         merged.reserve(self.len());
         let shards = self.shards.len();
         for (shard, part) in self.shards {
@@ -322,21 +336,33 @@ impl Generation {
             }
             let names: Vec<KeyValues> =
                 (0..part.names.keys.len()).map(|i| KeyValues::from_packed(part.names.values(i))).collect();
+            let ids: Vec<Identity> = part.names.keys.iter().map(Name::id).collect();
+            // Per shape, per name: the projected key (the base's is the name).
+            let projected: Vec<Option<Vec<(Identity, KeyValues)>>> = shapes
+                .iter()
+                .map(|shape| shape.dims.as_ref().map(|dims| project(&names, dims)).transpose())
+                .collect::<Result<_, _>>()?;
             for slot in &part.slots {
-                let (id, names) = (part.names.keys[slot.name as usize].id(), &names[slot.name as usize]);
-                for &r in rollups {
-                    let k = AggKey::new(0, r, r.floor(slot.bucket), id);
-                    match merged.entry(k) {
-                        std::collections::hash_map::Entry::Occupied(mut e) => {
-                            let (mine, known) = e.get_mut();
-                            // One shard's partials of a key share its names.
-                            if !Arc::ptr_eq(&known.0, &names.0) && known != names {
-                                return Err(super::collision(id, &known.0, &names.0));
+                let name = slot.name as usize;
+                for (s, shape) in shapes.iter().enumerate() {
+                    let (id, names) = match &projected[s] {
+                        None => (ids[name], &names[name]),
+                        Some(keys) => (keys[name].0, &keys[name].1),
+                    };
+                    for &r in &shape.rollups {
+                        let k = AggKey::new(s as u8, r, r.floor(slot.bucket), id);
+                        match merged.entry(k) {
+                            std::collections::hash_map::Entry::Occupied(mut e) => {
+                                let (mine, known) = e.get_mut();
+                                // One shard's partials of a key share its names.
+                                if !Arc::ptr_eq(&known.0, &names.0) && known != names {
+                                    return Err(super::collision(id, &known.0, &names.0));
+                                }
+                                mine.merge(set, &slot.partial);
                             }
-                            mine.merge(set, &slot.partial);
-                        }
-                        std::collections::hash_map::Entry::Vacant(e) => {
-                            e.insert((slot.partial.clone(), names.clone()));
+                            std::collections::hash_map::Entry::Vacant(e) => {
+                                e.insert((slot.partial.clone(), names.clone()));
+                            }
                         }
                     }
                 }
@@ -345,6 +371,38 @@ impl Generation {
         }
         Ok(merged)
     }
+}
+
+/// What a flush derives from the finest partials for one projection: the
+/// positions of the dimensions it keeps (None: every one, the base) and
+/// its rollups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    pub dims: Option<Vec<usize>>,
+    pub rollups: Vec<Rollup>,
+}
+
+/// Each name's key in a projection keeping `dims`: its identity and
+/// names, one allocation per distinct projected key (many names share one).
+fn project(names: &[KeyValues], dims: &[usize]) -> Result<Vec<(Identity, KeyValues)>, IdentityCollision> {
+    let mut interned: FxHashMap<Identity, KeyValues> = FxHashMap::default();
+    let mut packed = Vec::new();
+    let mut out = Vec::with_capacity(names.len());
+    for n in names {
+        packed.clear();
+        for (i, v) in n.iter().enumerate() {
+            if dims.contains(&i) {
+                zigzag_model::keys::push_packed(v, &mut packed);
+            }
+        }
+        let id = zigzag_model::keys::identity_of_packed(&packed);
+        let kv = interned.entry(id).or_insert_with(|| KeyValues::from_packed(&packed));
+        if kv.0[..] != packed[..] {
+            return Err(super::collision(id, &kv.0, &packed));
+        }
+        out.push((id, kv.clone()));
+    }
+    Ok(out)
 }
 
 /// What a batch added to a generation (partials, estimated bytes), counted

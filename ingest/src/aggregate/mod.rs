@@ -19,26 +19,28 @@ mod spare;
 
 use crate::decode::{DecodeError, Decoder, Event, FieldValue, Values};
 use crate::source::RecordBatch;
-pub use generation::{Generation, MergedPartials, Sizes};
+pub use generation::{Generation, MergedPartials, Shape, Sizes};
 use generation::{Grown, ShardPartials, PARTIAL_BYTES};
 use std::sync::Arc;
 use zigzag_model::keys::{identity_of_packed, pack_values, push_packed, unpack_values};
 use zigzag_model::schema::value::display;
-use zigzag_model::{Identity, KeyModel, MeasureSet, Position, Rollup};
+use zigzag_model::{Identity, MeasureSet, Position, Projections, Rollup};
 
-/// Packed: 32 bytes (the identity as two u64 keeps the alignment at 8).
+/// One item of a flush. Packed: 32 bytes (the identity as two u64 keeps
+/// the alignment at 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AggKey {
     id: [u64; 2],
     pub bucket: i64,
-    /// Index of the shard in the pipeline's shard list.
-    pub shard: u32,
+    /// The projection's index in [`Projections`] (the identity is of its
+    /// dimensions' values).
+    pub projection: u8,
     pub rollup: Rollup,
 }
 
 impl AggKey {
-    pub fn new(shard: u32, rollup: Rollup, bucket: i64, id: Identity) -> Self {
-        AggKey { id: [(id >> 64) as u64, id as u64], bucket, shard, rollup }
+    pub fn new(projection: u8, rollup: Rollup, bucket: i64, id: Identity) -> Self {
+        AggKey { id: [(id >> 64) as u64, id as u64], bucket, projection, rollup }
     }
 
     pub fn id(&self) -> Identity {
@@ -106,10 +108,12 @@ pub struct BatchCounts {
 }
 
 impl Aggregator {
-    pub fn new(keys: &KeyModel, decoder: Decoder, measures: MeasureSet) -> Self {
-        let finest = keys.rollups().min_by_key(|r| r.unit_ms()).expect("a validated config has rollups");
+    /// Events are keyed by every dimension, at the finest rollup any
+    /// projection writes: each projection is a sum of these partials.
+    pub fn new(projections: &Projections, decoder: Decoder, measures: MeasureSet) -> Self {
+        let finest = projections.finest();
         let fields: Vec<_> = decoder.fields().map(|f| f.spec.clone()).collect();
-        let dims = keys.dims().iter().map(|d| (d.field, fields[d.field].clone())).collect();
+        let dims = projections.all_dims().dims().iter().map(|d| (d.field, fields[d.field].clone())).collect();
         Aggregator { dims, decoder, measures, finest }
     }
 
@@ -213,11 +217,11 @@ fn collision(id: Identity, known: &[u8], other: &[u8]) -> IdentityCollision {
 mod tests {
     use super::generation::NAME_BYTES;
     use super::*;
-    use zigzag_model::{Config, MeasureValue};
+    use zigzag_model::{Config, KeyModel, MeasureValue};
 
-    fn aggregator(keys: &KeyModel) -> Aggregator {
+    fn aggregator(_keys: &KeyModel) -> Aggregator {
         let c = Config::default();
-        Aggregator::new(keys, Decoder::shipped(), c.measure_set().unwrap())
+        Aggregator::new(&Projections::new(&c).unwrap(), Decoder::shipped(), c.measure_set().unwrap())
     }
 
     #[test]

@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use zigzag_core::retry::Retryable;
 use zigzag_core::table::SortedTable;
 use zigzag_lease::{Coordinator, LeaseError, LeaseOptions, Plan};
-use zigzag_model::{ConfigError, KeyModel, Position};
+use zigzag_model::{ConfigError, Position, Projections};
 
 #[derive(Debug, Error)]
 pub enum PipelineError {
@@ -244,10 +244,10 @@ impl Pipeline {
         leases: Arc<dyn SortedTable>,
         opts: PipelineOptions,
     ) -> Result<Self, PipelineError> {
-        let keys = KeyModel::new(&opts.config)?;
+        let projections = Projections::new(&opts.config)?;
         let decoder = crate::decode::Decoder::new(&opts.config, opts.limits)?;
-        let aggregator = Aggregator::new(&keys, decoder, opts.config.measure_set()?);
-        let flusher = Flusher::new(keys, &opts.config, aggregates.clone())?;
+        let aggregator = Aggregator::new(&projections, decoder, opts.config.measure_set()?);
+        let flusher = Flusher::new(projections, &opts.config, aggregates.clone())?;
         let dead = DeadLetters::open(&opts.dead_letters)
             .map_err(|error| PipelineError::DeadLetter { path: opts.dead_letters.clone(), error })?;
         let lease_opts =

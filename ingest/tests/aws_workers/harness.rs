@@ -208,7 +208,15 @@ pub(crate) fn signal(child: &Child, sig: &str) {
 pub(crate) async fn check_report(aggregates: &DynamoTable, truth: &Truth) -> check::CheckReport {
     let km = KeyModel::new(&flush_config()).unwrap();
     let exec = ExecOptions { consistent: true, ..ExecOptions::default() };
-    check::check(aggregates, &km, truth, truth.last_ms.unwrap_or_default(), &exec).await.expect("gather check")
+    check::check(
+        aggregates,
+        &zigzag_model::Projections::from(km.clone()),
+        truth,
+        truth.last_ms.unwrap_or_default(),
+        &exec,
+    )
+    .await
+    .expect("gather check")
 }
 
 /// Waits until the store matches the truth (the workers caught up), stops

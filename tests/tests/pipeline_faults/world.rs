@@ -137,7 +137,10 @@ impl World {
         let now = self.truth.last_ms.unwrap_or_default();
         for &rollup in &self.config.rollups {
             let km = KeyModel::new(&Config { rollups: vec![rollup], ..self.config.clone() }).unwrap();
-            let report = check::check(&*self.aggregates, &km, &self.truth, now, &opts).await.expect("gather check");
+            let report =
+                check::check(&*self.aggregates, &zigzag_model::Projections::from(km.clone()), &self.truth, now, &opts)
+                    .await
+                    .expect("gather check");
             let text = check::render(&report);
             assert_eq!(report.mismatches(), 0, "{context}: {rollup:?} rollup: store != truth\n{text}");
             assert!(report.rows.iter().all(|r| r.status == Status::Match), "{context}: {rollup:?}\n{text}");

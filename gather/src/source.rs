@@ -1,0 +1,189 @@
+//! Which projection a report reads: the cheapest one that answers it
+//! exactly.
+//!
+//! A projection is **exact** for a report when it keeps every dimension the
+//! report groups or filters by, every measure it needs, and a rollup that
+//! divides the step and aligns with the window (`plan::plan_source`): its
+//! items are then sums of the base's over the dimensions it leaves out, so
+//! the report is the base's to the unit. Among the exact ones the planner
+//! takes the lowest estimated RCU, then the fewest queries, then the
+//! fewest dimensions, then the order of the layout (base first).
+//!
+//! The estimate (`Estimate`) is from the declared schema: items per bucket
+//! are the product of the projection's dimensions' cardinalities (an enum's
+//! values, an integer's range, else [`UNKNOWN_CARDINALITY`]), capped, times
+//! the buckets of the window, at an item size from its key and measures. It
+//! ranks a projection below any with more dimensions over the same ones,
+//! which is always right; between unrelated projections it is a guess.
+//! `--projection NAME` forces one (refused, with why, when it is not exact).
+
+use crate::error::{GatherError, Result};
+use crate::plan::{plan_source, Plan, PlanRequest};
+use std::fmt::Write;
+use zigzag_model::config::DimensionType;
+use zigzag_model::schema::FieldType;
+use zigzag_model::{Config, KeyModel, Projections};
+
+/// What a report needs of its source beyond the window and filters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceRequest {
+    /// `--projection NAME`: read this one (it must be exact).
+    pub projection: Option<String>,
+    /// Measures the report shows or ranks by; None: every measure.
+    pub measures: Option<Vec<String>>,
+}
+
+/// Distinct values assumed of a dimension whose declaration bounds none.
+pub const UNKNOWN_CARDINALITY: f64 = 1_000.0;
+/// Items per bucket are assumed at most this (a partition's time bin).
+const MAX_ITEMS_PER_BUCKET: f64 = 1e7;
+/// A read unit: 4 KB, half a unit eventually consistent.
+const READ_UNIT_BYTES: f64 = 4096.0;
+
+/// One projection considered for a report.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub projection: String,
+    /// Its plan and estimate when it is exact; else why not.
+    pub verdict: std::result::Result<Estimate, String>,
+    pub chosen: bool,
+}
+
+/// A projection's estimated cost for a plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub rollup: zigzag_model::Rollup,
+    pub queries: usize,
+    /// Items the plan's time range holds (before filters).
+    pub items: f64,
+    pub requests: f64,
+    pub rcu: f64,
+}
+
+/// The distinct values a dimension can take, from its declaration.
+fn cardinality(config: &Config, dim: &str) -> f64 {
+    let Some(spec) = config.dimensions.iter().find(|d| d.field == dim) else { return UNKNOWN_CARDINALITY };
+    match (spec.kind, config.field(dim).map(|f| &f.kind)) {
+        (_, Some(FieldType::String { values, .. })) if !values.is_empty() => values.len() as f64,
+        (DimensionType::Integer, Some(FieldType::Integer { min: Some(lo), max: Some(hi) })) => {
+            ((*hi as f64) - (*lo as f64) + 1.0).max(1.0)
+        }
+        _ => UNKNOWN_CARDINALITY,
+    }
+}
+
+/// Estimated cost of `plan` read from `km`.
+fn estimate(config: &Config, km: &KeyModel, plan: &Plan) -> Estimate {
+    let per_bucket = km.dims().iter().map(|d| cardinality(config, &d.name)).product::<f64>().min(MAX_ITEMS_PER_BUCKET);
+    let buckets = (plan.window.len_ms() / plan.rollup.unit_ms()).max(1) as f64;
+    let items = per_bucket * buckets;
+    // Key (~20 B pk, Z-address + 16 B identity), `t`, a mark or two,
+    // ~12 B a dimension value and ~10 B a measure.
+    let item_bytes = 80.0 + 12.0 * km.dims().len() as f64 + 10.0 * km.measures().measures().len() as f64;
+    let queries = plan.queries.len();
+    // A query reads its share of the items in 1 MB pages, at least one.
+    let pages = (items * item_bytes / 1e6).ceil().max(queries as f64);
+    let rcu = ((items * item_bytes / READ_UNIT_BYTES) * 0.5).max(queries as f64 * 0.5);
+    Estimate { rollup: plan.rollup, queries, items, requests: pages, rcu }
+}
+
+/// Why `km` cannot answer exactly, if it cannot.
+fn not_exact(km: &KeyModel, dims: &[String], measures: &[String]) -> Option<String> {
+    let missing_dims: Vec<&str> = dims.iter().filter(|d| km.dim(d).is_none()).map(String::as_str).collect();
+    if !missing_dims.is_empty() {
+        return Some(format!("does not keep {}", missing_dims.join(", ")));
+    }
+    let missing: Vec<&str> =
+        measures.iter().filter(|m| km.measures().position(m).is_none()).map(String::as_str).collect();
+    (!missing.is_empty()).then(|| format!("does not keep the measure(s) {}", missing.join(", ")))
+}
+
+/// Plans `req` on the cheapest exact projection; every projection
+/// considered, with its estimate or why it is not exact.
+pub fn choose(
+    config: &Config,
+    projections: &Projections,
+    req: &PlanRequest,
+    group_by: &[String],
+) -> Result<(Plan, &'static str, Vec<Candidate>)> {
+    let mut dims: Vec<String> = group_by.to_vec();
+    for p in &req.filters.predicates {
+        if !dims.contains(&p.field) {
+            dims.push(p.field.clone());
+        }
+    }
+    let measures: Vec<String> = match &req.source.measures {
+        Some(m) => m.clone(),
+        None => config.measures.iter().map(|m| m.name.clone()).collect(),
+    };
+    if let Some(name) = &req.source.projection {
+        if projections.by_name(name).is_none() {
+            let names: Vec<&str> = projections.iter().map(KeyModel::name).collect();
+            return Err(GatherError::Projection(format!(
+                "--projection {name}: the layout has no such projection (it has {})",
+                names.join(", ")
+            )));
+        }
+    }
+    let mut candidates = Vec::new();
+    let mut best: Option<(usize, Plan, Estimate)> = None;
+    for (i, km) in projections.iter().enumerate() {
+        let verdict = match not_exact(km, &dims, &measures) {
+            Some(why) => Err(why),
+            None => match plan_source(km, req.clone()) {
+                Ok(plan) => {
+                    let e = estimate(config, km, &plan);
+                    let better = best.as_ref().is_none_or(|(j, _, b)| {
+                        let key = |e: &Estimate, km: &KeyModel| (e.rcu, e.queries, km.dims().len());
+                        let (mine, theirs) = (key(&e, km), key(b, &projections.get(*j).expect("a candidate")));
+                        mine.partial_cmp(&theirs) == Some(std::cmp::Ordering::Less)
+                    });
+                    let forced = req.source.projection.as_deref();
+                    if forced.is_none_or(|f| f == km.name()) && (better || forced.is_some()) {
+                        best = Some((i, plan, e));
+                    }
+                    Ok(e)
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        candidates.push(Candidate { projection: km.name().to_string(), verdict, chosen: false });
+    }
+    let Some((i, plan, _)) = best else {
+        let why: Vec<String> = candidates
+            .iter()
+            .filter(|c| req.source.projection.as_deref().is_none_or(|f| f == c.projection))
+            .map(|c| format!("{}: {}", c.projection, c.verdict.as_ref().err().cloned().unwrap_or_default()))
+            .collect();
+        return Err(GatherError::Projection(format!(
+            "no projection answers this report exactly (and none is approximated): {}",
+            why.join("; ")
+        )));
+    };
+    candidates[i].chosen = true;
+    let reason = if req.source.projection.is_some() { "--projection" } else { "the lowest estimated RCU" };
+    Ok((plan, reason, candidates))
+}
+
+/// The candidates as `--explain` lists them.
+pub fn describe(candidates: &[Candidate], reason: &str) -> String {
+    let mut s = String::new();
+    for c in candidates {
+        let mark = if c.chosen { "*" } else { " " };
+        let _ = match &c.verdict {
+            Ok(e) => writeln!(
+                s,
+                "  {mark} {:<16} {:<6} {:>5} queries, ~{:.0} items, ~{:.0} requests, ~{:.1} RCU",
+                c.projection,
+                e.rollup.name(),
+                e.queries,
+                e.items,
+                e.requests,
+                e.rcu
+            ),
+            Err(why) => writeln!(s, "    {:<16} not exact: {why}", c.projection),
+        };
+    }
+    let _ = writeln!(s, "  chosen (*): {reason}; estimates from the declared schema, not measured statistics");
+    s
+}
