@@ -3,7 +3,8 @@
 //! A request goes through small steps, one module each:
 //! - [`window`]: `--from/--to` or `--last`, and durations (`--step`);
 //! - [`filter`]: `--where` expressions → Z-box constraints + exact tests;
-//! - [`source`]: the cheapest projection that answers the report exactly;
+//! - [`source`]: the cheapest projection that answers the report exactly,
+//!   costed from [`statistics`] ingest keeps;
 //! - [`plan`]: the rollup, the window's bins × scatter prefixes as Z-range
 //!   queries, and an estimate;
 //! - [`execute`]: the queries in parallel under a concurrency limit, every
@@ -28,6 +29,7 @@ pub mod render;
 pub mod report;
 pub mod run;
 pub mod source;
+pub mod statistics;
 pub mod throttle;
 pub mod window;
 pub mod zbench;

@@ -19,7 +19,7 @@ use crate::filter::FilterSet;
 use crate::source::{Candidate, SourceRequest};
 use crate::window::{format_duration, Window, WindowSpec};
 use zigzag_core::schema::{BinnedBox, Constraint, Value};
-use zigzag_core::table::Filter;
+use zigzag_core::table::{Filter, SortedTable};
 use zigzag_model::{Config, KeyModel, Projections, Rollup};
 
 /// A time series without `--step` gets at most this many points, if a
@@ -61,6 +61,8 @@ pub struct Plan {
     /// Every projection considered (empty when planned on one source).
     pub candidates: Vec<Candidate>,
     pub source_reason: String,
+    /// Reading the planner's statistics: requests and RCU.
+    pub statistics_cost: (u64, f64),
     pub window: Window,
     pub rollup: Rollup,
     pub rollup_reason: String,
@@ -147,11 +149,20 @@ fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>
 }
 
 /// Plans a request on the cheapest projection that answers it exactly
-/// (`source.rs`), listing every candidate.
-pub fn plan(config: &Config, projections: &Projections, req: PlanRequest, group_by: &[String]) -> Result<Plan> {
-    let (mut plan, reason, candidates) = crate::source::choose(config, projections, &req, group_by)?;
+/// (`source.rs`, which reads the statistics from `table`), listing every
+/// candidate.
+pub async fn plan<T: SortedTable + ?Sized>(
+    table: &T,
+    config: &Config,
+    projections: &Projections,
+    req: PlanRequest,
+    group_by: &[String],
+) -> Result<Plan> {
+    let (mut plan, reason, candidates, stats) =
+        crate::source::choose(table, config, projections, &req, group_by).await?;
     plan.candidates = candidates;
     plan.source_reason = reason.to_string();
+    plan.statistics_cost = (stats.requests, stats.rcu);
     Ok(plan)
 }
 
@@ -197,6 +208,7 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         projection: km.name().to_string(),
         candidates: Vec::new(),
         source_reason: "planned on it alone".into(),
+        statistics_cost: (0, 0.0),
         window,
         rollup,
         rollup_reason,

@@ -26,7 +26,8 @@ pub async fn gather<T: SortedTable + ?Sized>(
     opts: &ExecOptions,
 ) -> Result<Gathered> {
     let projections = Projections::new(config).map_err(|e| crate::GatherError::Config(e.to_string()))?;
-    let plan = plan(config, &projections, req, &group_by)?;
+    let paced = crate::throttle::Paced::new(table, opts.rcu_per_sec);
+    let plan = plan(&paced, config, &projections, req, &group_by).await?;
     let km = projections.by_name(&plan.projection).expect("planned on one of them");
     let mut aggregation = Aggregation::new(plan.step, group_by, km.measures().clone());
     let actual = execute(table, &plan, opts, |item| aggregation.add_item(item)).await?;

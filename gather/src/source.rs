@@ -9,17 +9,25 @@
 //! takes the lowest estimated RCU, then the fewest queries, then the
 //! fewest dimensions, then the order of the layout (base first).
 //!
-//! The estimate (`Estimate`) is from the declared schema: items per bucket
-//! are the product of the projection's dimensions' cardinalities (an enum's
-//! values, an integer's range, else [`UNKNOWN_CARDINALITY`]), capped, times
-//! the buckets of the window, at an item size from its key and measures. It
-//! ranks a projection below any with more dimensions over the same ones,
-//! which is always right; between unrelated projections it is a guess.
-//! `--projection NAME` forces one (refused, with why, when it is not exact).
+//! The estimate (`Estimate`) counts the items the plan's time range holds:
+//! from the **statistics** ingest keeps (`zigzag_model::stats`: a sketch of
+//! the items of each projection, rollup and partition bin, and the buckets
+//! it spans; a bin partly in the window counts its share of that span),
+//! read with one query per exact candidate; for a table written before
+//! statistics, from the **declared schema**: items per bucket are the
+//! product of the projection's dimensions' cardinalities (an enum's
+//! values, an integer's range, else [`UNKNOWN_CARDINALITY`]) times the
+//! window's buckets, which ranks a projection below any with more
+//! dimensions over the same ones and is a guess between unrelated ones.
+//! Items cost their size (from the key and measures) in 4 KB read units,
+//! and each query at least half a unit. `--projection NAME` forces one
+//! (refused, with why, when it is not exact).
 
 use crate::error::{GatherError, Result};
 use crate::plan::{plan_source, Plan, PlanRequest};
+use crate::statistics::Statistics;
 use std::fmt::Write;
+use zigzag_core::table::SortedTable;
 use zigzag_model::config::DimensionType;
 use zigzag_model::schema::FieldType;
 use zigzag_model::{Config, KeyModel, Projections};
@@ -58,6 +66,8 @@ pub struct Estimate {
     pub items: f64,
     pub requests: f64,
     pub rcu: f64,
+    /// Counted from ingest's statistics (else from the declared schema).
+    pub measured: bool,
 }
 
 /// The distinct values a dimension can take, from its declaration.
@@ -72,11 +82,20 @@ fn cardinality(config: &Config, dim: &str) -> f64 {
     }
 }
 
-/// Estimated cost of `plan` read from `km`.
-fn estimate(config: &Config, km: &KeyModel, plan: &Plan) -> Estimate {
+/// Items of `plan`'s time range by the declared schema.
+fn declared_items(config: &Config, km: &KeyModel, plan: &Plan) -> f64 {
     let per_bucket = km.dims().iter().map(|d| cardinality(config, &d.name)).product::<f64>().min(MAX_ITEMS_PER_BUCKET);
     let buckets = (plan.window.len_ms() / plan.rollup.unit_ms()).max(1) as f64;
-    let items = per_bucket * buckets;
+    per_bucket * buckets
+}
+
+/// Estimated cost of `plan` read from `km`: items from the statistics when
+/// the table has them, else from the declared schema.
+fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics) -> Estimate {
+    let (items, measured) = match stats.is_empty() {
+        false => (stats.items(km.name(), plan), true),
+        true => (declared_items(config, km, plan), false),
+    };
     // Key (~20 B pk, Z-address + 16 B identity), `t`, a mark or two,
     // ~12 B a dimension value and ~10 B a measure.
     let item_bytes = 80.0 + 12.0 * km.dims().len() as f64 + 10.0 * km.measures().measures().len() as f64;
@@ -84,7 +103,7 @@ fn estimate(config: &Config, km: &KeyModel, plan: &Plan) -> Estimate {
     // A query reads its share of the items in 1 MB pages, at least one.
     let pages = (items * item_bytes / 1e6).ceil().max(queries as f64);
     let rcu = ((items * item_bytes / READ_UNIT_BYTES) * 0.5).max(queries as f64 * 0.5);
-    Estimate { rollup: plan.rollup, queries, items, requests: pages, rcu }
+    Estimate { rollup: plan.rollup, queries, items, requests: pages, rcu, measured }
 }
 
 /// Why `km` cannot answer exactly, if it cannot.
@@ -99,13 +118,15 @@ fn not_exact(km: &KeyModel, dims: &[String], measures: &[String]) -> Option<Stri
 }
 
 /// Plans `req` on the cheapest exact projection; every projection
-/// considered, with its estimate or why it is not exact.
-pub fn choose(
+/// considered, with its estimate or why it is not exact; and what reading
+/// the statistics cost.
+pub async fn choose<T: SortedTable + ?Sized>(
+    table: &T,
     config: &Config,
     projections: &Projections,
     req: &PlanRequest,
     group_by: &[String],
-) -> Result<(Plan, &'static str, Vec<Candidate>)> {
+) -> Result<(Plan, &'static str, Vec<Candidate>, Statistics)> {
     let mut dims: Vec<String> = group_by.to_vec();
     for p in &req.filters.predicates {
         if !dims.contains(&p.field) {
@@ -116,7 +137,8 @@ pub fn choose(
         Some(m) => m.clone(),
         None => config.measures.iter().map(|m| m.name.clone()).collect(),
     };
-    if let Some(name) = &req.source.projection {
+    let forced = req.source.projection.as_deref();
+    if let Some(name) = forced {
         if projections.by_name(name).is_none() {
             let names: Vec<&str> = projections.iter().map(KeyModel::name).collect();
             return Err(GatherError::Projection(format!(
@@ -125,34 +147,42 @@ pub fn choose(
             )));
         }
     }
+    // Every projection's plan, or why it cannot answer exactly.
+    let plans: Vec<std::result::Result<Plan, String>> = projections
+        .iter()
+        .map(|km| match not_exact(km, &dims, &measures) {
+            Some(why) => Err(why),
+            None => plan_source(km, req.clone()).map_err(|e| e.to_string()),
+        })
+        .collect();
+    // Statistics of the exact ones only (the forced one alone: nothing to compare).
+    let wanted: Vec<&Plan> =
+        plans.iter().filter_map(|p| p.as_ref().ok()).filter(|p| forced.is_none_or(|f| f == p.projection)).collect();
+    let stats = match forced.is_none() && wanted.len() >= 2 {
+        true => crate::statistics::load(table, &wanted).await?,
+        false => Statistics::default(),
+    };
     let mut candidates = Vec::new();
     let mut best: Option<(usize, Plan, Estimate)> = None;
-    for (i, km) in projections.iter().enumerate() {
-        let verdict = match not_exact(km, &dims, &measures) {
-            Some(why) => Err(why),
-            None => match plan_source(km, req.clone()) {
-                Ok(plan) => {
-                    let e = estimate(config, km, &plan);
-                    let better = best.as_ref().is_none_or(|(j, _, b)| {
-                        let key = |e: &Estimate, km: &KeyModel| (e.rcu, e.queries, km.dims().len());
-                        let (mine, theirs) = (key(&e, km), key(b, &projections.get(*j).expect("a candidate")));
-                        mine.partial_cmp(&theirs) == Some(std::cmp::Ordering::Less)
-                    });
-                    let forced = req.source.projection.as_deref();
-                    if forced.is_none_or(|f| f == km.name()) && (better || forced.is_some()) {
-                        best = Some((i, plan, e));
-                    }
-                    Ok(e)
-                }
-                Err(e) => Err(e.to_string()),
-            },
-        };
+    for (i, (km, planned)) in projections.iter().zip(plans).enumerate() {
+        let verdict = planned.map(|plan| {
+            let e = estimate(config, km, &plan, &stats);
+            let key = |e: &Estimate, km: &KeyModel| (e.rcu, e.queries, km.dims().len());
+            let better = best.as_ref().is_none_or(|(j, _, b)| {
+                let theirs = key(b, projections.get(*j).expect("a candidate"));
+                key(&e, km).partial_cmp(&theirs) == Some(std::cmp::Ordering::Less)
+            });
+            if forced.map_or(better, |f| f == km.name()) {
+                best = Some((i, plan, e));
+            }
+            e
+        });
         candidates.push(Candidate { projection: km.name().to_string(), verdict, chosen: false });
     }
     let Some((i, plan, _)) = best else {
         let why: Vec<String> = candidates
             .iter()
-            .filter(|c| req.source.projection.as_deref().is_none_or(|f| f == c.projection))
+            .filter(|c| forced.is_none_or(|f| f == c.projection))
             .map(|c| format!("{}: {}", c.projection, c.verdict.as_ref().err().cloned().unwrap_or_default()))
             .collect();
         return Err(GatherError::Projection(format!(
@@ -161,8 +191,8 @@ pub fn choose(
         )));
     };
     candidates[i].chosen = true;
-    let reason = if req.source.projection.is_some() { "--projection" } else { "the lowest estimated RCU" };
-    Ok((plan, reason, candidates))
+    let reason = if forced.is_some() { "--projection" } else { "the lowest estimated RCU" };
+    Ok((plan, reason, candidates, stats))
 }
 
 /// The candidates as `--explain` lists them.
@@ -173,17 +203,18 @@ pub fn describe(candidates: &[Candidate], reason: &str) -> String {
         let _ = match &c.verdict {
             Ok(e) => writeln!(
                 s,
-                "  {mark} {:<16} {:<6} {:>5} queries, ~{:.0} items, ~{:.0} requests, ~{:.1} RCU",
+                "  {mark} {:<16} {:<6} {:>5} queries, ~{:.0} items, ~{:.0} requests, ~{:.1} RCU ({})",
                 c.projection,
                 e.rollup.name(),
                 e.queries,
                 e.items,
                 e.requests,
-                e.rcu
+                e.rcu,
+                if e.measured { "statistics" } else { "declared schema" }
             ),
             Err(why) => writeln!(s, "    {:<16} not exact: {why}", c.projection),
         };
     }
-    let _ = writeln!(s, "  chosen (*): {reason}; estimates from the declared schema, not measured statistics");
+    let _ = writeln!(s, "  chosen (*): {reason}");
     s
 }

@@ -15,6 +15,8 @@
 //!   with its own rollups, measures and scatter; the base is one of them.
 //! - [`measure`]: the measure kinds (count, sum, min, max): accumulation,
 //!   merge, item codec and the exactly-once update request, in one place.
+//! - [`stats`]: items per projection, rollup and bin, kept by ingest for
+//!   gather's planner.
 //! - [`position`]: stream positions (sequence numbers up to 256 bits).
 //! - [`source`]: the contract of a replayable, sharded record source.
 //! - [`truth`]: a generator's ground truth, to check reports against.
@@ -30,6 +32,7 @@ pub mod projection;
 pub mod rollup;
 pub mod schema;
 pub mod source;
+pub mod stats;
 pub mod truth;
 
 pub use config::{Config, ConfigError, ScatterMode};

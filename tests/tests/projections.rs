@@ -9,7 +9,9 @@
 //!   exact answers exactly what brute force over the events gives, the
 //!   planner's own choice too, and every projection it calls not exact
 //!   indeed lacks a dimension, a measure or a rollup that fits, and is
-//!   refused when forced with `--projection`.
+//!   refused when forced with `--projection`;
+//! - the planner's estimates, from the statistics ingest keeps, are within
+//!   30 % of the items the queries return, and rank nested projections.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -266,11 +268,11 @@ async fn every_exact_projection_answers_random_reports_as_brute_force_does() {
 
     let events = events(&gen);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    let (mut answered, mut refused) = (0, 0);
+    let (mut answered, mut refused, mut estimated) = (0, 0, 0);
     for case in 0..120 {
         let r = random_report(&mut rng, &config, &events);
         let want_any = projections.iter().any(|km| exact(km, &r, &config));
-        let planned = plan(&config, &projections, request(&r, &config, None), &r.group_by);
+        let planned = plan(&*aggregates, &config, &projections, request(&r, &config, None), &r.group_by).await;
         let Ok(chosen) = planned else {
             assert!(!want_any, "case {case}: {r:?}: refused, yet a projection is exact: {:?}", planned.err());
             refused += 1;
@@ -305,7 +307,40 @@ async fn every_exact_projection_answers_random_reports_as_brute_force_does() {
             let want = brute_force(&config, km, &events, &r);
             assert_eq!(g.aggregation.groups, want, "case {case}: projection {}: {r:?}", km.name());
             answered += 1;
+            // The planner's estimate of the items read, from ingest's
+            // statistics, against the items the queries returned.
+            let estimate =
+                chosen.candidates.iter().find(|c| c.projection == km.name()).and_then(|c| c.verdict.clone().ok());
+            let returned = g.actual.stats.returned as f64;
+            // (With one exact candidate there is nothing to compare: no statistics are read.)
+            let compared = chosen.candidates.iter().filter(|c| c.verdict.is_ok()).count() >= 2;
+            if let Some(e) = estimate.filter(|_| compared && r.preds.is_empty() && returned >= 200.0) {
+                assert!(e.measured, "case {case}: estimated from the statistics");
+                assert!(
+                    (e.items - returned).abs() <= 0.3 * returned,
+                    "case {case}: {} estimated {} items, read {returned}",
+                    km.name(),
+                    e.items
+                );
+                estimated += 1;
+            }
         }
     }
     assert!(answered > 150 && refused > 100, "{answered} answers, {refused} refusals");
+    assert!(estimated > 20, "{estimated} estimates compared with what was read");
+
+    // Nested projections rank by their items: countries by campaign come
+    // from `cc` (6 x 12 keys), not `ref_country` (40 x 12) nor the base.
+    let r = Report {
+        window: (START, START + DAY),
+        step: None,
+        group_by: vec!["country".into()],
+        preds: vec![],
+        measures: Some(vec!["clicks".into(), "impressions".into()]),
+    };
+    let p = plan(&*aggregates, &config, &projections, request(&r, &config, None), &r.group_by).await.unwrap();
+    let items = |name: &str| p.candidates.iter().find(|c| c.projection == name).unwrap().verdict.clone().unwrap().items;
+    assert_eq!(p.projection, "cc", "{:?}", p.candidates);
+    assert!(items("cc") < items("ref_country") && items("ref_country") < items("base"), "{:?}", p.candidates);
+    assert!(p.statistics_cost.0 >= 3, "one statistics query per exact candidate: {:?}", p.statistics_cost);
 }

@@ -30,7 +30,7 @@
 pub mod condition;
 mod partial;
 pub mod update;
-mod values;
+pub(crate) mod values;
 
 use crate::config::ConfigError;
 use crate::schema::{FieldType, TypedField};

@@ -18,7 +18,7 @@
 //! and written guarded by its version; a stored sketch that already holds
 //! ours is not written at all.
 
-use super::values::{attr_sketch, MAX_STORED_UNITS};
+use super::values::{attr_sketch_named, MAX_STORED_UNITS};
 use super::{Measure, MeasureKind, MeasureSet, MeasureValue, MeasureValues};
 use crate::hll::Hll;
 use crate::keys::TIME_ATTR;
@@ -169,7 +169,31 @@ pub struct SketchWrite<'a> {
 /// a refused attempt returned. None when the stored sketch already holds
 /// ours (a replay, or nothing new). An unreadable stored sketch is an error.
 pub fn plan_sketch_update(w: &SketchWrite, known: Option<&Item>) -> Result<Option<UpdateRequest>, String> {
-    let name = w.measure.name.as_str();
+    let Some(mut req) =
+        plan_sketch_merge(w.pk.clone(), w.sk.clone(), &w.measure.name, w.measure.precision, w.sketch, known, false)?
+    else {
+        return Ok(None);
+    };
+    req = req.set_if_absent(TIME_ATTR, w.bucket_start);
+    for (dim, value) in w.dims {
+        req = req.set_if_absent(dim, value.clone());
+    }
+    Ok(Some(req))
+}
+
+/// The versioned merge of `sketch` into attribute `name` of an item (see
+/// [`plan_sketch_update`]); None when the stored one already holds ours,
+/// unless `other_changes` (the caller sets more attributes). Shared with
+/// the planner's statistics (`crate::stats`), sketches merged the same way.
+pub(crate) fn plan_sketch_merge(
+    pk: String,
+    sk: Vec<u8>,
+    name: &str,
+    precision: u8,
+    sketch: &Hll,
+    known: Option<&Item>,
+    other_changes: bool,
+) -> Result<Option<UpdateRequest>, String> {
     let version = match known.and_then(|k| k.attrs.get(VERSION_ATTR)) {
         None => 0,
         Some(AttrValue::N(v)) => u64::try_from(*v).map_err(|_| format!("sketch version {v} is not a count"))?,
@@ -177,27 +201,22 @@ pub fn plan_sketch_update(w: &SketchWrite, known: Option<&Item>) -> Result<Optio
     };
     let merged = match known {
         Some(item) if version > 0 => {
-            let stored = attr_sketch(item, w.measure)?;
+            let stored = attr_sketch_named(item, name, precision)?;
             let mut merged = stored.clone();
-            merged.merge(w.sketch).map_err(|e| e.to_string())?;
-            if merged == stored {
+            merged.merge(sketch).map_err(|e| e.to_string())?;
+            if merged == stored && !other_changes {
                 return Ok(None);
             }
             merged
         }
-        _ => w.sketch.clone(),
+        _ => sketch.clone(),
     };
-    let mut req = UpdateRequest::new(w.pk.clone(), w.sk.clone())
+    let req = UpdateRequest::new(pk, sk)
         .set(name, AttrValue::B(merged.to_bytes()))
-        .set(VERSION_ATTR, AttrValue::N(Decimal::from(version + 1)))
-        .set_if_absent(TIME_ATTR, w.bucket_start);
+        .set(VERSION_ATTR, AttrValue::N(Decimal::from(version + 1)));
     // Versions start at 1: "below 1 or absent" is "absent".
-    req = match version {
+    Ok(Some(match version {
         0 => req.guard(VERSION_ATTR, CmpOp::Lt, AttrValue::N(Decimal::ONE), true),
         v => req.guard(VERSION_ATTR, CmpOp::Eq, AttrValue::N(Decimal::from(v)), false),
-    };
-    for (dim, value) in w.dims {
-        req = req.set_if_absent(dim, value.clone());
-    }
-    Ok(Some(req))
+    }))
 }

@@ -109,21 +109,21 @@ fn extreme(a: Option<i64>, b: Option<i64>, pick: fn(i64, i64) -> i64) -> Option<
 
 /// A stored sketch (an empty one when absent).
 pub(super) fn attr_sketch(item: &Item, m: &Measure) -> Result<Hll, String> {
-    match item.attrs.get(&m.name) {
-        None => Hll::new(m.precision).map_err(|e| e.to_string()),
+    attr_sketch_named(item, &m.name, m.precision)
+}
+
+/// The sketch in attribute `name` (empty when absent), of precision `p`.
+pub(crate) fn attr_sketch_named(item: &Item, name: &str, p: u8) -> Result<Hll, String> {
+    match item.attrs.get(name) {
+        None => Hll::new(p).map_err(|e| e.to_string()),
         Some(AttrValue::B(bytes)) => {
-            let h = Hll::from_bytes(bytes).map_err(|e| format!("attribute {:?}: {e}", m.name))?;
-            if h.precision() != m.precision {
-                return Err(format!(
-                    "attribute {:?}: precision {} is not the layout's {}",
-                    m.name,
-                    h.precision(),
-                    m.precision
-                ));
+            let h = Hll::from_bytes(bytes).map_err(|e| format!("attribute {name:?}: {e}"))?;
+            if h.precision() != p {
+                return Err(format!("attribute {name:?}: precision {} is not the layout's {p}", h.precision()));
             }
             Ok(h)
         }
-        Some(other) => Err(format!("attribute {:?} is {other:?}, not a sketch", m.name)),
+        Some(other) => Err(format!("attribute {name:?} is {other:?}, not a sketch")),
     }
 }
 

@@ -11,6 +11,8 @@
 //! This is the pipeline's one retry loop for item writes: the store returns
 //! each item's result and only the failed items are sent again.
 
+mod statistics;
+
 use crate::aggregate::{AggKey, Generation, IdentityCollision, KeyValues, MergedPartials, Shape};
 use dashmap::DashMap;
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -25,6 +27,7 @@ use zigzag_model::measure::update::{
     extremes_of, plan_sketch_update, plan_update, remembered_extremes, sketch_key, ItemWrite, SketchWrite,
 };
 use zigzag_model::measure::Partial;
+use zigzag_model::stats::BinStats;
 use zigzag_model::MeasureValue;
 use zigzag_model::{Config, ConfigError, KeyModel, MeasureSet, MeasureValues, Projections};
 
@@ -60,6 +63,8 @@ pub struct FlushStats {
     pub retries: AtomicU64,
     /// Write requests per scatter prefix.
     pub per_prefix: Vec<AtomicU64>,
+    /// Of `write_requests`, the planner's statistics (`statistics.rs`).
+    pub statistics_writes: AtomicU64,
 }
 
 /// The writer of one flush: a lane's mark and the flush number.
@@ -89,6 +94,7 @@ pub struct Flusher {
     aggregates: Arc<dyn SortedTable>,
     concurrency: usize,
     retry: RetryPolicy,
+    statistics: statistics::StatisticsWriter,
     pub stats: FlushStats,
 }
 
@@ -118,6 +124,7 @@ impl Flusher {
             aggregates,
             concurrency: config.flush.concurrency,
             retry: RetryPolicy::default(),
+            statistics: Default::default(),
             stats: FlushStats { per_prefix, ..Default::default() },
         })
     }
@@ -168,6 +175,11 @@ impl Flusher {
             })
             .collect();
         located.sort_unstable_by_key(|(loc, _, _)| *loc);
+        let mut statistics = statistics::FlushStatistics::default();
+        for ((projection, prefix, rollup, bin), key, _) in &located {
+            let s = statistics.entry((*projection, *rollup, *bin)).or_insert_with(|| BinStats::new(key.bucket));
+            s.add(*prefix, key.bucket, key.id());
+        }
         // Partitions at once: one for stores that serialize writes
         // (SQLite); many for DynamoDB, whose store bounds the requests in
         // flight itself, so small partitions do not serialize the flush
@@ -181,6 +193,10 @@ impl Flusher {
             .map(|partition| self.write_partition(partition, &mark, writer.k))
             .collect();
         stream::iter(partitions).buffer_unordered(partitions_in_flight).try_collect::<()>().await?;
+        let sent = self.statistics.write(self.aggregates.as_ref(), &self.projections, statistics).await;
+        self.stats.write_requests.fetch_add(sent, Ordering::Relaxed);
+        self.stats.statistics_writes.fetch_add(sent, Ordering::Relaxed);
+        metrics::counter!("zigzag_ingest_write_requests_total").increment(sent);
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

@@ -1,0 +1,70 @@
+//! Reading the statistics ingest keeps (`zigzag_model::stats`) for the
+//! planner's estimates: one query per candidate plan, over the statistics
+//! items of its projection, rollup and the plan's partition bins.
+
+use crate::error::{GatherError, Result};
+use crate::plan::Plan;
+use std::collections::HashMap;
+use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
+use zigzag_model::stats::{stats_range, stats_sk, StoredStats, STATS_PK};
+
+/// Statistics items read, by their sort key; and what reading them cost.
+#[derive(Debug, Clone, Default)]
+pub struct Statistics {
+    by_sk: HashMap<Vec<u8>, StoredStats>,
+    pub requests: u64,
+    pub rcu: f64,
+}
+
+impl Statistics {
+    /// No statistics at all (a table written before ingest kept them).
+    pub fn is_empty(&self) -> bool {
+        self.by_sk.is_empty()
+    }
+
+    /// Estimated items of `plan`'s time range in `projection`: each bin's
+    /// items, times the share of the buckets it spans that the window
+    /// covers (none when the bin has no statistics: nothing was written).
+    pub fn items(&self, projection: &str, plan: &Plan) -> f64 {
+        let unit = plan.rollup.unit_ms();
+        plan.boxes
+            .iter()
+            .filter_map(|b| b.bin_start)
+            .filter_map(|bin| self.by_sk.get(&stats_sk(projection, plan.rollup, bin)))
+            .map(|s| {
+                let (lo, hi) = (s.lo, s.hi + unit);
+                let covered = (plan.window.end.min(hi) - plan.window.start.max(lo)).max(0);
+                s.items as f64 * covered as f64 / (hi - lo).max(1) as f64
+            })
+            .sum()
+    }
+}
+
+/// The statistics of every plan's projection, rollup and bins.
+pub async fn load<T: SortedTable + ?Sized>(table: &T, plans: &[&Plan]) -> Result<Statistics> {
+    let mut stats = Statistics::default();
+    for plan in plans {
+        let bins: Vec<i64> = plan.boxes.iter().filter_map(|b| b.bin_start).collect();
+        let (Some(&first), Some(&last)) = (bins.iter().min(), bins.iter().max()) else { continue };
+        let (lo, hi) = stats_range(&plan.projection, plan.rollup, first, last);
+        let mut req = QueryRequest::new(STATS_PK, SortKeyCondition::Between(lo, hi));
+        loop {
+            let page = table.query(&req).await.map_err(|e| GatherError::Query {
+                pk: STATS_PK.into(),
+                source: zigzag_core::query::QueryError::Table(e),
+            })?;
+            stats.requests += 1;
+            stats.rcu += page.consumed_rcu;
+            for item in &page.items {
+                let s = StoredStats::from_item(item)
+                    .map_err(|why| GatherError::Item { pk: item.pk.clone(), why: format!("statistics: {why}") })?;
+                stats.by_sk.insert(item.sk.clone(), s);
+            }
+            match page.last_evaluated {
+                Some(k) => req.exclusive_start = Some(k),
+                None => break,
+            }
+        }
+    }
+    Ok(stats)
+}
