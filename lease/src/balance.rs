@@ -20,9 +20,9 @@
 //!   the taker never ends above the target, and two workers never trade a
 //!   lease back and forth).
 
+use crate::checkpoint::Checkpoint;
 use crate::items::{IntentState, Lane, ShardLease, ShardRange};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use zigzag_model::Position;
 
 /// What a pass sees.
 #[derive(Debug, Clone, Default)]
@@ -45,7 +45,7 @@ pub struct View {
 pub struct Ready {
     pub shard: String,
     pub lease: u64,
-    pub checkpoint: Option<Position>,
+    pub checkpoint: Checkpoint,
     /// Start at the oldest record (a child of consumed parents) instead of
     /// the configured start position.
     pub from_trim_horizon: bool,
@@ -117,7 +117,7 @@ pub fn plan(view: &View, me: &str) -> Plan {
                     blocked.insert(&lease.shard);
                 }
                 IntentState::Done
-                    if lease.checkpoint == r.from && (r.from != Some(r.to) || r.ends != lease.finished) =>
+                    if lease.checkpoint == r.from && (r.from != r.completed() || r.finishes() != lease.finished) =>
                 {
                     blocked.insert(&lease.shard);
                     plan.complete.push(r.clone());
@@ -202,8 +202,10 @@ pub fn plan(view: &View, me: &str) -> Plan {
     }
 
     for l in readable.iter().filter(|l| l.owner.as_deref() == Some(me) && !blocked.contains(l.shard.as_str())) {
-        let from_trim_horizon = l.checkpoint.is_none() && l.parents.iter().any(|p| by_id.contains_key(p.as_str()));
-        plan.ready.push(Ready { shard: l.shard.clone(), lease: l.lease, checkpoint: l.checkpoint, from_trim_horizon });
+        let from_trim_horizon =
+            l.checkpoint.earliest().is_none() && l.parents.iter().any(|p| by_id.contains_key(p.as_str()));
+        let checkpoint = l.checkpoint.clone();
+        plan.ready.push(Ready { shard: l.shard.clone(), lease: l.lease, checkpoint, from_trim_horizon });
     }
     plan
 }

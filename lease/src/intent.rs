@@ -28,7 +28,7 @@ impl Coordinator {
     pub(crate) async fn complete_one_in(&self, stream: &str, r: &ShardRange) -> Result<Option<ShardLease>, LeaseError> {
         let wall_ms =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let req = items::advance_checkpoint(stream, &r.shard, r.from, r.to, r.ends);
+        let req = items::advance_checkpoint(stream, &r.shard, &r.from, &r.completed(), r.finishes());
         let req = items::with_lag(req, r.behind_ms, wall_ms);
         match self.update(&req).await? {
             UpdateOutcome::Applied(item) => Ok(Some(ShardLease::from_item(&item)?)),

@@ -24,6 +24,7 @@
 //! Every partition key starts with `#`, which no Kinesis stream name has,
 //! so these never collide with the previous format (pk = the stream name).
 
+use crate::checkpoint::{Checkpoint, ItemSet};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
@@ -114,7 +115,8 @@ pub struct ShardLease {
     pub owner: Option<String>,
     pub lease: u64,
     pub parents: Vec<String>,
-    pub checkpoint: Option<Position>,
+    /// Per item set, the last record applied (`checkpoint.rs`).
+    pub checkpoint: Checkpoint,
     pub finished: bool,
     pub handoff: Option<String>,
 }
@@ -124,8 +126,8 @@ impl ShardLease {
         let r = Reader(item);
         let shard = String::from_utf8(item.sk.clone()).map_err(|_| r.corrupt("shard id is not UTF-8".into()))?;
         let checkpoint = match r.str(CHECKPOINT)? {
-            None => None,
-            Some(text) => Some(text.parse().map_err(|e| r.corrupt(format!("checkpoint: {e}")))?),
+            None => Checkpoint::none(),
+            Some(text) => text.parse().map_err(|e| r.corrupt(format!("checkpoint: {e}")))?,
         };
         let int = |k: &str| match item.attrs.get(k) {
             Some(AttrValue::N(d)) => i64::try_from(*d).ok(),
@@ -180,14 +182,14 @@ pub fn give_lease(stream: &str, shard: &str, held: u64, me: &str, to: &str) -> U
         .guard(OWNER, CmpOp::Eq, me, false)
 }
 
-/// Moves a shard's checkpoint from `from` to `to` (compare-and-set, by
-/// whoever completes a committed intent: owner or not). A finished shard
-/// is never read again: it is left without an owner.
+/// Moves a shard's checkpoint from `from` to `to` (compare-and-set of the
+/// whole value, by whoever completes a committed intent: owner or not). A
+/// finished shard is never read again: it is left without an owner.
 pub fn advance_checkpoint(
     stream: &str,
     shard: &str,
-    from: Option<Position>,
-    to: Position,
+    from: &Checkpoint,
+    to: &Checkpoint,
     finished: bool,
 ) -> UpdateRequest {
     let mut req = UpdateRequest::new(shards_pk(stream), shard.as_bytes())
@@ -196,10 +198,10 @@ pub fn advance_checkpoint(
     if finished {
         req = req.set(OWNER, "").set(HANDOFF, "");
     }
-    req = match from {
-        Some(f) => req.guard(CHECKPOINT, CmpOp::Eq, f.to_string().as_str(), false),
+    req = match from.single() {
         // "absent": no checkpoint can be below the empty string.
-        None => req.guard(CHECKPOINT, CmpOp::Lt, "", true),
+        Some(None) => req.guard(CHECKPOINT, CmpOp::Lt, "", true),
+        _ => req.guard(CHECKPOINT, CmpOp::Eq, from.to_string().as_str(), false),
     };
     req
 }
@@ -228,7 +230,7 @@ pub enum IntentState {
     Done,
 }
 
-/// The records of one shard in an intent: `(from, to]`.
+/// The records of one shard in an intent: `(from, to]`, per item set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardRange {
     #[serde(rename = "s")]
@@ -236,8 +238,17 @@ pub struct ShardRange {
     /// The lease counter it was held under.
     #[serde(rename = "l")]
     pub lease: u64,
-    #[serde(rename = "f", with = "opt_position")]
-    pub from: Option<Position>,
+    /// Where each item set was (the lease's checkpoint when the range began).
+    #[serde(rename = "f")]
+    pub from: Checkpoint,
+    /// The item sets it writes (None: every one): the others keep their
+    /// checkpoint, and their records stay in memory for a later flush.
+    #[serde(rename = "w", default, skip_serializing_if = "Option::is_none")]
+    pub sets: Option<Vec<ItemSet>>,
+    /// The layout's number of item sets (with `sets`: the checkpoint after
+    /// the range lists the others).
+    #[serde(rename = "n", default, skip_serializing_if = "is_zero")]
+    pub of: ItemSet,
     /// Without `from` (the shard's first range), the first record read: a
     /// shard started at LATEST or a timestamp is re-read from there.
     #[serde(rename = "b", with = "opt_position", default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +261,28 @@ pub struct ShardRange {
     /// MillisBehindLatest at the range's last read, when the source says.
     #[serde(rename = "m", default, skip_serializing_if = "Option::is_none")]
     pub behind_ms: Option<i64>,
+}
+
+fn is_zero(n: &ItemSet) -> bool {
+    *n == 0
+}
+
+impl ShardRange {
+    /// The shard's checkpoint once this range is applied.
+    pub fn completed(&self) -> Checkpoint {
+        self.from.advance(self.sets.as_deref(), self.to, self.of)
+    }
+
+    /// Whether the range leaves the shard finished: it ends at SHARD_END
+    /// and writes every item set.
+    pub fn finishes(&self) -> bool {
+        self.ends && self.sets.is_none()
+    }
+
+    /// Whether it writes item set `s`.
+    pub fn writes(&self, s: ItemSet) -> bool {
+        self.sets.as_ref().is_none_or(|w| w.contains(&s))
+    }
 }
 
 mod position {

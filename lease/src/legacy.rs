@@ -8,6 +8,7 @@
 //! and never committed cannot be finished under lanes (its marks are per
 //! shard): the migration refuses with a message saying how to finish it.
 
+use crate::checkpoint::Checkpoint;
 use crate::items;
 use crate::LeaseError;
 use std::sync::Arc;
@@ -71,7 +72,17 @@ pub async fn migrate(table: &Arc<dyn SortedTable>, stream: &str) -> Result<usize
     for cp in old {
         table.update(&items::create_lease(stream, &cp.shard, &[])).await?;
         let Some(at) = cp.committed else { continue };
-        if table.update(&items::advance_checkpoint(stream, &cp.shard, None, at, cp.finished)).await?.applied() {
+        if table
+            .update(&items::advance_checkpoint(
+                stream,
+                &cp.shard,
+                &Checkpoint::none(),
+                &Checkpoint::uniform(Some(at)),
+                cp.finished,
+            ))
+            .await?
+            .applied()
+        {
             moved += 1;
             tracing::info!(shard = %cp.shard, checkpoint = %at, "checkpoint migrated from the single-writer format");
         }
@@ -99,7 +110,7 @@ mod tests {
         assert_eq!(migrate(&table, "st").await.unwrap(), 1);
         let lease = table.get(&items::shards_pk("st"), b"s1").await.unwrap().unwrap();
         let lease = ShardLease::from_item(&lease).unwrap();
-        assert_eq!((lease.checkpoint, lease.owner), (Some(Position::new(SeqNo::from_u128(42), 3)), None));
+        assert_eq!((lease.checkpoint, lease.owner), (Some(Position::new(SeqNo::from_u128(42), 3)).into(), None));
         assert!(table.get(&items::shards_pk("st"), b"s2").await.unwrap().is_some(), "a lease for every old shard");
         assert_eq!(migrate(&table, "st").await.unwrap(), 0, "only once");
 

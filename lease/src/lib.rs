@@ -3,7 +3,8 @@
 //! resharding. One owner for all of it:
 //!
 //! - [`items`]: the lease table's items (shard leases, lanes) and every
-//!   conditional write on them;
+//!   conditional write on them; [`checkpoint`]: a shard's checkpoint per
+//!   item set (sets flushed on cadences of their own);
 //! - [`observer`]: expiry on this worker's monotonic clock;
 //! - [`balance`]: one lease pass decided from a snapshot (take, steal,
 //!   recover, free, complete, which shards may be read);
@@ -16,6 +17,7 @@
 //! ARCHITECTURE.md ("The lease protocol") states the invariants.
 
 pub mod balance;
+pub mod checkpoint;
 pub mod coordinator;
 mod intent;
 pub mod items;
@@ -25,6 +27,7 @@ mod recovery;
 pub mod report;
 
 pub use balance::{Plan, Ready, View};
+pub use checkpoint::{Checkpoint, ItemSet};
 pub use coordinator::{Coordinator, LeaseOptions, LeaseStats, Recovery};
 pub use intent::Began;
 pub use items::{mark_attr, CorruptItem, Intent, IntentState, Lane, ShardLease, ShardRange};

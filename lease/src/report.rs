@@ -58,7 +58,7 @@ pub fn render(stream: &str, leases: &[ShardLease], lanes: &[Lane]) -> String {
             if l.parents.is_empty() { "-".into() } else { l.parents.join(", ") },
             owner,
             l.lease.to_string(),
-            l.checkpoint.map_or("-".into(), |p| p.to_string()),
+            l.checkpoint.to_string(),
             l.lag_ms.map_or("-".into(), |v| v.to_string()),
             shard_state(l, &by_id, lanes),
         ]);
@@ -103,7 +103,7 @@ mod tests {
             owner: owner.map(String::from),
             lease: 2,
             parents: parents.iter().map(|p| p.to_string()).collect(),
-            checkpoint: Some(Position::at(7)),
+            checkpoint: Some(Position::at(7)).into(),
             finished,
             handoff: None,
         }
@@ -120,7 +120,9 @@ mod tests {
         let range = ShardRange {
             shard: "s".into(),
             lease: 2,
-            from: None,
+            from: crate::Checkpoint::none(),
+            sets: None,
+            of: 0,
             first: None,
             to: Position::at(9),
             ends: false,

@@ -75,7 +75,9 @@ async fn a_lane_whose_owner_opens_a_flush_while_it_is_being_freed_is_recovered_n
     let range = ShardRange {
         shard: "s1".into(),
         lease: lease.lease,
-        from: None,
+        from: zigzag_lease::Checkpoint::none(),
+        sets: None,
+        of: 0,
         first: Some(Position::at(1)),
         to: Position::at(5),
         ends: false,
@@ -113,7 +115,9 @@ async fn a_lane_freed_by_another_streams_worker_completes_its_committed_ranges_f
     let range = ShardRange {
         shard: "s1".into(),
         lease: lease.lease,
-        from: None,
+        from: zigzag_lease::Checkpoint::none(),
+        sets: None,
+        of: 0,
         first: Some(Position::at(1)),
         to: Position::at(9),
         ends: false,
@@ -129,9 +133,9 @@ async fn a_lane_freed_by_another_streams_worker_completes_its_committed_ranges_f
     let plan = x.pass(Some(&[shard("s1")])).await.unwrap();
     assert_eq!(plan.free.len(), 1, "X frees D's lane");
     let y = ShardLease::from_item(&table.get(&shards_pk("Y"), b"s1").await.unwrap().unwrap()).unwrap();
-    assert_eq!(y.checkpoint, Some(Position::at(9)), "Y's range was completed before the lane was freed");
+    assert_eq!(y.checkpoint, Some(Position::at(9)).into(), "Y's range was completed before the lane was freed");
     let x_lease = ShardLease::from_item(&table.get(&shards_pk("X"), b"s1").await.unwrap().unwrap()).unwrap();
-    assert_eq!(x_lease.checkpoint, None, "X's own s1 is untouched");
+    assert_eq!(x_lease.checkpoint, zigzag_lease::Checkpoint::none(), "X's own s1 is untouched");
     let freed = x.read_lanes().await.unwrap().into_iter().find(|l| l.lane == began.lane).unwrap();
     assert!(freed.owner.is_none() && freed.intent.is_some_and(|i| i.ranges.is_empty()), "freed, ranges cleared");
 }

@@ -38,7 +38,8 @@
 //! dimensions = ["campaign", "country"]       # scatter, written by the same flush
 //!
 //! [flush]
-//! interval_ms = 2000
+//! interval_ms = 2000                         # the fastest cadence: every flush writes
+//! every_ms = { "base.hour" = 300000, "by_country" = 60000 }  # slower ones (not layout)
 //! max_keys = 1000000
 //! max_memory_mb = 1024                       # estimated memory of the live keys; up to an
 //!                                            # eighth more holds a flushed generation's
@@ -154,11 +155,23 @@ pub struct FlushConfig {
     pub max_memory_mb: u64,
     /// Item updates in flight at once during a flush.
     pub concurrency: usize,
+    /// Slower cadences: `"projection"` (every rollup of it) or
+    /// `"projection.rollup"` → milliseconds between its flushes (a
+    /// multiple of `interval_ms` in effect: it is written by the first
+    /// flush after that much time). The rest is written by every flush.
+    /// Not part of the layout: cadences may change between runs.
+    pub every_ms: std::collections::BTreeMap<String, u64>,
 }
 
 impl Default for FlushConfig {
     fn default() -> Self {
-        FlushConfig { interval_ms: 2_000, max_keys: 1_000_000, max_memory_mb: 1024, concurrency: 32 }
+        FlushConfig {
+            interval_ms: 2_000,
+            max_keys: 1_000_000,
+            max_memory_mb: 1024,
+            concurrency: 32,
+            every_ms: Default::default(),
+        }
     }
 }
 
@@ -389,6 +402,27 @@ impl Config {
             return bad(
                 "flush.max_keys, flush.max_memory_mb, flush.interval_ms and flush.concurrency must be positive".into(),
             );
+        }
+        let sets = crate::projection::item_sets(self);
+        for (key, &ms) in &self.flush.every_ms {
+            let (name, rollup) = match key.split_once('.') {
+                Some((n, r)) => (n, Some(r)),
+                None => (key.as_str(), None),
+            };
+            let known = sets.iter().any(|s| s.projection == name && rollup.is_none_or(|r| s.rollup.name() == r));
+            if !known {
+                let names: Vec<String> = sets.iter().map(|s| format!("{}.{}", s.projection, s.rollup)).collect();
+                return bad(format!(
+                    "flush.every_ms: {key:?} is no projection or projection.rollup written (they are {})",
+                    names.join(", ")
+                ));
+            }
+            if ms < self.flush.interval_ms {
+                return bad(format!(
+                    "flush.every_ms: {key} = {ms} is shorter than flush.interval_ms ({}), the fastest cadence",
+                    self.flush.interval_ms
+                ));
+            }
         }
         Ok(())
     }

@@ -247,6 +247,42 @@ impl From<KeyModel> for Projections {
     }
 }
 
+/// One item set: a projection's rollup, flushed on its own cadence. Sets
+/// are numbered in layout order (projections as written, base first;
+/// rollups as declared): a shard's checkpoint is kept per set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemSet {
+    pub projection: String,
+    /// Its projection's index among the written ones ([`Projections`]).
+    pub index: usize,
+    pub rollup: Rollup,
+    /// Milliseconds between its flushes (`flush.interval_ms` unless
+    /// `flush.every_ms` says otherwise).
+    pub every_ms: u64,
+}
+
+/// Every item set `config` writes, numbered in layout order.
+pub fn item_sets(config: &Config) -> Vec<ItemSet> {
+    let base = (!config.rollups.is_empty()).then(|| ProjectionSpec::base(config));
+    let every = |name: &str, rollup: Rollup| {
+        let flush = &config.flush;
+        let by_rollup = flush.every_ms.get(&format!("{name}.{rollup}"));
+        by_rollup.or_else(|| flush.every_ms.get(name)).copied().unwrap_or(flush.interval_ms)
+    };
+    base.iter()
+        .chain(&config.projections)
+        .enumerate()
+        .flat_map(|(index, p)| {
+            p.rollups.iter().map(move |&rollup| ItemSet {
+                projection: p.name.clone(),
+                index,
+                rollup,
+                every_ms: every(&p.name, rollup),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +312,36 @@ mod tests {
         assert_eq!(all.len(), 1, "no base rollups: the base is not written");
         assert_eq!(all.all_dims().dims().len(), 3, "events are still keyed by every dimension");
         assert_eq!(all.finest(), Rollup::Hour);
+    }
+
+    #[test]
+    fn item_sets_are_numbered_in_layout_order_with_their_cadences() {
+        let c = with(
+            "[[projection]]\nname = \"cc\"\ndimensions = [\"country\"]\nrollups = [\"minute\", \"day\"]\n\
+             [flush]\ninterval_ms = 1000\nevery_ms = { \"base.hour\" = 60000, \"cc\" = 5000, \"base\" = 3000 }\n",
+        )
+        .unwrap();
+        let sets: Vec<(String, Rollup, u64)> =
+            item_sets(&c).into_iter().map(|s| (s.projection, s.rollup, s.every_ms)).collect();
+        let want = [
+            ("base", Rollup::Minute, 3000),
+            ("base", Rollup::Hour, 60000),
+            ("base", Rollup::Day, 3000),
+            ("cc", Rollup::Minute, 5000),
+            ("cc", Rollup::Day, 5000),
+        ];
+        assert_eq!(sets, want.map(|(p, r, ms)| (p.to_string(), r, ms)));
+        for (toml, want) in [
+            ("[flush]\nevery_ms = { \"cc\" = 5000 }\n", "\"cc\" is no projection"),
+            ("[flush]\nevery_ms = { \"base.week\" = 5000 }\n", "\"base.week\" is no projection"),
+            ("[flush]\nevery_ms = { \"base\" = 5 }\n", "shorter than flush.interval_ms"),
+        ] {
+            let e = with(toml).unwrap_err().to_string();
+            assert!(e.contains(want), "{toml}: {e}");
+        }
+        let mut changed = c.clone();
+        changed.flush.every_ms.clear();
+        assert_eq!(changed.layout_digest(), c.layout_digest(), "cadences are not layout");
     }
 
     #[test]

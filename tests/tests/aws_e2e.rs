@@ -149,7 +149,7 @@ async fn kinesis_local_to_dynamodb_local_exactly_with_a_restart() {
     tokio::spawn(async move {
         let deadline = Instant::now() + Duration::from_secs(120);
         let any_checkpoint =
-            async || leases.read_leases().await.is_ok_and(|l| l.iter().any(|l| l.checkpoint.is_some()));
+            async || leases.read_leases().await.is_ok_and(|l| l.iter().any(|l| l.checkpoint.earliest().is_some()));
         while !any_checkpoint().await && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

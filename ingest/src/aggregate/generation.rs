@@ -304,7 +304,7 @@ impl Generation {
         rollups: &[Rollup],
         keep: impl Fn(u32) -> bool,
     ) -> Result<MergedPartials, IdentityCollision> {
-        self.into_projections(set, &[Shape { dims: None, rollups: rollups.to_vec() }], keep)
+        self.into_projections(set, &[Shape { projection: 0, dims: None, rollups: rollups.to_vec() }], keep)
     }
 
     /// Every projection's partials of the shards `keep` accepts, merged
@@ -350,7 +350,7 @@ impl Generation {
                         Some(keys) => (keys[name].0, &keys[name].1),
                     };
                     for &r in &shape.rollups {
-                        let k = AggKey::new(s as u8, r, r.floor(slot.bucket), id);
+                        let k = AggKey::new(shape.projection, r, r.floor(slot.bucket), id);
                         match merged.entry(k) {
                             std::collections::hash_map::Entry::Occupied(mut e) => {
                                 let (mine, known) = e.get_mut();
@@ -373,11 +373,12 @@ impl Generation {
     }
 }
 
-/// What a flush derives from the finest partials for one projection: the
-/// positions of the dimensions it keeps (None: every one, the base) and
-/// its rollups.
+/// What a flush derives from the finest partials for one projection: its
+/// index (the items' [`AggKey::projection`]), the positions of the
+/// dimensions it keeps (None: every one, the base) and the rollups wanted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shape {
+    pub projection: u8,
     pub dims: Option<Vec<usize>>,
     pub rollups: Vec<Rollup>,
 }
@@ -403,6 +404,60 @@ fn project(names: &[KeyValues], dims: &[usize]) -> Result<Vec<(Identity, KeyValu
         out.push((id, kv.clone()));
     }
     Ok(out)
+}
+
+impl Generation {
+    /// Adds the partials of the shards `keep` accepts into `target`, their
+    /// buckets floored to `rollup` (a coarser one: many fold into one);
+    /// this generation is left as it was. How records wait in memory for
+    /// the item sets flushed less often (`pipeline/cadence.rs`).
+    pub fn fold_into(
+        &self,
+        target: &Generation,
+        set: &MeasureSet,
+        rollup: Rollup,
+        keep: impl Fn(u32) -> bool,
+    ) -> Result<(), IdentityCollision> {
+        for e in self.shards.iter().filter(|e| keep(*e.key())) {
+            let src = lock(e.value());
+            let dst = target.shard(*e.key());
+            let mut dst = lock(&dst);
+            let mut grown = Grown::new(target);
+            for slot in &src.slots {
+                let n = slot.name as usize;
+                let (name, new_name) = dst.name(src.names.keys[n].id(), src.names.values(n), &mut grown.bytes)?;
+                let (p, created) = dst.partial(name, new_name, rollup.floor(slot.bucket), || set.partial());
+                p.merge(set, &slot.partial);
+                if created {
+                    grown.bytes += PARTIAL_BYTES + p.heap_bytes() as u64;
+                    grown.partials += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the shards `drop` names (leases lost: their records are read
+    /// again by the next owner); what they held is no longer counted.
+    pub fn drop_shards(&self, drop: impl Fn(u32) -> bool) {
+        let gone: Vec<u32> = self.shards.iter().map(|e| *e.key()).filter(|&s| drop(s)).collect();
+        for shard in gone {
+            if let Some((_, part)) = self.shards.remove(&shard) {
+                let part = lock(&part);
+                self.len.fetch_sub(part.slots.len() as u64, Ordering::Relaxed);
+                let bytes = part.slots.len() as u64 * PARTIAL_BYTES
+                    + part.names.keys.len() as u64 * NAME_BYTES
+                    + part.names.packed.len() as u64;
+                let _ =
+                    self.bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| Some(b.saturating_sub(bytes)));
+            }
+        }
+    }
+
+    /// The shards it holds partials of.
+    pub fn shard_indices(&self) -> Vec<u32> {
+        self.shards.iter().filter(|e| !lock(e.value()).slots.is_empty()).map(|e| *e.key()).collect()
+    }
 }
 
 /// What a batch added to a generation (partials, estimated bytes), counted

@@ -79,6 +79,8 @@ pub struct Flusher {
     projections: Projections,
     /// Per projection: what it keeps of the finest partials.
     shapes: Vec<Shape>,
+    /// The item sets (a projection's rollup), numbered in layout order.
+    sets: Vec<zigzag_model::projection::ItemSet>,
     /// Stored minima and maxima of items this worker wrote lately (by a
     /// hash of the key), so a flush that moves them writes once
     /// (`remembered_extremes`). Empty when no measure is a min or max.
@@ -107,8 +109,14 @@ impl Flusher {
         let per_prefix = (0..projections.max_prefixes()).map(|_| AtomicU64::new(0)).collect();
         let shapes = projections
             .iter()
-            .map(|p| Shape { dims: (!p.is_base()).then(|| p.dim_positions().to_vec()), rollups: p.rollups().collect() })
+            .enumerate()
+            .map(|(i, p)| Shape {
+                projection: i as u8,
+                dims: (!p.is_base()).then(|| p.dim_positions().to_vec()),
+                rollups: p.rollups().collect(),
+            })
             .collect();
+        let sets = zigzag_model::projection::item_sets(config);
         let set = config.measure_set()?;
         let remember = set.measures().iter().any(|m| {
             matches!(m.kind, zigzag_model::measure::MeasureKind::Min | zigzag_model::measure::MeasureKind::Max)
@@ -120,6 +128,7 @@ impl Flusher {
             sketch_bytes: AtomicU64::new(0),
             projections,
             shapes,
+            sets,
             set,
             aggregates,
             concurrency: config.flush.concurrency,
@@ -139,6 +148,41 @@ impl Flusher {
     /// before the flush) are dropped: the new owner reads them again.
     pub fn merge(&self, gen: Generation, keep: impl Fn(u32) -> bool) -> Result<Merged, IdentityCollision> {
         Ok(Merged { partials: gen.into_projections(&self.set, &self.shapes, keep)? })
+    }
+
+    /// The item sets, numbered in layout order.
+    pub fn item_sets(&self) -> &[zigzag_model::projection::ItemSet] {
+        &self.sets
+    }
+
+    /// The layout's measures (what every partial holds).
+    pub fn measures(&self) -> &MeasureSet {
+        &self.set
+    }
+
+    /// What deriving `sets` (None: every one) takes of the finest partials.
+    pub fn shapes(&self, sets: Option<&[u16]>) -> Vec<Shape> {
+        let Some(sets) = sets else { return self.shapes.clone() };
+        let mut shapes: Vec<Shape> = Vec::new();
+        for &s in sets {
+            let Some(set) = self.sets.get(s as usize) else { continue };
+            let base = &self.shapes[set.index];
+            match shapes.iter_mut().find(|x| x.projection == base.projection) {
+                Some(x) => x.rollups.push(set.rollup),
+                None => shapes.push(Shape { rollups: vec![set.rollup], ..base.clone() }),
+            }
+        }
+        shapes
+    }
+
+    /// The partials of `shapes` from the shards `keep` accepts.
+    pub fn merge_shapes(
+        &self,
+        gen: Generation,
+        shapes: &[Shape],
+        keep: impl Fn(u32) -> bool,
+    ) -> Result<Merged, IdentityCollision> {
+        Ok(Merged { partials: gen.into_projections(&self.set, shapes, keep)? })
     }
 
     fn projection(&self, key: AggKey) -> &KeyModel {
@@ -411,11 +455,33 @@ impl Flusher {
 type Located<'a> = ((u8, u32, zigzag_model::Rollup, i64), AggKey, &'a (Partial, KeyValues));
 
 /// One flush's partials, merged across shards and rollups.
+#[derive(Default)]
 pub struct Merged {
     partials: MergedPartials,
 }
 
 impl Merged {
+    /// Adds another merge's partials (a key in both is merged; names must
+    /// agree, else two keys share an identity).
+    pub fn absorb(&mut self, set: &MeasureSet, other: Merged) -> Result<(), IdentityCollision> {
+        for (key, (partial, names)) in other.partials {
+            match self.partials.entry(key) {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    let (mine, known) = e.get_mut();
+                    if *known != names {
+                        let values = |n: &KeyValues| n.iter().map(str::to_string).collect();
+                        return Err(IdentityCollision { id: key.id(), a: values(known), b: values(&names) });
+                    }
+                    mine.merge(set, &partial);
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert((partial, names));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Distinct items the flush writes.
     pub fn len(&self) -> usize {
         self.partials.len()

@@ -66,10 +66,28 @@ impl Pipeline {
         }
     }
 
-    /// Swaps the generation out; a job if any shard made progress.
+    /// Swaps the generation out; a job if any shard made progress or
+    /// records wait for a cadence now due. A shard whose item sets are
+    /// apart is caught up first, by a job of its own.
     async fn swap(&self, run: &mut Run) -> Option<FlushJob> {
+        if let Some(job) = self.catch_up(run) {
+            return Some(job);
+        }
+        // Everything is written at once when a shard is handed over, the
+        // worker stops, or a shard has a set with nothing applied yet.
+        let whole = run.stopping
+            || run.shards.values().any(|s| s.leaving.is_some() || (!s.catching_up && s.checkpoint.has_unread_set()));
+        let full = self.nearly_full(&run.gate);
+        let waiting = {
+            let mut cadences = lock(&self.cadences);
+            // Records of shards let go of wait for no one.
+            cadences.drop_shards(|i| !run.shards.contains_key(&i));
+            // Nothing due: the generation keeps filling until something is.
+            let due = cadences.due(Instant::now(), whole, full)?;
+            cadences.shards_pending(&due)
+        };
         let has_progress = !lock_progress_empty(&run.gate);
-        if !has_progress {
+        if !has_progress && !waiting.iter().any(|i| run.shards.contains_key(i)) {
             return None;
         }
         let batch = {
@@ -84,15 +102,31 @@ impl Pipeline {
         let _ = run.swapped_tx.send(run.swaps);
         self.counters.max_keys_seen.fetch_max(batch.gen.len() as u64, Ordering::Relaxed);
         let progress = lock(&batch.progress).clone();
+        // A shard that ended is finished only once every set reached its end.
+        let whole = whole || progress.values().any(|p| p.ended);
+        let (due, sets, waiting) = {
+            let cadences = lock(&self.cadences);
+            let due = cadences.due(Instant::now(), whole, true).unwrap_or(super::cadence::Due::Whole);
+            let sets = cadences.sets(&due);
+            let waiting = cadences.shards_pending(&due);
+            (due, sets, waiting)
+        };
+        let mut indices: Vec<u32> = progress.keys().copied().chain(waiting).collect();
+        indices.sort_unstable();
+        indices.dedup();
         let mut ranges = Vec::new();
-        for (index, p) in progress {
-            let Some(s) = run.shards.get(&index) else { continue };
-            let to = p.last.or(s.checkpoint).unwrap_or_default();
-            let first = if s.checkpoint.is_none() { p.first } else { None };
+        for index in indices {
+            let Some(s) = run.shards.get_mut(&index) else { continue };
+            let p = progress.get(&index).copied().unwrap_or_default();
+            s.read_to = p.last.or(s.read_to);
+            let to = s.read_to.or(s.checkpoint.furthest()).unwrap_or_default();
+            let first = if s.checkpoint.earliest().is_none() { p.first } else { None };
             let range = ShardRange {
                 shard: s.id.clone(),
                 lease: s.lease,
-                from: s.checkpoint,
+                from: s.checkpoint.clone(),
+                sets: sets.clone(),
+                of: self.flusher.item_sets().len() as zigzag_lease::ItemSet,
                 first,
                 to,
                 ends: p.ended,
@@ -100,7 +134,43 @@ impl Pipeline {
             };
             ranges.push((index, range));
         }
-        Some(FlushJob::new(batch, ranges))
+        Some(FlushJob::new(batch, ranges, due))
+    }
+
+    /// Whether the generation is near its key or memory bound (readers
+    /// wait at the bound: a flush must make room before).
+    fn nearly_full(&self, gate: &RwLock<Batch>) -> bool {
+        let flush = &self.opts.config.flush;
+        let max_bytes = flush.max_memory_mb.saturating_mul(1 << 20);
+        gate.try_read().map_or(true, |b| b.gen.len() * 10 >= flush.max_keys * 9 || b.gen.bytes() * 10 >= max_bytes * 9)
+    }
+
+    /// A job writing, from the stream, the item sets behind in the shards
+    /// taken with their sets apart, up to the furthest one's checkpoint.
+    fn catch_up(&self, run: &Run) -> Option<FlushJob> {
+        let sets = self.flusher.item_sets().len() as zigzag_lease::ItemSet;
+        let ranges: Vec<(u32, ShardRange)> = run
+            .shards
+            .iter()
+            .filter(|(_, s)| s.catching_up)
+            .filter_map(|(index, s)| {
+                let to = s.checkpoint.furthest()?;
+                let behind: Vec<_> = (0..sets).filter(|&i| s.checkpoint.get(i) != Some(to)).collect();
+                let range = ShardRange {
+                    shard: s.id.clone(),
+                    lease: s.lease,
+                    from: s.checkpoint.clone(),
+                    sets: Some(behind),
+                    of: sets,
+                    first: None,
+                    to,
+                    ends: false,
+                    behind_ms: None,
+                };
+                Some((*index, range))
+            })
+            .collect();
+        (!ranges.is_empty()).then(|| FlushJob::reread(ranges))
     }
 
     /// After a flush commits: advance the shards, let go of the finished,
@@ -113,11 +183,16 @@ impl Pipeline {
             if !began.ranges.iter().any(|k| k.shard == r.shard) {
                 dropped.push(*index);
             } else {
-                s.checkpoint = Some(r.to);
-                if r.ends {
+                s.checkpoint = r.completed();
+                if r.finishes() {
                     run.finished_at = Some(Instant::now());
                     let s = run.shards.remove(index).expect("present");
                     run.tombstones.insert(s.id, Tombstone::now(true));
+                } else if s.catching_up {
+                    // Caught up: a lease pass read after this starts its
+                    // reader from the (now single) checkpoint.
+                    run.shards.remove(index);
+                    run.poke.notify_one();
                 }
             }
         }
@@ -143,7 +218,7 @@ impl Pipeline {
     /// the lease pass when something changed hands or finished.
     async fn after_flush(&self, run: &mut Run, committed: &[ShardRange]) -> Result<(), PipelineError> {
         let leaving: Vec<u32> = run.shards.iter().filter(|(_, s)| s.leaving.is_some()).map(|(i, _)| *i).collect();
-        let mut changed = committed.iter().any(|r| r.ends);
+        let mut changed = committed.iter().any(|r| r.finishes());
         for index in leaving {
             let s = run.shards.get(&index).expect("listed");
             let to = s.leaving.clone().unwrap_or_default();
@@ -170,6 +245,7 @@ impl Pipeline {
     /// never read go back too). The lease passes have stopped: nothing is
     /// taken meanwhile. The lane is freed after, once its heartbeat stops.
     pub(super) async fn shutdown(&self, run: &mut Run) -> Result<(), PipelineError> {
+        run.stopping = true;
         for s in run.shards.values_mut() {
             if let Some(r) = s.reader.take() {
                 r.stop().await;
@@ -179,7 +255,8 @@ impl Pipeline {
         loop {
             run.retry_at = None;
             self.flush_step(run).await?;
-            if run.job.is_none() && lock_progress_empty(&run.gate) {
+            let waiting = run.shards.values().any(|s| s.catching_up) || !lock(&self.cadences).is_empty();
+            if run.job.is_none() && lock_progress_empty(&run.gate) && !waiting {
                 break;
             }
             if Instant::now() >= deadline {

@@ -5,25 +5,39 @@
 //! 1. `begin`: the intent on this worker's lane, proven against the leases
 //!    (`Coordinator::begin`); shards whose lease was lost are dropped;
 //! 2. dead letters of the kept shards, synced;
-//! 3. the kept shards' partials merged and written under (lane, k);
-//! 4. `commit`, then `complete` (the shards' checkpoints).
+//! 3. the kept shards' partials merged — for the item sets due, with what
+//!    waited for them (`cadence.rs`) — and written under (lane, k);
+//! 4. `commit`, then `complete` (the shards' checkpoints, per item set).
 //!
 //! A recovery is the same with a dead worker's intent: its ranges are read
-//! again from the source and written under that worker's (lane, k).
+//! again from the source and written under that worker's (lane, k). So is
+//! a catch-up (a shard taken with its item sets apart): the sets behind
+//! are read again up to the furthest one's checkpoint, under this
+//! worker's lane. Re-reading writes each set the records after its own
+//! checkpoint (`reread_ranges`).
 
+use super::cadence::Due;
 use super::{lock, Batch, Pipeline, PipelineError};
 use crate::aggregate::Generation;
 use crate::aggregate::IdentityCollision;
 use crate::flush::{Merged, Writer};
 use crate::source::StartAt;
-use std::collections::HashSet;
-use zigzag_lease::{Began, LeaseError, ShardRange};
+use std::collections::{BTreeMap, HashSet};
+use zigzag_lease::{Began, ItemSet, LeaseError, ShardRange};
 use zigzag_model::Position;
+
+/// What a job writes.
+enum Content {
+    /// A swapped generation, for the item sets due.
+    Read(Batch, Due),
+    /// The ranges' records, read again from the source.
+    Reread,
+}
 
 pub(super) struct FlushJob {
     /// (shard index, its range) for every shard with progress.
     pub ranges: Vec<(u32, ShardRange)>,
-    batch: Option<Batch>,
+    content: Option<Content>,
     pub began: Option<Began>,
     merged: Option<Merged>,
     /// Why the batch could not be merged: it is gone, so every later
@@ -37,11 +51,21 @@ pub(super) struct FlushJob {
 }
 
 impl FlushJob {
-    pub fn new(batch: Batch, ranges: Vec<(u32, ShardRange)>) -> Self {
+    pub fn new(batch: Batch, ranges: Vec<(u32, ShardRange)>, due: Due) -> Self {
+        let keys = batch.gen.len();
+        Self::with(Content::Read(batch, due), ranges, keys)
+    }
+
+    /// A catch-up: `ranges` read again from the source.
+    pub fn reread(ranges: Vec<(u32, ShardRange)>) -> Self {
+        Self::with(Content::Reread, ranges, 0)
+    }
+
+    fn with(content: Content, ranges: Vec<(u32, ShardRange)>, keys: usize) -> Self {
         FlushJob {
             ranges,
-            keys: batch.gen.len(),
-            batch: Some(batch),
+            keys,
+            content: Some(content),
             began: None,
             merged: None,
             unmergeable: None,
@@ -63,15 +87,38 @@ impl FlushJob {
         let kept: HashSet<&str> = began.ranges.iter().map(|r| r.shard.as_str()).collect();
         let keep: HashSet<u32> =
             self.ranges.iter().filter(|(_, r)| kept.contains(r.shard.as_str())).map(|(i, _)| *i).collect();
-        if let Some(batch) = self.batch.take() {
-            if !self.dead_letters_written {
-                p.write_dead_letters(&batch, |i| keep.contains(&i).then(|| self.shard_id(i)).flatten())?;
-                self.dead_letters_written = true;
+        let dropped: HashSet<u32> =
+            self.ranges.iter().filter(|(_, r)| !kept.contains(r.shard.as_str())).map(|(i, _)| *i).collect();
+        match self.content.take() {
+            Some(Content::Read(batch, due)) => {
+                if !self.dead_letters_written {
+                    p.write_dead_letters(&batch, |i| keep.contains(&i).then(|| self.shard_id(i)).flatten())?;
+                    self.dead_letters_written = true;
+                }
+                let merged = lock(&p.cadences).merge(
+                    &p.flusher,
+                    batch.gen,
+                    &due,
+                    |i| keep.contains(&i),
+                    |i| dropped.contains(&i),
+                );
+                match merged {
+                    Ok(merged) => self.merged = Some(merged),
+                    Err(e) => self.unmergeable = Some(e),
+                }
             }
-            match p.flusher.merge(batch.gen, |i| keep.contains(&i)) {
-                Ok(merged) => self.merged = Some(merged),
-                Err(e) => self.unmergeable = Some(e),
+            Some(Content::Reread) if !self.written => {
+                // Its records' dead letters were written when the sets
+                // ahead were flushed.
+                match p.reread_ranges(&began.ranges, false).await {
+                    Ok(merged) => self.merged = Some(merged),
+                    Err(e) => {
+                        self.content = Some(Content::Reread);
+                        return Err(e);
+                    }
+                }
             }
+            _ => {}
         }
         if let Some(e) = &self.unmergeable {
             return Err(e.clone().into());
@@ -108,26 +155,58 @@ impl Pipeline {
         if r.layout != self.layout {
             return Err(PipelineError::LayoutChanged { lane, flush: r.k });
         }
-        let batch = Batch::default();
-        for (index, range) in r.ranges.iter().enumerate() {
-            self.reread(&batch.gen, &batch, index as u32, range).await?;
-        }
-        self.write_dead_letters(&batch, |i| r.ranges.get(i as usize).map(|r| r.shard.as_str()))?;
-        let merged = self.flusher.merge(batch.gen, |_| true)?;
+        let merged = self.reread_ranges(&r.ranges, true).await?;
         self.flusher.write(&merged, Writer { lane: r.lane, k: r.k }).await?;
         self.coord.finish_recovery(&r).await?;
         tracing::info!(lane, k = r.k, shards = r.ranges.len(), items = merged.len(), "recovered a dead worker's flush");
         Ok(true)
     }
 
+    /// The partials of `ranges` read again: each item set the records
+    /// after its own `from` (sets at one position are read together).
+    /// `dead_letters`: write the bad records' dead letters (once, from the
+    /// widest read).
+    async fn reread_ranges(&self, ranges: &[ShardRange], dead_letters: bool) -> Result<Merged, PipelineError> {
+        let mut merged = Merged::default();
+        let rejected = Batch::default();
+        let all = self.flusher.item_sets().len() as ItemSet;
+        for (index, r) in ranges.iter().enumerate() {
+            let sets = r.sets.clone().unwrap_or_else(|| (0..all).collect());
+            let mut cohorts: BTreeMap<Option<Position>, Vec<ItemSet>> = BTreeMap::new();
+            for s in sets {
+                cohorts.entry(r.from.get(s)).or_default().push(s);
+            }
+            // Earliest first: it reads every record the others do.
+            for (n, (from, sets)) in cohorts.into_iter().enumerate() {
+                let gen = Generation::default();
+                let scratch = Batch::default();
+                let into = if n == 0 { &rejected } else { &scratch };
+                self.reread(&gen, into, index as u32, from, r).await?;
+                let shapes = self.flusher.shapes(Some(&sets));
+                merged.absorb(self.flusher.measures(), self.flusher.merge_shapes(gen, &shapes, |_| true)?)?;
+            }
+        }
+        if dead_letters {
+            self.write_dead_letters(&rejected, |i| ranges.get(i as usize).map(|r| r.shard.as_str()))?;
+        }
+        Ok(merged)
+    }
+
     /// Aggregates exactly the records `(from, to]` of one shard.
-    async fn reread(&self, gen: &Generation, batch: &Batch, index: u32, r: &ShardRange) -> Result<(), PipelineError> {
-        if r.from == Some(r.to) || r.to == Position::default() {
+    async fn reread(
+        &self,
+        gen: &Generation,
+        batch: &Batch,
+        index: u32,
+        from: Option<Position>,
+        r: &ShardRange,
+    ) -> Result<(), PipelineError> {
+        if from == Some(r.to) || r.to == Position::default() {
             return Ok(());
         }
         // A first range re-reads from the oldest record and skips to the
         // first one it held (its start may have been LATEST or a time).
-        let start = match (r.from, r.first) {
+        let start = match (from, r.first) {
             (Some(from), _) => StartAt::After(from),
             (None, Some(_)) => StartAt::TrimHorizon,
             (None, None) => StartAt::Configured,

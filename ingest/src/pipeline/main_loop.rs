@@ -195,13 +195,36 @@ impl Pipeline {
             }
             run.tombstones.remove(&ready.shard);
         }
-        let start = match (ready.checkpoint, ready.from_trim_horizon) {
+        let index = run.next_index;
+        run.next_index += 1;
+        // Sets apart (a worker died between a faster and a slower cadence's
+        // flushes): the ones behind are written first, by the flush cycle.
+        let cp = &ready.checkpoint;
+        let sets = self.flusher.item_sets().len() as zigzag_lease::ItemSet;
+        if (0..sets).any(|s| cp.get(s) != cp.furthest()) {
+            tracing::info!(shard = %ready.shard, checkpoint = %ready.checkpoint, "catching the slower item sets up first");
+            run.shards.insert(
+                index,
+                Shard {
+                    id: ready.shard.clone(),
+                    lease: ready.lease,
+                    checkpoint: ready.checkpoint.clone(),
+                    read_to: ready.checkpoint.furthest(),
+                    catching_up: true,
+                    reader: None,
+                    leaving: None,
+                    ended: false,
+                },
+            );
+            run.poke.notify_one();
+            return;
+        }
+        // Every set is at one position (whatever the text lists).
+        let start = match (cp.furthest(), ready.from_trim_horizon) {
             (Some(p), _) => StartAt::After(p),
             (None, true) => StartAt::TrimHorizon,
             (None, false) => StartAt::Configured,
         };
-        let index = run.next_index;
-        run.next_index += 1;
         let task = ShardTask {
             pipeline: self.clone(),
             index,
@@ -222,7 +245,9 @@ impl Pipeline {
             Shard {
                 id: ready.shard.clone(),
                 lease: ready.lease,
-                checkpoint: ready.checkpoint,
+                checkpoint: ready.checkpoint.clone(),
+                read_to: ready.checkpoint.furthest(),
+                catching_up: false,
                 reader: Some(task.spawn()),
                 leaving: None,
                 ended: false,
@@ -246,6 +271,7 @@ impl Pipeline {
         }
         run.job = None;
         run.retry_at = None;
+        lock(&self.cadences).clear();
         *run.gate.write().await = self.first_batch();
         run.swaps += 1;
         let _ = run.swapped_tx.send(run.swaps);

@@ -17,6 +17,7 @@
 //! with capped backoff; nothing ends the process but a stop, a fatal error,
 //! or — for a bounded source (files, a generator) — every shard finished.
 
+mod cadence;
 mod flushing;
 mod job;
 mod leases;
@@ -42,7 +43,7 @@ use tokio::sync::{mpsc, watch, Notify, RwLock};
 use tokio_util::sync::CancellationToken;
 use zigzag_core::retry::Retryable;
 use zigzag_core::table::SortedTable;
-use zigzag_lease::{Coordinator, LeaseError, LeaseOptions, Plan};
+use zigzag_lease::{Checkpoint, Coordinator, LeaseError, LeaseOptions, Plan};
 use zigzag_model::{ConfigError, Position, Projections};
 
 #[derive(Debug, Error)]
@@ -170,8 +171,14 @@ enum Event {
 struct Shard {
     id: String,
     lease: u64,
-    /// The last position known committed (or, once flushed, the end).
-    checkpoint: Option<Position>,
+    /// Per item set, the last position known committed.
+    checkpoint: Checkpoint,
+    /// The last record aggregated (into the generation or waiting in a
+    /// slower cadence's memory).
+    read_to: Option<Position>,
+    /// Its sets are apart: the ones behind are written from the stream
+    /// first (`cadence.rs`); it is read once they are not.
+    catching_up: bool,
     reader: Option<ReaderHandle>,
     /// Give the lease to this worker after the next flush.
     leaving: Option<String>,
@@ -201,6 +208,8 @@ impl Tombstone {
 pub struct Pipeline {
     source: Arc<dyn Source>,
     flusher: Flusher,
+    /// The item sets' cadences and the records waiting for the slower ones.
+    cadences: Mutex<cadence::Cadences>,
     aggregator: Aggregator,
     coord: Arc<Coordinator>,
     aggregates: Arc<dyn SortedTable>,
@@ -233,6 +242,8 @@ struct Run {
     finished_at: Option<Instant>,
     drain_after: Option<Instant>,
     shards_read: std::collections::HashSet<String>,
+    /// Stopping: the flushes write every item set.
+    stopping: bool,
 }
 
 impl Pipeline {
@@ -248,6 +259,10 @@ impl Pipeline {
         let decoder = crate::decode::Decoder::new(&opts.config, opts.limits)?;
         let aggregator = Aggregator::new(&projections, decoder, opts.config.measure_set()?);
         let flusher = Flusher::new(projections, &opts.config, aggregates.clone())?;
+        // The waiting records may hold a quarter of the memory bound.
+        let budget = opts.config.flush.max_memory_mb.saturating_mul(1 << 20) / 4;
+        let interval = Duration::from_millis(opts.config.flush.interval_ms);
+        let cadences = Mutex::new(cadence::Cadences::new(&flusher, interval, budget));
         let dead = DeadLetters::open(&opts.dead_letters)
             .map_err(|error| PipelineError::DeadLetter { path: opts.dead_letters.clone(), error })?;
         let lease_opts =
@@ -255,6 +270,7 @@ impl Pipeline {
         Ok(Pipeline {
             source,
             flusher,
+            cadences,
             aggregator,
             coord: Arc::new(Coordinator::new(leases.clone(), lease_opts)),
             aggregates,
@@ -337,6 +353,7 @@ impl Pipeline {
             finished_at: None,
             drain_after: None,
             shards_read: Default::default(),
+            stopping: false,
         };
         let result = self.main_loop(&mut run, &mut events, &stop, &producer_done).await;
         let result = match result {

@@ -261,8 +261,11 @@ impl Watch {
         tokio::spawn(async move {
             while !stop.is_cancelled() {
                 let now = Instant::now();
-                let snapshot: Snapshot =
-                    leases(&table, &stream).await.into_iter().map(|l| (l.shard, (l.owner, l.checkpoint))).collect();
+                let snapshot: Snapshot = leases(&table, &stream)
+                    .await
+                    .into_iter()
+                    .map(|l| (l.shard, (l.owner, l.checkpoint.earliest())))
+                    .collect();
                 // An empty one is a failed query (the store is busy), not news.
                 if !snapshot.is_empty() {
                     log.lock().unwrap().push((now, snapshot));

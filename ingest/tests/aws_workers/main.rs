@@ -77,7 +77,7 @@ async fn killed_workers_shards_all_resume_and_totals_stay_exact() {
             .await
             .into_iter()
             .filter(|l| l.owner.as_deref() == Some(victim.as_str()) && !l.finished)
-            .map(|l| (l.shard, l.checkpoint))
+            .map(|l| (l.shard, l.checkpoint.earliest()))
             .collect();
         let mut child = workers.remove(&victim).unwrap();
         child.kill().unwrap(); // SIGKILL

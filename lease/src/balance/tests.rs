@@ -1,6 +1,7 @@
 use super::*;
 use crate::items::Intent;
 use proptest::prelude::*;
+use zigzag_model::Position;
 
 fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
     ShardLease {
@@ -10,7 +11,7 @@ fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
         owner: owner.map(String::from),
         lease: 1,
         parents: vec![],
-        checkpoint: None,
+        checkpoint: Checkpoint::none(),
         finished: false,
         handoff: None,
     }
@@ -106,11 +107,13 @@ fn children_wait_for_finished_parents_and_then_start_at_trim_horizon() {
 #[test]
 fn intents_in_flight_block_their_shards_and_committed_ranges_get_completed() {
     let mut held = lease("s", Some("me"));
-    held.checkpoint = Some(Position::at(3));
+    held.checkpoint = Some(Position::at(3)).into();
     let range = ShardRange {
         shard: "s".into(),
         lease: 1,
-        from: Some(Position::at(3)),
+        from: Some(Position::at(3)).into(),
+        sets: None,
+        of: 0,
         first: None,
         to: Position::at(9),
         ends: false,
@@ -129,7 +132,7 @@ fn intents_in_flight_block_their_shards_and_committed_ranges_get_completed() {
     let p = plan(&v, "me");
     assert_eq!(p.complete, vec![range]);
     assert!(p.ready.is_empty(), "blocked until completed");
-    held.checkpoint = Some(Position::at(9));
+    held.checkpoint = Some(Position::at(9)).into();
     v.leases = vec![held];
     let p = plan(&v, "me");
     assert!(p.complete.is_empty());

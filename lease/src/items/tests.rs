@@ -12,7 +12,9 @@ fn range(shard: &str, from: Option<u64>, to: u64) -> ShardRange {
     ShardRange {
         shard: shard.into(),
         lease: 1,
-        from: from.map(Position::at),
+        from: from.map(Position::at).into(),
+        sets: None,
+        of: 0,
         first: None,
         to: Position::at(to),
         ends: false,
@@ -53,14 +55,19 @@ fn a_lease_changes_owner_only_from_the_counter_last_seen() {
 fn checkpoints_move_by_compare_and_set() {
     let (_, item) = run(None, &create_lease("st", "s1", &[]));
     let (_, item) = run(item, &take_lease("st", "s1", 0, "a"));
-    let (ok, item) = run(item, &advance_checkpoint("st", "s1", None, Position::at(10), false));
+    let (ok, item) =
+        run(item, &advance_checkpoint("st", "s1", &Checkpoint::none(), &Some(Position::at(10)).into(), false));
     assert!(ok);
-    let (ok, item) = run(item, &advance_checkpoint("st", "s1", None, Position::at(20), false));
+    let (ok, item) =
+        run(item, &advance_checkpoint("st", "s1", &Checkpoint::none(), &Some(Position::at(20)).into(), false));
     assert!(!ok, "a stale completion cannot move it again");
-    let (ok, item) = run(item, &advance_checkpoint("st", "s1", Some(Position::at(10)), Position::at(20), true));
+    let (ok, item) = run(
+        item,
+        &advance_checkpoint("st", "s1", &Some(Position::at(10)).into(), &Some(Position::at(20)).into(), true),
+    );
     assert!(ok);
     let lease = ShardLease::from_item(item.as_ref().unwrap()).unwrap();
-    assert_eq!((lease.checkpoint, lease.finished, lease.owner), (Some(Position::at(20)), true, None));
+    assert_eq!((lease.checkpoint, lease.finished, lease.owner), (Some(Position::at(20)).into(), true, None));
 }
 
 #[test]

@@ -223,6 +223,8 @@ impl Faulty {
         self.before_call()?;
         let phase = if self.aggregates && reqs[0].pk == zigzag_model::layout::LAYOUT_PK {
             Phase::Layout
+        } else if self.aggregates && reqs[0].pk == zigzag_model::stats::STATS_PK {
+            Phase::Statistics
         } else if self.aggregates {
             Phase::Items
         } else {

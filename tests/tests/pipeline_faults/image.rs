@@ -31,7 +31,9 @@ impl Image {
             .flat_map(|i| &i.ranges)
             .filter(|r| {
                 self.leases.iter().any(|s| {
-                    s.shard == r.shard && s.checkpoint == r.from && (r.from != Some(r.to) || r.ends != s.finished)
+                    s.shard == r.shard
+                        && s.checkpoint == r.from
+                        && (r.from != r.completed() || r.finishes() != s.finished)
                 })
             })
             .count()

@@ -159,7 +159,7 @@ impl World {
             let id = Generator::shard_id(shard);
             let lease = leases.iter().find(|l| l.shard == id).unwrap_or_else(|| panic!("{context}: no lease of {id}"));
             assert!(lease.finished, "{context}: {lease:?}");
-            assert_eq!(lease.checkpoint, Some(Position::at(gen.shard_len(shard))), "{context}: {lease:?}");
+            assert_eq!(lease.checkpoint, Some(Position::at(gen.shard_len(shard))).into(), "{context}: {lease:?}");
         }
         for lane in self.lanes().await {
             assert_eq!(lane.in_flight(), None, "{context}: a flush left in flight: {lane:?}");

@@ -1,0 +1,143 @@
+//! Item sets on cadences of their own (`flush.every_ms`): the minute items
+//! every flush, the hour and day items and a projection's items far less
+//! often. Through the real pipeline into SQLite:
+//! - a clean run is exact in every rollup of every projection, and writes
+//!   fewer item updates than the same run with one cadence;
+//! - a worker killed (its runtime shut down: no final flush, its lane and
+//!   leases left as they were) while the slower sets' records wait in its memory
+//!   leaves shards whose sets are apart; a second worker catches the sets
+//!   behind up from the stream, reads on, and the totals are exact.
+
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use zigzag_core::table::SortedTable;
+use zigzag_gather::check;
+use zigzag_gather::execute::ExecOptions;
+use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
+use zigzag_lease::Coordinator;
+use zigzag_loadgen::{truth, GenConfig, Generator, SyntheticSource};
+use zigzag_model::{Config, Projections, Truth};
+use zigzag_sqlite::SqliteTable;
+
+fn config(cadences: bool) -> Config {
+    let every =
+        if cadences { "every_ms = { \"base.hour\" = 400, \"base.day\" = 900, \"ref_country\" = 400 }\n" } else { "" };
+    Config::from_toml(&format!(
+        r#"
+[[projection]]
+name = "ref_country"
+dimensions = ["referrer", "country"]
+rollups = ["hour", "day"]
+[[projection]]
+name = "cc"
+dimensions = ["campaign", "country"]
+rollups = ["minute"]
+[flush]
+interval_ms = 50
+{every}"#
+    ))
+    .expect("config")
+}
+
+fn generator(records: u64) -> Generator {
+    Generator::new(GenConfig {
+        seed: 23,
+        shards: 3,
+        records,
+        referrers: 30,
+        campaigns: 4,
+        span_ms: 20 * 60_000,
+        malformed_fraction: 0.002,
+        ..GenConfig::default()
+    })
+}
+
+struct Store {
+    _dir: tempfile::TempDir,
+    db: std::path::PathBuf,
+}
+
+impl Store {
+    fn new() -> Store {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("z.db");
+        Store { _dir: dir, db }
+    }
+
+    fn pipeline(&self, config: &Config, gen: &Generator, worker: &str, rate: f64) -> Arc<Pipeline> {
+        let opts = PipelineOptions {
+            failover: Duration::from_millis(1_500),
+            max_pause: Duration::from_millis(200),
+            batch_size: 100,
+            ..PipelineOptions::new(config.clone(), "st", worker, self.db.with_file_name(format!("dead-{worker}")))
+        };
+        let aggregates: Arc<dyn SortedTable> = Arc::new(SqliteTable::open(&self.db).unwrap());
+        let leases: Arc<dyn SortedTable> = Arc::new(SqliteTable::open_table(&self.db, "checkpoints").unwrap());
+        let source = Arc::new(SyntheticSource::new(gen.clone(), Some(rate)));
+        Arc::new(Pipeline::new(source, aggregates, leases, opts).unwrap())
+    }
+
+    async fn check(&self, config: &Config, truth: &Truth) {
+        let table = SqliteTable::open(&self.db).unwrap();
+        let projections = Projections::new(config).unwrap();
+        let report = check::check(&table, &projections, truth, 0, &ExecOptions::default()).await.unwrap();
+        assert_eq!(report.mismatches(), 0, "store != truth:\n{}", check::render(&report));
+        assert_eq!(report.sets.len(), 3, "the base and both projections checked");
+    }
+}
+
+async fn run(p: Arc<Pipeline>) -> RunSummary {
+    tokio::time::timeout(Duration::from_secs(120), p.run(CancellationToken::new()))
+        .await
+        .expect("in time")
+        .expect("run")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slower_cadences_stay_exact_and_write_less() {
+    let gen = generator(24_000);
+    let mut writes = Vec::new();
+    for cadences in [false, true] {
+        let config = config(cadences);
+        let truth = truth::compute_for(&gen, &config).unwrap();
+        let store = Store::new();
+        let summary = run(store.pipeline(&config, &gen, "w", 20_000.0)).await;
+        assert_eq!(summary.records, truth.records);
+        store.check(&config, &truth).await;
+        writes.push(summary.write_requests);
+    }
+    assert!(writes[1] * 10 < writes[0] * 9, "slower cadences write at least 10 % less: {writes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_between_cadences_is_caught_up_exactly_by_another() {
+    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+    let gen = generator(30_000);
+    let config = config(true);
+    let truth = truth::compute_for(&gen, &config).unwrap();
+    for (attempt, kill_after_ms) in [700u64, 1_100, 1_700].into_iter().enumerate() {
+        let store = Store::new();
+        // A runtime of its own: shutting it down ends every task of the
+        // worker at once (readers, heartbeat, lease passes), as a kill does.
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let a = store.pipeline(&config, &gen, "a", 10_000.0);
+        rt.spawn(a.clone().run(CancellationToken::new()));
+        tokio::time::sleep(Duration::from_millis(kill_after_ms)).await;
+        rt.shutdown_background();
+        drop(a);
+        // What it left: leases whose item sets are apart (the faster ones
+        // flushed, the slower ones' records lost with its memory).
+        let leases: Arc<dyn SortedTable> = Arc::new(SqliteTable::open_table(&store.db, "checkpoints").unwrap());
+        let view = Coordinator::new(leases, zigzag_lease::LeaseOptions::new("st", "observer"));
+        let held = view.read_leases().await.unwrap();
+        let apart = held.iter().filter(|l| !l.checkpoint.is_uniform()).count();
+        let summary = run(store.pipeline(&config, &gen, "b", 40_000.0)).await;
+        assert!(summary.records > 0, "attempt {attempt}: b read the rest");
+        store.check(&config, &truth).await;
+        eprintln!("attempt {attempt}: killed after {kill_after_ms} ms, {apart} of {} leases apart", held.len());
+        if attempt == 0 {
+            assert!(apart > 0, "the kill left item sets apart: {held:?}");
+        }
+    }
+}
