@@ -25,6 +25,15 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
         if requests > 0 {
             let _ = writeln!(s, "  statistics read: {requests} requests, {rcu} RCU (not in the actual cost below)");
         }
+        if let Some(at) = plan.written_at.and_then(chrono::DateTime::from_timestamp_millis) {
+            let _ = writeln!(
+                s,
+                "  freshness: {} {} items last written at {} (records read after that flush are not in them yet)",
+                plan.projection,
+                plan.rollup,
+                at.format("%Y-%m-%d %H:%M:%S UTC")
+            );
+        }
     }
     for note in &plan.filter_notes {
         let _ = writeln!(s, "  filter:   {note}");

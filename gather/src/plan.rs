@@ -63,6 +63,8 @@ pub struct Plan {
     pub source_reason: String,
     /// Reading the planner's statistics: requests and RCU.
     pub statistics_cost: (u64, f64),
+    /// When a flush last wrote to the items read (the statistics'; ms).
+    pub written_at: Option<i64>,
     pub window: Window,
     pub rollup: Rollup,
     pub rollup_reason: String,
@@ -163,6 +165,7 @@ pub async fn plan<T: SortedTable + ?Sized>(
     plan.candidates = candidates;
     plan.source_reason = reason.to_string();
     plan.statistics_cost = (stats.requests, stats.rcu);
+    plan.written_at = stats.written_at(&plan.projection, &plan);
     Ok(plan)
 }
 
@@ -209,6 +212,7 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         candidates: Vec::new(),
         source_reason: "planned on it alone".into(),
         statistics_cost: (0, 0.0),
+        written_at: None,
         window,
         rollup,
         rollup_reason,

@@ -155,13 +155,11 @@ pub async fn choose<T: SortedTable + ?Sized>(
             None => plan_source(km, req.clone()).map_err(|e| e.to_string()),
         })
         .collect();
-    // Statistics of the exact ones only (the forced one alone: nothing to compare).
+    // Statistics of the exact ones only (the forced one alone): to
+    // compare them, and to say how fresh the one read is.
     let wanted: Vec<&Plan> =
         plans.iter().filter_map(|p| p.as_ref().ok()).filter(|p| forced.is_none_or(|f| f == p.projection)).collect();
-    let stats = match forced.is_none() && wanted.len() >= 2 {
-        true => crate::statistics::load(table, &wanted).await?,
-        false => Statistics::default(),
-    };
+    let stats = crate::statistics::load(table, &wanted).await?;
     let mut candidates = Vec::new();
     let mut best: Option<(usize, Plan, Estimate)> = None;
     for (i, (km, planned)) in projections.iter().zip(plans).enumerate() {

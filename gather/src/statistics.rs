@@ -22,6 +22,17 @@ impl Statistics {
         self.by_sk.is_empty()
     }
 
+    /// When `plan`'s items were last written (the latest flush into any of
+    /// its bins), if the statistics say.
+    pub fn written_at(&self, projection: &str, plan: &Plan) -> Option<i64> {
+        plan.boxes
+            .iter()
+            .filter_map(|b| b.bin_start)
+            .filter_map(|bin| self.by_sk.get(&stats_sk(projection, plan.rollup, bin)))
+            .filter_map(|s| s.at_ms)
+            .max()
+    }
+
     /// Estimated items of `plan`'s time range in `projection`: each bin's
     /// items, times the share of the buckets it spans that the window
     /// covers (none when the bin has no statistics: nothing was written).

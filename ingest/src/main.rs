@@ -113,7 +113,7 @@ fn parse_start(s: &str) -> Result<StartingPosition, String> {
 
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     match path {
-        None => Ok(Config::default()),
+        None => Ok(Config::shipped()),
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
             Config::from_toml(&text).with_context(|| format!("in {}", p.display()))

@@ -267,7 +267,7 @@ async fn run_in_process(cli: &Cli, config: Config, gen: Arc<dyn Traffic>) -> Res
     let max_share = s.per_prefix.iter().max().copied().unwrap_or(0) as f64 / s.write_requests.max(1) as f64;
     eprintln!(
         "loadgen → ingest: {} records ({} valid, {} dead-lettered) in {:.1}s ({:.0}/s); {} flushes, {} items, \
-         {} write requests ({:.3} per item), largest prefix share {:.3} (1/P = {:.3})",
+         {} write requests ({:.3} per item, {:.4} per valid record), largest prefix share {:.3} (1/P = {:.3})",
         s.records,
         s.valid,
         s.rejected,
@@ -277,6 +277,7 @@ async fn run_in_process(cli: &Cli, config: Config, gen: Arc<dyn Traffic>) -> Res
         s.items,
         s.write_requests,
         s.write_requests as f64 / s.items.max(1) as f64,
+        s.write_requests as f64 / s.valid.max(1) as f64,
         max_share,
         1.0 / s.per_prefix.len().max(1) as f64
     );
@@ -339,7 +340,7 @@ async fn main() -> Result<()> {
     let gen_config = gen_config(&cli)?;
     let config = match &cli.config {
         Some(p) => Config::from_toml(&read(p)?).with_context(|| format!("in {}", p.display()))?,
-        None => Config::default(),
+        None => Config::shipped(),
     };
     // The shipped generator writes the shipped fields; any other schema,
     // or a field traffic file, takes the declared schema's generator.

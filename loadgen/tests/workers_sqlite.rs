@@ -72,7 +72,8 @@ fn three_processes_share_eight_shards_on_sqlite_and_a_kill_9_changes_no_total() 
     let db = dir.path().join("z.db");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let table = SqliteTable::open(&db).unwrap();
-    let km = zigzag_model::Projections::new(&Config::default()).unwrap();
+    // loadgen without --config writes the shipped layout.
+    let km = zigzag_model::Projections::new(&Config::shipped()).unwrap();
     let report = rt.block_on(check(&table, &km, &truth, 0, &ExecOptions::default())).unwrap();
     assert_eq!(report.mismatches(), 0, "{}", zigzag_gather::check::render(&report));
 

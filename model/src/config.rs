@@ -235,7 +235,45 @@ impl Default for Config {
     }
 }
 
+/// The shipped layout: what `ingest` and `loadgen --sink ingest` write
+/// without `--config`. It answers the README's reports (totals, a time
+/// series at 5 minutes, top referrers by CTR in a country, ratios by
+/// campaign over a week) from three projections instead of the full cross
+/// product of the dimensions (BENCHMARKS.md, "Write cost"):
+///
+/// - `total` (no dimension): minute, hour and day, every flush (10 s);
+/// - `cc` (campaign x country): minute every flush, hour and day every
+///   5 minutes;
+/// - `referrer_country`: hour and day every 5 minutes.
+///
+/// Minute items are at most 10 s stale, hour and day items 5 minutes. The
+/// base (every dimension) is not written: a report grouping or filtering by
+/// referrer and campaign together is refused (no projection answers it
+/// exactly), and a configuration file that keeps it says `rollups = [...]`.
+pub const SHIPPED_TOML: &str = r#"
+rollups = []
+[[projection]]
+name = "total"
+rollups = ["minute", "hour", "day"]
+[[projection]]
+name = "cc"
+dimensions = ["campaign", "country"]
+rollups = ["minute", "hour", "day"]
+[[projection]]
+name = "referrer_country"
+dimensions = ["referrer", "country"]
+rollups = ["hour", "day"]
+[flush]
+interval_ms = 10000
+every_ms = { "cc.hour" = 300000, "cc.day" = 300000, "referrer_country" = 300000 }
+"#;
+
 impl Config {
+    /// The shipped layout ([`SHIPPED_TOML`]).
+    pub fn shipped() -> Config {
+        Config::from_toml(SHIPPED_TOML).expect("the shipped layout is valid")
+    }
+
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         let file: ConfigFile = toml::from_str(text)?;
         let shipped = Config::default();
@@ -515,6 +553,15 @@ mod tests {
         let mut c = Config::default();
         c.fields[2].path = Some("/ref".into());
         assert_ne!(c.layout_digest(), d, "where a field is read from decides what is written");
+    }
+
+    #[test]
+    fn the_shipped_layout_is_valid_and_keeps_no_base() {
+        let c = Config::shipped();
+        assert!(c.rollups.is_empty());
+        let names: Vec<&str> = c.projections.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["total", "cc", "referrer_country"]);
+        assert_eq!(c.measures, Config::default().measures, "every measure, in every projection");
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! hundred bytes) of the items written, each counted by its scatter prefix,
 //! bucket and identity (so random scatter's partials of one key count once
 //! each, as a reader reads them); `lo` and `hi`, the first and last bucket
-//! seen; `v`, the version its writes are ordered by.
+//! seen; `at`, when a flush last wrote to it (the writer's clock, ms: how
+//! fresh the items are, for `--explain`); `v`, the version its writes are
+//! ordered by.
 //!
 //! A flush merges what it wrote into these items ([`plan_stats_update`]):
 //! merging a sketch twice is merging it once, so replays, retries and
@@ -31,6 +33,7 @@ pub const STATS_PRECISION: u8 = 8;
 const ITEMS: &str = "items";
 const LO: &str = "lo";
 const HI: &str = "hi";
+const AT: &str = "at";
 
 /// The sort key of a projection's statistics for one rollup and bin.
 pub fn stats_sk(projection: &str, rollup: Rollup, bin_start: i64) -> Vec<u8> {
@@ -60,11 +63,15 @@ pub struct BinStats {
     /// First and last bucket start written.
     pub lo: i64,
     pub hi: i64,
+    /// When the flush wrote them (ms since the epoch, the writer's clock).
+    pub at_ms: i64,
 }
 
 impl BinStats {
     pub fn new(bucket: i64) -> BinStats {
-        BinStats { items: Hll::new(STATS_PRECISION).expect("a valid precision"), lo: bucket, hi: bucket }
+        let at_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        BinStats { items: Hll::new(STATS_PRECISION).expect("a valid precision"), lo: bucket, hi: bucket, at_ms }
     }
 
     pub fn add(&mut self, prefix: u32, bucket: i64, id: Identity) {
@@ -81,6 +88,8 @@ pub struct StoredStats {
     pub items: u64,
     pub lo: i64,
     pub hi: i64,
+    /// When a flush last wrote to these items (None: before it was kept).
+    pub at_ms: Option<i64>,
 }
 
 fn int(item: &Item, name: &str) -> Option<i64> {
@@ -94,7 +103,7 @@ impl StoredStats {
     pub fn from_item(item: &Item) -> Result<StoredStats, String> {
         let items = attr_sketch_named(item, ITEMS, STATS_PRECISION)?.estimate();
         match (int(item, LO), int(item, HI)) {
-            (Some(lo), Some(hi)) => Ok(StoredStats { items, lo, hi }),
+            (Some(lo), Some(hi)) => Ok(StoredStats { items, lo, hi, at_ms: int(item, AT) }),
             _ => Err("statistics item without its bucket range".into()),
         }
     }
@@ -121,7 +130,13 @@ pub fn plan_stats_update(
     else {
         return Ok(None);
     };
-    Ok(Some(req.set(LO, AttrValue::N(Decimal::from(lo))).set(HI, AttrValue::N(Decimal::from(hi)))))
+    // The latest write's time (a slower writer's clock never moves it back).
+    let at = known.and_then(|k| int(k, AT)).map_or(stats.at_ms, |a| a.max(stats.at_ms));
+    Ok(Some(
+        req.set(LO, AttrValue::N(Decimal::from(lo)))
+            .set(HI, AttrValue::N(Decimal::from(hi)))
+            .set(AT, AttrValue::N(Decimal::from(at))),
+    ))
 }
 
 /// Whether an item is a statistics item (its version attribute is the

@@ -11,8 +11,11 @@ use zigzag_core::table::{Item, SortedTable, UpdateOutcome};
 use zigzag_model::stats::{plan_stats_update, BinStats};
 use zigzag_model::{Projections, Rollup};
 
-/// One flush's statistics: (projection index, rollup, bin start) → items.
-pub type FlushStatistics = FxHashMap<(u8, Rollup, i64), BinStats>;
+/// Which statistics item: (projection index, rollup, bin start).
+type StatsKey = (u8, Rollup, i64);
+
+/// One flush's statistics, by item.
+pub type FlushStatistics = FxHashMap<StatsKey, BinStats>;
 
 /// Conditional rounds before a statistics write is given up (other
 /// workers merging into the same item at once).
@@ -23,7 +26,7 @@ const REMEMBERED: usize = 4096;
 
 #[derive(Default)]
 pub struct StatisticsWriter {
-    known: Mutex<FxHashMap<(u8, Rollup, i64), Item>>,
+    known: Mutex<FxHashMap<StatsKey, Item>>,
     /// Statistics writes sent (also counted as write requests).
     pub writes: AtomicU64,
     pub failures: AtomicU64,
@@ -32,7 +35,7 @@ pub struct StatisticsWriter {
 impl StatisticsWriter {
     /// Merges `stats` into the store; returns the write requests sent.
     pub async fn write(&self, table: &dyn SortedTable, projections: &Projections, stats: FlushStatistics) -> u64 {
-        let mut todo: Vec<((u8, Rollup, i64), BinStats, Option<Item>)> = {
+        let mut todo: Vec<(StatsKey, BinStats, Option<Item>)> = {
             let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
             if known.len() > REMEMBERED {
                 known.clear();
