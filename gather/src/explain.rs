@@ -13,6 +13,35 @@ pub fn cost_usd(rcu: f64) -> f64 {
     rcu * USD_PER_MILLION_RRU / 1e6
 }
 
+/// Every exact candidate's estimate beside what reading it cost
+/// (`--explain-all`): the chosen one's `actual`, and `others` read too.
+pub fn compare(plan: &Plan, actual: &Actual, others: &[(String, Actual)]) -> String {
+    let mut s = String::from("candidates, estimated and actual\n");
+    let _ = writeln!(
+        s,
+        "  {:<18} {:>10} {:>10} {:>12} {:>10} {:>10} {:>9}",
+        "projection", "est. req", "requests", "est. RCU", "RCU", "items", "wall s"
+    );
+    for c in &plan.candidates {
+        let Ok(e) = &c.verdict else { continue };
+        let a = if c.chosen { Some(actual) } else { others.iter().find(|(n, _)| n == &c.projection).map(|(_, a)| a) };
+        let Some(a) = a else { continue };
+        let _ = writeln!(
+            s,
+            "  {:<18} {:>10.0} {:>10} {:>12.1} {:>10.1} {:>10} {:>9.3}{}",
+            c.projection,
+            e.requests,
+            a.stats.requests,
+            e.rcu,
+            a.stats.rcu,
+            a.stats.returned,
+            a.wall.as_secs_f64(),
+            if c.chosen { "  (chosen)" } else { "" }
+        );
+    }
+    s
+}
+
 pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> String {
     let mut s = String::from("plan\n");
     for line in plan.to_string().lines() {

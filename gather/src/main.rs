@@ -140,6 +140,10 @@ struct Common {
     /// Print the plan, the estimate and the actual cost (stdout for tables, stderr otherwise)
     #[arg(long)]
     explain: bool,
+    /// --explain, and also read the report from every other projection that
+    /// answers it exactly, to show each one's actual cost (costs those reads)
+    #[arg(long)]
+    explain_all: bool,
     /// Queries in flight at once
     #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
     concurrency: usize,
@@ -288,7 +292,7 @@ async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: K
     if let Kind::Timeseries { measure: name, .. } | Kind::Top { by: name, .. } = &kind {
         RankBy::parse(name, &set)?;
     }
-    let g = zigzag_gather::gather(table.as_ref(), config, req, group_by, &opts).await?;
+    let g = zigzag_gather::gather(table.as_ref(), config, req.clone(), group_by.clone(), &opts).await?;
     // Measures by position in the projection read (it may keep fewer).
     let set = g.aggregation.set.clone();
     let rank = match &kind {
@@ -314,8 +318,18 @@ async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: K
     if let (Kind::Timeseries { chart: Some(path), .. }, Some(m)) = (&kind, rank) {
         write_chart(&report, &ChartMeasure { name: m.name(&set).to_string(), ratio: m.is_ratio() }, path)?;
     }
-    if c.explain {
-        let text = explain::explain(&g.plan, &opts, Some(&g.actual));
+    if c.explain || c.explain_all {
+        let mut text = explain::explain(&g.plan, &opts, Some(&g.actual));
+        if c.explain_all {
+            let mut others = Vec::new();
+            for cand in g.plan.candidates.iter().filter(|c| c.verdict.is_ok() && !c.chosen) {
+                let mut forced = req.clone();
+                forced.source.projection = Some(cand.projection.clone());
+                let other = zigzag_gather::gather(table.as_ref(), config, forced, group_by.clone(), &opts).await?;
+                others.push((cand.projection.clone(), other.actual));
+            }
+            text.push_str(&explain::compare(&g.plan, &g.actual, &others));
+        }
         if format == Format::Table {
             print!("\n{text}");
         } else {

@@ -47,7 +47,10 @@ struct Cli {
     /// SQLite database file (aggregates and checkpoints).
     #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH)]
     db: PathBuf,
-    /// Pipeline configuration (TOML); defaults apply without one.
+    /// Pipeline configuration (TOML; it starts from the full layout: every
+    /// dimension and rollup, written every flush). Without one, the shipped
+    /// layout: three projections on cadences of 10 s and 5 minutes
+    /// (model/src/config.rs, SHIPPED_TOML)
     #[arg(long)]
     config: Option<PathBuf>,
     /// Name of the stream in checkpoints [default: the Kinesis stream name, or "default"]

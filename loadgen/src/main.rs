@@ -36,7 +36,8 @@ struct Cli {
     #[arg(long, default_value = "ingest")]
     sink: String,
     /// The pipeline configuration (TOML). Its declared schema is what the
-    /// records follow; without one, the shipped click/impression events.
+    /// records follow; without one, the shipped click/impression events,
+    /// written (--sink ingest) in the shipped layout (model/src/config.rs)
     #[arg(long)]
     config: Option<PathBuf>,
     /// How each declared field's values are drawn (TOML, `[field.NAME]`

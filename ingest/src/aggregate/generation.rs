@@ -330,47 +330,77 @@ impl Generation {
         let shards = self.shards.len();
         for (shard, part) in self.shards {
             let part = std::mem::take(&mut *lock(&part));
-            if !keep(shard) {
-                self.spare.put(part, shards);
-                continue;
-            }
-            let names: Vec<KeyValues> =
-                (0..part.names.keys.len()).map(|i| KeyValues::from_packed(part.names.values(i))).collect();
-            let ids: Vec<Identity> = part.names.keys.iter().map(Name::id).collect();
-            // Per shape, per name: the projected key (the base's is the name).
-            let projected: Vec<Option<Vec<(Identity, KeyValues)>>> = shapes
-                .iter()
-                .map(|shape| shape.dims.as_ref().map(|dims| project(&names, dims)).transpose())
-                .collect::<Result<_, _>>()?;
-            for slot in &part.slots {
-                let name = slot.name as usize;
-                for (s, shape) in shapes.iter().enumerate() {
-                    let (id, names) = match &projected[s] {
-                        None => (ids[name], &names[name]),
-                        Some(keys) => (keys[name].0, &keys[name].1),
-                    };
-                    for &r in &shape.rollups {
-                        let k = AggKey::new(shape.projection, r, r.floor(slot.bucket), id);
-                        match merged.entry(k) {
-                            std::collections::hash_map::Entry::Occupied(mut e) => {
-                                let (mine, known) = e.get_mut();
-                                // One shard's partials of a key share its names.
-                                if !Arc::ptr_eq(&known.0, &names.0) && known != names {
-                                    return Err(super::collision(id, &known.0, &names.0));
-                                }
-                                mine.merge(set, &slot.partial);
-                            }
-                            std::collections::hash_map::Entry::Vacant(e) => {
-                                e.insert((slot.partial.clone(), names.clone()));
-                            }
-                        }
-                    }
-                }
+            if keep(shard) {
+                project_part(&part, set, shapes, &mut merged)?;
             }
             self.spare.put(part, shards);
         }
         Ok(merged)
     }
+
+    /// One shard's partials of `shapes`, added into `into` (this
+    /// generation is left as it was): how records wait, per shard, for the
+    /// item sets flushed less often (`pipeline/cadence.rs`).
+    pub fn project_shard(
+        &self,
+        shard: u32,
+        set: &MeasureSet,
+        shapes: &[Shape],
+        into: &mut MergedPartials,
+    ) -> Result<(), IdentityCollision> {
+        match self.shards.get(&shard) {
+            Some(part) => project_part(&lock(part.value()), set, shapes, into),
+            None => Ok(()),
+        }
+    }
+
+    /// The shards it holds partials of.
+    pub fn shard_indices(&self) -> Vec<u32> {
+        self.shards.iter().filter(|e| !lock(e.value()).slots.is_empty()).map(|e| *e.key()).collect()
+    }
+}
+
+/// A shard's partials of `shapes`, merged into `merged`.
+fn project_part(
+    part: &ShardPartials,
+    set: &MeasureSet,
+    shapes: &[Shape],
+    merged: &mut MergedPartials,
+) -> Result<(), IdentityCollision> {
+    let names: Vec<KeyValues> =
+        (0..part.names.keys.len()).map(|i| KeyValues::from_packed(part.names.values(i))).collect();
+    let ids: Vec<Identity> = part.names.keys.iter().map(Name::id).collect();
+    // Per shape, per name: the projected key (the base's is the name).
+    let projected: Vec<Option<Vec<(Identity, KeyValues)>>> = shapes
+        .iter()
+        .map(|shape| shape.dims.as_ref().map(|dims| project(&names, dims)).transpose())
+        .collect::<Result<_, _>>()?;
+    for slot in &part.slots {
+        let name = slot.name as usize;
+        for (s, shape) in shapes.iter().enumerate() {
+            let (id, names) = match &projected[s] {
+                None => (ids[name], &names[name]),
+                Some(keys) => (keys[name].0, &keys[name].1),
+            };
+            for &r in &shape.rollups {
+                let k = AggKey::new(shape.projection, r, r.floor(slot.bucket), id);
+                match merged.entry(k) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        let (mine, known) = e.get_mut();
+                        // One key's partials share its names.
+                        if !Arc::ptr_eq(&known.0, &names.0) && known != names {
+                            return Err(super::collision(id, &known.0, &names.0));
+                        }
+                        mine.merge(set, &slot.partial);
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert((slot.partial.clone(), names.clone()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What a flush derives from the finest partials for one projection: its
@@ -404,60 +434,6 @@ fn project(names: &[KeyValues], dims: &[usize]) -> Result<Vec<(Identity, KeyValu
         out.push((id, kv.clone()));
     }
     Ok(out)
-}
-
-impl Generation {
-    /// Adds the partials of the shards `keep` accepts into `target`, their
-    /// buckets floored to `rollup` (a coarser one: many fold into one);
-    /// this generation is left as it was. How records wait in memory for
-    /// the item sets flushed less often (`pipeline/cadence.rs`).
-    pub fn fold_into(
-        &self,
-        target: &Generation,
-        set: &MeasureSet,
-        rollup: Rollup,
-        keep: impl Fn(u32) -> bool,
-    ) -> Result<(), IdentityCollision> {
-        for e in self.shards.iter().filter(|e| keep(*e.key())) {
-            let src = lock(e.value());
-            let dst = target.shard(*e.key());
-            let mut dst = lock(&dst);
-            let mut grown = Grown::new(target);
-            for slot in &src.slots {
-                let n = slot.name as usize;
-                let (name, new_name) = dst.name(src.names.keys[n].id(), src.names.values(n), &mut grown.bytes)?;
-                let (p, created) = dst.partial(name, new_name, rollup.floor(slot.bucket), || set.partial());
-                p.merge(set, &slot.partial);
-                if created {
-                    grown.bytes += PARTIAL_BYTES + p.heap_bytes() as u64;
-                    grown.partials += 1;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Drops the shards `drop` names (leases lost: their records are read
-    /// again by the next owner); what they held is no longer counted.
-    pub fn drop_shards(&self, drop: impl Fn(u32) -> bool) {
-        let gone: Vec<u32> = self.shards.iter().map(|e| *e.key()).filter(|&s| drop(s)).collect();
-        for shard in gone {
-            if let Some((_, part)) = self.shards.remove(&shard) {
-                let part = lock(&part);
-                self.len.fetch_sub(part.slots.len() as u64, Ordering::Relaxed);
-                let bytes = part.slots.len() as u64 * PARTIAL_BYTES
-                    + part.names.keys.len() as u64 * NAME_BYTES
-                    + part.names.packed.len() as u64;
-                let _ =
-                    self.bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| Some(b.saturating_sub(bytes)));
-            }
-        }
-    }
-
-    /// The shards it holds partials of.
-    pub fn shard_indices(&self) -> Vec<u32> {
-        self.shards.iter().filter(|e| !lock(e.value()).slots.is_empty()).map(|e| *e.key()).collect()
-    }
 }
 
 /// What a batch added to a generation (partials, estimated bytes), counted

@@ -56,7 +56,7 @@ pub struct Rejected {
     pub record: Vec<u8>,
 }
 
-/// Dimension values of one key, in [`KeyModel::dims`] order, packed in
+/// Dimension values of one key, in [`zigzag_model::KeyModel::dims`] order, packed in
 /// one allocation (u32 length + UTF-8 bytes each): a key's names cost one
 /// small allocation, not one per value plus a list.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -460,6 +460,12 @@ pub struct Merged {
     partials: MergedPartials,
 }
 
+impl From<MergedPartials> for Merged {
+    fn from(partials: MergedPartials) -> Merged {
+        Merged { partials }
+    }
+}
+
 impl Merged {
     /// Adds another merge's partials (a key in both is merged; names must
     /// agree, else two keys share an identity).

@@ -6,7 +6,8 @@
 //! The sets with one cadence form a **class**. A flush writes the classes
 //! that are due (and every faster one, so the slowest class's flush writes
 //! everything and the checkpoints meet again); a class not due keeps the
-//! flush's records in memory (`pending`, per shard, at its finest rollup),
+//! flush's records in memory (`pending`: per shard, already as its sets'
+//! items, so it holds a projection's keys, not every dimension's),
 //! and the shards' checkpoints advance only for the sets written
 //! (`zigzag_lease::Checkpoint`), so every set's items hold exactly the
 //! records up to its own checkpoint, whatever happens to the process.
@@ -20,11 +21,12 @@
 //! sets are apart first writes the sets that are behind from the stream
 //! (`job.rs`, catch-up), then reads on from where the furthest set is.
 
-use crate::aggregate::{Generation, IdentityCollision, Shape};
+use crate::aggregate::{Generation, IdentityCollision, MergedPartials, Shape};
 use crate::flush::{Flusher, Merged};
+use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant};
 use zigzag_lease::ItemSet;
-use zigzag_model::{MeasureSet, Rollup};
+use zigzag_model::MeasureSet;
 
 /// The sets of one cadence and the records they wait for.
 struct Class {
@@ -32,13 +34,15 @@ struct Class {
     every: Duration,
     /// When its sets were last written.
     last: Instant,
-    /// The finest rollup of its sets: records wait folded to it.
-    finest: Rollup,
     shapes: Vec<Shape>,
     /// Per shard, the records read since its sets' checkpoint (up to the
-    /// last flush), at `finest`.
-    pending: Generation,
+    /// last flush), as partials of its sets' items.
+    pending: FxHashMap<u32, MergedPartials>,
 }
+
+/// Estimated bytes of one waiting partial: its key (32), the partial (~72),
+/// the names' pointer (16) and the map's share.
+const WAITING_BYTES: u64 = 160;
 
 /// Which classes a flush writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,17 +73,14 @@ impl Cadences {
                     sets: vec![i as ItemSet],
                     every,
                     last: Instant::now(),
-                    finest: set.rollup,
                     shapes: Vec::new(),
-                    pending: Generation::default(),
+                    pending: FxHashMap::default(),
                 }),
             }
         }
         classes.sort_by_key(|c| c.every);
         for c in &mut classes {
             c.shapes = flusher.shapes(Some(&c.sets));
-            c.finest =
-                c.shapes.iter().flat_map(|s| s.rollups.iter()).copied().min_by_key(|r| r.unit_ms()).unwrap_or(c.finest);
         }
         Cadences { classes, budget, tick: interval }
     }
@@ -124,20 +125,21 @@ impl Cadences {
     pub fn shards_pending(&self, due: &Due) -> Vec<u32> {
         let mut shards: Vec<u32> = (0..self.classes.len())
             .filter(|&i| Self::is_due(due, i))
-            .flat_map(|i| self.classes[i].pending.shard_indices())
+            .flat_map(|i| self.classes[i].pending.iter().filter(|(_, m)| !m.is_empty()).map(|(s, _)| *s))
             .collect();
         shards.sort_unstable();
         shards.dedup();
         shards
     }
 
-    /// Memory the waiting records hold.
+    /// Memory the waiting records hold (estimated).
     pub fn pending_bytes(&self) -> u64 {
-        self.classes.iter().map(|c| c.pending.bytes()).sum()
+        let partials: usize = self.classes.iter().flat_map(|c| c.pending.values()).map(|m| m.len()).sum();
+        partials as u64 * WAITING_BYTES
     }
 
     pub fn is_empty(&self) -> bool {
-        self.classes.iter().all(|c| c.pending.is_empty())
+        self.classes.iter().all(|c| c.pending.values().all(|m| m.is_empty()))
     }
 
     /// A flush's partials: the generation's records for the sets `due`
@@ -154,12 +156,13 @@ impl Cadences {
         drop: impl Fn(u32) -> bool + Copy,
     ) -> Result<Merged, IdentityCollision> {
         let set: &MeasureSet = flusher.measures();
-        for c in &mut self.classes {
-            c.pending.drop_shards(drop);
-        }
-        for (i, c) in self.classes.iter().enumerate() {
+        self.drop_shards(drop);
+        let shards: Vec<u32> = gen.shard_indices().into_iter().filter(|&s| keep(s)).collect();
+        for (i, c) in self.classes.iter_mut().enumerate() {
             if !Self::is_due(due, i) {
-                gen.fold_into(&c.pending, set, c.finest, keep)?;
+                for &shard in &shards {
+                    gen.project_shard(shard, set, &c.shapes, c.pending.entry(shard).or_default())?;
+                }
             }
         }
         let shapes = match due {
@@ -169,8 +172,11 @@ impl Cadences {
         let mut merged = flusher.merge_shapes(gen, &shapes, keep)?;
         for (i, c) in self.classes.iter_mut().enumerate() {
             if Self::is_due(due, i) {
-                let pending = std::mem::take(&mut c.pending);
-                merged.absorb(set, flusher.merge_shapes(pending, &c.shapes, keep)?)?;
+                for (shard, partials) in std::mem::take(&mut c.pending) {
+                    if keep(shard) {
+                        merged.absorb(set, Merged::from(partials))?;
+                    }
+                }
                 c.last = Instant::now();
             }
         }
@@ -180,14 +186,14 @@ impl Cadences {
     /// Everything waiting is dropped (the worker rejoins as new).
     pub fn clear(&mut self) {
         for c in &mut self.classes {
-            c.pending = Generation::default();
+            c.pending.clear();
         }
     }
 
     /// Drops what waits for shards `drop` names.
     pub fn drop_shards(&mut self, drop: impl Fn(u32) -> bool + Copy) {
         for c in &mut self.classes {
-            c.pending.drop_shards(drop);
+            c.pending.retain(|&s, _| !drop(s));
         }
     }
 }
