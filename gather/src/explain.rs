@@ -4,10 +4,11 @@ use crate::execute::{Actual, ExecOptions};
 use crate::plan::Plan;
 use std::fmt::Write;
 
-/// DynamoDB on-demand price of reads in us-east-1 (2024): USD 0.25 per
-/// million read request units. An eventually consistent read of up to 4 KB
-/// is half a unit, which is how RCU are counted here, so RRU = RCU.
-pub const USD_PER_MILLION_RRU: f64 = 0.25;
+/// DynamoDB on-demand price of reads in us-east-1 since the November 2024
+/// reduction: USD 0.125 per million read request units. An eventually
+/// consistent read of up to 4 KB is half a unit, which is how RCU are
+/// counted here, so RRU = RCU.
+pub const USD_PER_MILLION_RRU: f64 = 0.125;
 
 pub fn cost_usd(rcu: f64) -> f64 {
     rcu * USD_PER_MILLION_RRU / 1e6
@@ -97,7 +98,7 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
         let _ = writeln!(s, "  wall:     {:.3} s", a.wall.as_secs_f64());
         let _ = writeln!(
             s,
-            "  cost:     ${:.8} at on-demand prices (${USD_PER_MILLION_RRU} per million RRU, us-east-1, 2024)",
+            "  cost:     ${:.8} at on-demand prices (${USD_PER_MILLION_RRU} per million RRU, us-east-1, since November 2024)",
             cost_usd(a.stats.rcu)
         );
     }

@@ -48,6 +48,21 @@ impl Pipeline {
                 let began = job.began.expect("driven");
                 self.after_flush(run, &began.ranges).await
             }
+            // A catch-up that could not read its records: only its shard
+            // waits (loudly); the other shards' flushes go on.
+            Err(e) if job.is_catch_up() && job.began.is_none() => {
+                let job = run.job.take().expect("a job");
+                for (index, _) in &job.ranges {
+                    let Some(s) = run.shards.get_mut(index) else { continue };
+                    s.catch_up_failures += 1;
+                    let wait = self.pause_after(s.catch_up_failures).max(Duration::from_secs(1));
+                    s.catch_up_after = Some(Instant::now() + wait);
+                    metrics::counter!("zigzag_ingest_catch_up_failures_total").increment(1);
+                    tracing::error!(shard = %s.id, error = %e, retry_in_s = wait.as_secs_f64(),
+                        "catching the slower item sets up failed: the shard waits, unread");
+                }
+                Ok(())
+            }
             Err(e) if e.is_retryable() => {
                 run.job_failures += 1;
                 let wait = self.pause_after(run.job_failures);
@@ -70,13 +85,14 @@ impl Pipeline {
     /// records wait for a cadence now due. A shard whose item sets are
     /// apart is caught up first, by a job of its own.
     async fn swap(&self, run: &mut Run) -> Option<FlushJob> {
-        if let Some(job) = self.catch_up(run) {
+        // A stopping worker gives such shards back as they are.
+        if let Some(job) = self.catch_up(run).filter(|_| !run.stopping) {
             return Some(job);
         }
-        // Everything is written at once when a shard is handed over, the
-        // worker stops, or a shard has a set with nothing applied yet.
-        let whole = run.stopping
-            || run.shards.values().any(|s| s.leaving.is_some() || (!s.catching_up && s.checkpoint.has_unread_set()));
+        // Everything is written at once when a shard is handed over or
+        // ended, or the worker stops (and, below, when a shard with a set
+        // that has nothing applied yet made progress).
+        let whole = run.stopping || run.shards.values().any(|s| s.leaving.is_some() || s.ended);
         let full = self.nearly_full(&run.gate);
         let waiting = {
             let mut cadences = lock(&self.cadences);
@@ -102,8 +118,11 @@ impl Pipeline {
         let _ = run.swapped_tx.send(run.swaps);
         self.counters.max_keys_seen.fetch_max(batch.gen.len() as u64, Ordering::Relaxed);
         let progress = lock(&batch.progress).clone();
-        // A shard that ended is finished only once every set reached its end.
-        let whole = whole || progress.values().any(|p| p.ended);
+        // A shard that ended is finished only once every set reached its
+        // end; a shard's first range writes every set (a restart never
+        // needs its first record again).
+        let first = |i: &u32| run.shards.get(i).is_some_and(|s| s.checkpoint.has_unread_set());
+        let whole = whole || progress.iter().any(|(i, p)| p.ended || first(i));
         let (due, sets, waiting) = {
             let cadences = lock(&self.cadences);
             let due = cadences.due(Instant::now(), whole, true).unwrap_or(super::cadence::Due::Whole);
@@ -145,14 +164,18 @@ impl Pipeline {
         gate.try_read().map_or(true, |b| b.gen.len() * 10 >= flush.max_keys * 9 || b.gen.bytes() * 10 >= max_bytes * 9)
     }
 
-    /// A job writing, from the stream, the item sets behind in the shards
-    /// taken with their sets apart, up to the furthest one's checkpoint.
+    /// A job writing, from the stream, the item sets behind in a shard
+    /// taken with its sets apart, up to the furthest one's checkpoint (one
+    /// shard a job: its records are read before the intent is opened, and
+    /// a failure waits for that shard alone).
     fn catch_up(&self, run: &Run) -> Option<FlushJob> {
         let sets = self.flusher.item_sets().len() as zigzag_lease::ItemSet;
+        let now = Instant::now();
         let ranges: Vec<(u32, ShardRange)> = run
             .shards
             .iter()
-            .filter(|(_, s)| s.catching_up)
+            .filter(|(_, s)| s.catching_up && s.catch_up_after.is_none_or(|t| t <= now))
+            .take(1)
             .filter_map(|(index, s)| {
                 let to = s.checkpoint.furthest()?;
                 let behind: Vec<_> = (0..sets).filter(|&i| s.checkpoint.get(i) != Some(to)).collect();
@@ -190,8 +213,10 @@ impl Pipeline {
                     run.tombstones.insert(s.id, Tombstone::now(true));
                 } else if s.catching_up {
                     // Caught up: a lease pass read after this starts its
-                    // reader from the (now single) checkpoint.
-                    run.shards.remove(index);
+                    // reader from the (now single) checkpoint; one read
+                    // before does not (it shows the old checkpoint).
+                    let s = run.shards.remove(index).expect("present");
+                    run.tombstones.insert(s.id, Tombstone::now(false));
                     run.poke.notify_one();
                 }
             }
@@ -255,7 +280,7 @@ impl Pipeline {
         loop {
             run.retry_at = None;
             self.flush_step(run).await?;
-            let waiting = run.shards.values().any(|s| s.catching_up) || !lock(&self.cadences).is_empty();
+            let waiting = !lock(&self.cadences).is_empty();
             if run.job.is_none() && lock_progress_empty(&run.gate) && !waiting {
                 break;
             }

@@ -46,6 +46,7 @@ pub(super) struct FlushJob {
     dead_letters_written: bool,
     written: bool,
     committed: bool,
+    catch_up: bool,
     pub keys: usize,
     pub started: std::time::Instant,
 }
@@ -63,6 +64,7 @@ impl FlushJob {
 
     fn with(content: Content, ranges: Vec<(u32, ShardRange)>, keys: usize) -> Self {
         FlushJob {
+            catch_up: matches!(content, Content::Reread),
             ranges,
             keys,
             content: Some(content),
@@ -76,9 +78,21 @@ impl FlushJob {
         }
     }
 
+    /// A catch-up (its records read again from the source).
+    pub fn is_catch_up(&self) -> bool {
+        self.catch_up
+    }
+
     /// Runs the remaining steps. On error the job keeps its state; calling
     /// again resumes.
     pub async fn drive(&mut self, p: &Pipeline) -> Result<(), PipelineError> {
+        // A catch-up reads its records before it records an intent: one it
+        // cannot fill is never opened. Its records' dead letters were
+        // written when the sets ahead were flushed.
+        if matches!(self.content, Some(Content::Reread)) && self.merged.is_none() && self.began.is_none() {
+            let ranges: Vec<ShardRange> = self.ranges.iter().map(|(_, r)| r.clone()).collect();
+            self.merged = Some(p.reread_ranges(&ranges, false).await?);
+        }
         if self.began.is_none() {
             let ranges = self.ranges.iter().map(|(_, r)| r.clone()).collect();
             self.began = Some(p.coord.begin(ranges, &p.layout).await?);
@@ -107,16 +121,9 @@ impl FlushJob {
                     Err(e) => self.unmergeable = Some(e),
                 }
             }
-            Some(Content::Reread) if !self.written => {
-                // Its records' dead letters were written when the sets
-                // ahead were flushed.
-                match p.reread_ranges(&began.ranges, false).await {
-                    Ok(merged) => self.merged = Some(merged),
-                    Err(e) => {
-                        self.content = Some(Content::Reread);
-                        return Err(e);
-                    }
-                }
+            Some(Content::Reread) if kept.is_empty() => {
+                // Its one shard's lease moved on: nothing to write.
+                self.merged = Some(Merged::default());
             }
             _ => {}
         }

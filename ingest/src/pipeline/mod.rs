@@ -179,6 +179,10 @@ struct Shard {
     /// Its sets are apart: the ones behind are written from the stream
     /// first (`cadence.rs`); it is read once they are not.
     catching_up: bool,
+    /// A catch-up that failed is tried again after this (the shard alone
+    /// waits; other shards' flushes go on).
+    catch_up_after: Option<Instant>,
+    catch_up_failures: u32,
     reader: Option<ReaderHandle>,
     /// Give the lease to this worker after the next flush.
     leaving: Option<String>,
