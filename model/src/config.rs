@@ -564,6 +564,21 @@ mod tests {
         assert_eq!(c.measures, Config::default().measures, "every measure, in every projection");
     }
 
+    /// The layouts BENCHMARKS.md measures are valid, and each writes something.
+    #[test]
+    fn the_example_layouts_are_valid() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/layouts");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).expect("examples/layouts") {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("readable");
+            let c = Config::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            crate::Projections::new(&c).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            n += 1;
+        }
+        assert!(n >= 4, "{n} layouts");
+    }
+
     #[test]
     fn custom_dimensions() {
         let c = Config::from_toml(
