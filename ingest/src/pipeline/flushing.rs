@@ -58,6 +58,7 @@ impl Pipeline {
                     let wait = self.pause_after(s.catch_up_failures).max(Duration::from_secs(1));
                     s.catch_up_after = Some(Instant::now() + wait);
                     metrics::counter!("zigzag_ingest_catch_up_failures_total").increment(1);
+                    self.counters.catch_up_failures.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(shard = %s.id, error = %e, retry_in_s = wait.as_secs_f64(),
                         "catching the slower item sets up failed: the shard waits, unread");
                 }

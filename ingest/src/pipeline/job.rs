@@ -194,6 +194,10 @@ impl Pipeline {
             }
         }
         if dead_letters {
+            // Records up to the furthest set's checkpoint were dead-lettered
+            // by the flushes that moved it.
+            lock(&rejected.rejected)
+                .retain(|(i, x)| ranges.get(*i as usize).is_some_and(|r| Some(x.pos) > r.from.furthest()));
             self.write_dead_letters(&rejected, |i| ranges.get(i as usize).map(|r| r.shard.as_str()))?;
         }
         Ok(merged)

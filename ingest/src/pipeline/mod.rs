@@ -121,6 +121,7 @@ struct Counters {
     recovered: AtomicU64,
     flush_pauses: AtomicU64,
     shard_pauses: AtomicU64,
+    catch_up_failures: AtomicU64,
     /// Joins tried again after a retryable failure (the store's other
     /// retries are counted by the flusher and the coordinator).
     join_retries: AtomicU64,
@@ -465,6 +466,7 @@ impl Pipeline {
             max_generation_keys: get(&self.counters.max_keys_seen),
             flush_pauses: get(&self.counters.flush_pauses),
             shard_pauses: get(&self.counters.shard_pauses),
+            catch_up_failures: get(&self.counters.catch_up_failures),
             lease_failures: get(&l.heartbeat_failures) + get(&l.pass_failures),
         }
     }

@@ -88,6 +88,9 @@ pub struct RunSummary {
     pub flush_pauses: u64,
     /// Times a shard's reading was paused by an outage.
     pub shard_pauses: u64,
+    /// Catch-ups of a shard's slower item sets that could not read their
+    /// records (the shard waited, unread, and was tried again).
+    pub catch_up_failures: u64,
     /// Heartbeats and lease passes that failed (outages of the lease table
     /// or of ListShards); the worker went on.
     pub lease_failures: u64,
