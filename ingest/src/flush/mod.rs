@@ -11,9 +11,12 @@
 //! This is the pipeline's one retry loop for item writes: the store returns
 //! each item's result and only the failed items are sent again.
 
+mod merged;
 mod statistics;
 
-use crate::aggregate::{AggKey, Generation, IdentityCollision, KeyValues, MergedPartials, Shape};
+pub use merged::Merged;
+
+use crate::aggregate::{AggKey, Generation, IdentityCollision, KeyValues, Shape};
 use dashmap::DashMap;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use rustc_hash::FxBuildHasher;
@@ -453,50 +456,6 @@ impl Flusher {
 /// A merged partial with where its item goes: (projection, prefix, rollup,
 /// partition start) first, for sorting into partitions.
 type Located<'a> = ((u8, u32, zigzag_model::Rollup, i64), AggKey, &'a (Partial, KeyValues));
-
-/// One flush's partials, merged across shards and rollups.
-#[derive(Default)]
-pub struct Merged {
-    partials: MergedPartials,
-}
-
-impl From<MergedPartials> for Merged {
-    fn from(partials: MergedPartials) -> Merged {
-        Merged { partials }
-    }
-}
-
-impl Merged {
-    /// Adds another merge's partials (a key in both is merged; names must
-    /// agree, else two keys share an identity).
-    pub fn absorb(&mut self, set: &MeasureSet, other: Merged) -> Result<(), IdentityCollision> {
-        for (key, (partial, names)) in other.partials {
-            match self.partials.entry(key) {
-                std::collections::hash_map::Entry::Occupied(mut e) => {
-                    let (mine, known) = e.get_mut();
-                    if *known != names {
-                        let values = |n: &KeyValues| n.iter().map(str::to_string).collect();
-                        return Err(IdentityCollision { id: key.id(), a: values(known), b: values(&names) });
-                    }
-                    mine.merge(set, &partial);
-                }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert((partial, names));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Distinct items the flush writes.
-    pub fn len(&self) -> usize {
-        self.partials.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.partials.is_empty()
-    }
-}
 
 /// An item write with its keys computed.
 struct Prepared {
