@@ -20,6 +20,21 @@
 //! before projections existed (`{prefix}#{rollup}#{bin}`); a projection's
 //! are `{prefix}#{name}#{rollup}#{bin}`.
 //!
+//! **Scatter rule** (seed 003's write-rate formula). A writer writes each
+//! item it saw at most once per flush, so the items of one projection,
+//! rollup and bucket take `items × writers / interval` writes per second
+//! (writers: those that see a key; all of them when the stream's partition
+//! key is random, one when it is a dimension the projection keeps), spread
+//! over its `P` prefixes (hash mode: each key in one; random mode: each
+//! write anywhere). A partition takes about 1,000 writes/s, and a report
+//! reads every prefix: choose the least `P` that keeps
+//! `items × writers / (interval × P)` at half that or less. For the shipped
+//! layout at 100 writers, a random partition key and 10 s: `total` holds 1
+//! item a bucket (10 writes/s: `P = 1`), `cc` up to 480 (4,800 writes/s:
+//! `P = 16`, 300 a partition). With fewer keys than prefixes, hash mode
+//! cannot spread one key: a key written more than ~500 times a second
+//! needs random mode.
+//!
 //! A projection's items are sums of the base's finest partials over the
 //! dimensions it leaves out, so every report it answers is exactly the
 //! base's answer (`tests/tests/projections.rs` checks it against brute
