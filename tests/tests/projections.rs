@@ -1,7 +1,8 @@
 //! Projections end to end: generator events go through the real pipeline
 //! (two shards, many flushes) into SQLite under a layout with the base and
 //! four projections (every scatter mode, subsets of the dimensions, the
-//! rollups and the measures, one with no dimension at all). Then:
+//! rollups and the measures, one with no dimension at all), once with one
+//! cadence and twice with random cadences per item set. Then:
 //! - `gather check` matches the ground truth in every rollup of every
 //!   projection;
 //! - for random reports (windows aligned to minutes, hours or days, steps,
@@ -226,7 +227,41 @@ fn request(r: &Report, config: &Config, projection: Option<&str>) -> PlanRequest
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_exact_projection_answers_random_reports_as_brute_force_does() {
-    let config = Config::from_toml(LAYOUT).expect("layout");
+    answers_random_reports_as_brute_force_does(LAYOUT.to_string()).await;
+}
+
+/// The same with random cadences: each item set written every flush or
+/// every 2, 4 or 10 flushes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_random_cadences_every_exact_projection_still_answers_as_brute_force_does() {
+    const SETS: [&str; 11] = [
+        "base.minute",
+        "base.hour",
+        "base.day",
+        "cc.minute",
+        "cc.hour",
+        "cc.day",
+        "ref_country.hour",
+        "ref_country.day",
+        "total.minute",
+        "total.hour",
+        "campaign.day",
+    ];
+    for seed in 0..2u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(100 + seed);
+        let mut every: Vec<String> = Vec::new();
+        for set in SETS {
+            if rng.gen_bool(0.6) {
+                every.push(format!("\"{set}\" = {}", 40 * [2, 4, 10][rng.gen_range(0..3)]));
+            }
+        }
+        eprintln!("cadences: {every:?}");
+        answers_random_reports_as_brute_force_does(format!("{LAYOUT}every_ms = {{ {} }}\n", every.join(", "))).await;
+    }
+}
+
+async fn answers_random_reports_as_brute_force_does(layout: String) {
+    let config = Config::from_toml(&layout).expect("layout");
     let projections = Projections::new(&config).expect("projections");
     assert_eq!(projections.len(), 5, "the base and four projections");
     let gen = Generator::new(GenConfig {
