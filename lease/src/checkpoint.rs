@@ -72,9 +72,12 @@ impl Checkpoint {
         self.at.is_none() || self.apart.values().any(Option::is_none)
     }
 
-    /// The sets listed apart, with their positions.
-    pub fn apart(&self) -> impl Iterator<Item = (ItemSet, Option<Position>)> + '_ {
-        self.apart.iter().map(|(s, p)| (*s, *p))
+    /// The sets of the layout's `of` that are not at the furthest
+    /// position: empty when every set is at one position, whatever the
+    /// text lists.
+    pub fn behind(&self, of: ItemSet) -> Vec<ItemSet> {
+        let furthest = self.furthest();
+        (0..of).filter(|&s| self.get(s) != furthest).collect()
     }
 
     /// The checkpoint after applying records up to `to` to `sets` (None:

@@ -177,11 +177,6 @@ impl KeyModel {
         &self.dim_positions
     }
 
-    /// Per measure, its position among the layout's measures.
-    pub fn measure_positions(&self) -> &[usize] {
-        &self.measure_positions
-    }
-
     /// This projection's values out of the layout's (all measures).
     pub fn project_values(&self, all: &crate::measure::MeasureValues) -> crate::measure::MeasureValues {
         crate::measure::MeasureValues(self.measure_positions.iter().map(|&i| all.0[i].clone()).collect())

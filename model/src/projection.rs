@@ -166,10 +166,6 @@ impl ProjectionSpec {
         }
         Ok(())
     }
-
-    pub fn is_base(&self) -> bool {
-        self.name == BASE
-    }
 }
 
 /// Every projection a layout writes, as key models: the base first (when

@@ -20,7 +20,7 @@
 
 use crate::hll::Hll;
 use crate::keys::Identity;
-use crate::measure::update::{plan_sketch_merge, VERSION_ATTR};
+use crate::measure::update::plan_sketch_merge;
 use crate::measure::values::attr_sketch_named;
 use crate::rollup::Rollup;
 use rust_decimal::Decimal;
@@ -137,12 +137,6 @@ pub fn plan_stats_update(
             .set(HI, AttrValue::N(Decimal::from(hi)))
             .set(AT, AttrValue::N(Decimal::from(at))),
     ))
-}
-
-/// Whether an item is a statistics item (its version attribute is the
-/// sketches', so a reader of items never meets one: they have their own pk).
-pub fn is_stats(item: &Item) -> bool {
-    item.pk == STATS_PK && item.attrs.contains_key(VERSION_ATTR)
 }
 
 #[cfg(test)]

@@ -179,7 +179,7 @@ impl Pipeline {
             .take(1)
             .filter_map(|(index, s)| {
                 let to = s.checkpoint.furthest()?;
-                let behind: Vec<_> = (0..sets).filter(|&i| s.checkpoint.get(i) != Some(to)).collect();
+                let behind = s.checkpoint.behind(sets);
                 let range = ShardRange {
                     shard: s.id.clone(),
                     lease: s.lease,

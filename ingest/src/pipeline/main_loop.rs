@@ -197,32 +197,30 @@ impl Pipeline {
         }
         let index = run.next_index;
         run.next_index += 1;
+        let mut shard = Shard {
+            id: ready.shard.clone(),
+            lease: ready.lease,
+            checkpoint: ready.checkpoint.clone(),
+            read_to: ready.checkpoint.furthest(),
+            catching_up: false,
+            catch_up_after: None,
+            catch_up_failures: 0,
+            reader: None,
+            leaving: None,
+            ended: false,
+        };
         // Sets apart (a worker died between a faster and a slower cadence's
         // flushes): the ones behind are written first, by the flush cycle.
-        let cp = &ready.checkpoint;
         let sets = self.flusher.item_sets().len() as zigzag_lease::ItemSet;
-        if (0..sets).any(|s| cp.get(s) != cp.furthest()) {
+        if !ready.checkpoint.behind(sets).is_empty() {
             tracing::info!(shard = %ready.shard, checkpoint = %ready.checkpoint, "catching the slower item sets up first");
-            run.shards.insert(
-                index,
-                Shard {
-                    id: ready.shard.clone(),
-                    lease: ready.lease,
-                    checkpoint: ready.checkpoint.clone(),
-                    read_to: ready.checkpoint.furthest(),
-                    catching_up: true,
-                    catch_up_after: None,
-                    catch_up_failures: 0,
-                    reader: None,
-                    leaving: None,
-                    ended: false,
-                },
-            );
+            shard.catching_up = true;
+            run.shards.insert(index, shard);
             run.poke.notify_one();
             return;
         }
         // Every set is at one position (whatever the text lists).
-        let start = match (cp.furthest(), ready.from_trim_horizon) {
+        let start = match (ready.checkpoint.furthest(), ready.from_trim_horizon) {
             (Some(p), _) => StartAt::After(p),
             (None, true) => StartAt::TrimHorizon,
             (None, false) => StartAt::Configured,
@@ -242,21 +240,8 @@ impl Pipeline {
         tracing::info!(shard = %ready.shard, lease = ready.lease, ?start, "reading");
         metrics::gauge!("zigzag_ingest_shard_reading", "shard" => ready.shard.clone()).set(1.0);
         run.shards_read.insert(ready.shard.clone());
-        run.shards.insert(
-            index,
-            Shard {
-                id: ready.shard.clone(),
-                lease: ready.lease,
-                checkpoint: ready.checkpoint.clone(),
-                read_to: ready.checkpoint.furthest(),
-                catching_up: false,
-                catch_up_after: None,
-                catch_up_failures: 0,
-                reader: Some(task.spawn()),
-                leaving: None,
-                ended: false,
-            },
-        );
+        shard.reader = Some(task.spawn());
+        run.shards.insert(index, shard);
     }
 
     /// This worker was presumed dead and its lane taken: everything in
