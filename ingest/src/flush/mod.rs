@@ -62,7 +62,7 @@ pub struct FlushStats {
     pub write_requests: AtomicU64,
     /// Writes found already applied (replays after a crash).
     pub skipped: AtomicU64,
-    /// Item writes sent again after a retryable failure.
+    /// Item and statistics writes sent again after a retryable failure.
     pub retries: AtomicU64,
     /// Write requests per scatter prefix.
     pub per_prefix: Vec<AtomicU64>,
@@ -240,7 +240,10 @@ impl Flusher {
             .map(|partition| self.write_partition(partition, &mark, writer.k))
             .collect();
         stream::iter(partitions).buffer_unordered(partitions_in_flight).try_collect::<()>().await?;
-        let sent = self.statistics.write(self.aggregates.as_ref(), &self.projections, statistics).await;
+        let sent = self
+            .statistics
+            .write(self.aggregates.as_ref(), &self.projections, statistics, &self.retry, &self.stats.retries)
+            .await;
         self.stats.write_requests.fetch_add(sent, Ordering::Relaxed);
         self.stats.statistics_writes.fetch_add(sent, Ordering::Relaxed);
         metrics::counter!("zigzag_ingest_write_requests_total").increment(sent);
