@@ -27,7 +27,8 @@ use zigzag_core::table::{Item, QueryRequest, SortKeyCondition, SortedTable, Upda
 pub struct LeaseOptions {
     /// The stream this worker consumes.
     pub stream: String,
-    /// This worker's id, unique among live workers.
+    /// This worker's id, unique among live workers (a restart may reuse
+    /// it: the owner written is this process's incarnation, `owner.rs`).
     pub worker: String,
     /// A lane whose beat has not moved for this long is expired.
     pub failover: Duration,
@@ -112,6 +113,8 @@ pub struct Recovery {
 pub struct Coordinator {
     table: Arc<dyn SortedTable>,
     opts: LeaseOptions,
+    /// This process's incarnation of `opts.worker`: the owner it writes.
+    owner: String,
     pub(crate) state: Mutex<State>,
     pub stats: LeaseStats,
 }
@@ -123,9 +126,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Coordinator {
     pub fn new(table: Arc<dyn SortedTable>, opts: LeaseOptions) -> Self {
         let observer = Observer::new(opts.failover);
+        let owner = crate::owner::incarnation(&opts.worker);
         Coordinator {
             table,
             opts,
+            owner,
             state: Mutex::new(State {
                 lane: None,
                 joining: None,
@@ -144,8 +149,23 @@ impl Coordinator {
         &self.opts
     }
 
+    /// The owner this process writes on lanes and leases: its worker id's
+    /// incarnation (`owner.rs`).
     pub fn worker(&self) -> &str {
-        &self.opts.worker
+        &self.owner
+    }
+
+    /// A later incarnation of this worker's id holding one of `live`
+    /// (lanes not expired): this process was replaced and must stop.
+    fn superseded<'a>(&self, live: impl IntoIterator<Item = &'a Lane>) -> Result<(), LeaseError> {
+        let by = live.into_iter().filter_map(|l| l.owner.as_deref()).find(|o| crate::owner::supersedes(o, &self.owner));
+        match by {
+            None => Ok(()),
+            Some(by) => {
+                metrics::counter!("zigzag_lease_superseded_total").increment(1);
+                Err(LeaseError::Superseded { id: self.opts.worker.clone(), me: self.owner.clone(), by: by.to_string() })
+            }
+        }
     }
 
     fn stream(&self) -> &str {
@@ -218,6 +238,7 @@ impl Coordinator {
         let me = self.worker().to_string();
         for _ in 0..16 {
             let lanes = self.read_lanes().await?;
+            self.superseded(&lanes)?;
             // A free lane never holds an intent in flight (a lane is freed
             // only after its last intent is done); skip one that does.
             let free = lanes.iter().filter(|l| l.owner.is_none() && l.in_flight().is_none()).map(|l| l.lane);
@@ -335,6 +356,7 @@ impl Coordinator {
         if let Some(n) = st.joining {
             expired.remove(&n);
         }
+        self.superseded(lanes.iter().filter(|l| !expired.contains(&l.lane)))?;
         st.lanes = lanes.clone();
         if let Some(l) = listed {
             st.listed = Some(l.iter().map(|s| s.id.clone()).collect());

@@ -122,6 +122,11 @@ pub struct ShardLease {
 }
 
 impl ShardLease {
+    /// The worker id of its owner (whichever incarnation, `owner.rs`).
+    pub fn worker_id(&self) -> Option<&str> {
+        self.owner.as_deref().map(crate::owner::worker_id)
+    }
+
     pub fn from_item(item: &Item) -> Result<ShardLease, CorruptItem> {
         let r = Reader(item);
         let shard = String::from_utf8(item.sk.clone()).map_err(|_| r.corrupt("shard id is not UTF-8".into()))?;
@@ -341,6 +346,11 @@ pub struct Lane {
 }
 
 impl Lane {
+    /// The worker id of its owner (whichever incarnation, `owner.rs`).
+    pub fn worker_id(&self) -> Option<&str> {
+        self.owner.as_deref().map(crate::owner::worker_id)
+    }
+
     pub fn from_item(item: &Item) -> Result<Lane, CorruptItem> {
         let r = Reader(item);
         let lane = <[u8; 4]>::try_from(item.sk.as_slice())

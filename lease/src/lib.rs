@@ -5,6 +5,9 @@
 //! - [`items`]: the lease table's items (shard leases, lanes) and every
 //!   conditional write on them; [`checkpoint`]: a shard's checkpoint per
 //!   item set (sets flushed on cadences of their own);
+//! - [`owner`]: owners are process incarnations (`<id>~<start>.<nonce>`),
+//!   so two live processes with one worker id never pass each other's
+//!   fences;
 //! - [`observer`]: expiry on this worker's monotonic clock;
 //! - [`balance`]: one lease pass decided from a snapshot (take, steal,
 //!   recover, free, complete, which shards may be read);
@@ -23,6 +26,7 @@ mod intent;
 pub mod items;
 pub mod legacy;
 pub mod observer;
+pub mod owner;
 mod recovery;
 pub mod report;
 
@@ -49,6 +53,14 @@ pub enum LeaseError {
     /// apart from a loss of the lane held now.
     #[error("lane {lane} was taken by another worker (this worker was presumed dead)")]
     LaneLost { lane: u32, joined: u64 },
+    /// A later process with this worker's id holds a live lane: this one
+    /// was replaced (a restart while it was paused) or the id is used
+    /// twice. It stops rather than fight the other for the id.
+    #[error(
+        "worker id {id} was started again elsewhere ({by} holds a live lane): this process ({me}) stops; \
+         if both should run, give each its own --worker-id"
+    )]
+    Superseded { id: String, me: String, by: String },
     #[error("this worker has no lane (join first)")]
     NotJoined,
     #[error("lease table contended: {0}")]

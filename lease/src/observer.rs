@@ -20,9 +20,9 @@ impl Observer {
     }
 
     /// Records what a pass read and returns the expired lanes. `mine` is
-    /// this worker's own lane (never expired here); other lanes owned by
-    /// `me` belong to a previous process with the same worker id, which a
-    /// restart takes over at once.
+    /// this worker's own lane (never expired here); lanes of an older
+    /// incarnation of `me`'s worker id belong to a previous process with
+    /// the same id, which a restart takes over at once (`owner.rs`).
     pub fn observe(&mut self, lanes: &[Lane], now: Instant, me: &str, mine: Option<u32>) -> HashSet<u32> {
         let mut expired = HashSet::new();
         for lane in lanes {
@@ -34,7 +34,7 @@ impl Observer {
             self.seen.insert(lane.lane, (key.0, key.1, since));
             let Some(owner) = &lane.owner else { continue };
             let stale = now.saturating_duration_since(since) >= self.failover;
-            let predecessor = owner == me && Some(lane.lane) != mine;
+            let predecessor = crate::owner::supersedes(me, owner);
             if Some(lane.lane) != mine && (stale || predecessor) {
                 expired.insert(lane.lane);
             }
@@ -62,8 +62,13 @@ mod tests {
         assert!(o.observe(&[lane(1, "a", 6)], t0 + s(20), "me", None).is_empty());
         assert_eq!(o.observe(&[lane(1, "a", 6)], t0 + s(21), "me", None), HashSet::from([1]));
         assert!(o.observe(&[lane(1, "b", 6)], t0 + s(22), "me", None).is_empty(), "a new owner restarts it");
-        let mine = [lane(2, "me", 1), lane(3, "me", 9)];
-        assert_eq!(o.observe(&mine, t0 + s(23), "me", Some(2)), HashSet::from([3]), "a predecessor's lane at once");
-        assert!(o.observe(&[lane(2, "me", 1)], t0 + s(99), "me", Some(2)).is_empty(), "never our own");
+        let (me, before, after) = ("me~20.00000001", "me~10.00000001", "me~30.00000001");
+        let mine = [lane(2, me, 1), lane(3, before, 9), lane(4, "me", 9), lane(5, after, 9)];
+        assert_eq!(
+            o.observe(&mine, t0 + s(23), me, Some(2)),
+            HashSet::from([3, 4]),
+            "older incarnations' lanes at once, never a newer one's"
+        );
+        assert!(o.observe(&[lane(2, me, 1)], t0 + s(99), me, Some(2)).is_empty(), "never our own");
     }
 }

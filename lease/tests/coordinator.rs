@@ -63,7 +63,7 @@ async fn a_lane_whose_owner_opens_a_flush_while_it_is_being_freed_is_recovered_n
     let w_lane = w.join().await.unwrap();
     w.pass(Some(&[shard("s1")])).await.unwrap();
     let lease = ShardLease::from_item(&table.get(&shards_pk("st"), b"s1").await.unwrap().unwrap()).unwrap();
-    assert_eq!(lease.owner.as_deref(), Some("w"));
+    assert_eq!(lease.worker_id(), Some("w"));
 
     // R sees W's lane, then W stays silent past the failover...
     let hooked = Arc::new(BeforeTake { inner: table.clone(), hook: Mutex::new(None) });
@@ -94,7 +94,7 @@ async fn a_lane_whose_owner_opens_a_flush_while_it_is_being_freed_is_recovered_n
     assert_eq!(plan.free.len(), 1, "R decided to free W's lane");
     let lanes = r.read_lanes().await.unwrap();
     let taken = lanes.iter().find(|l| l.lane == w_lane).expect("W's lane");
-    assert_eq!(taken.owner.as_deref(), Some("r"), "R holds the lane it took: {taken:?}");
+    assert_eq!(taken.worker_id(), Some("r"), "R holds the lane it took: {taken:?}");
     assert_eq!(taken.in_flight().map(|i| i.state), Some(IntentState::Valid), "the flush is still there");
     // W is fenced; R's next pass recovers the flush instead of freeing it.
     assert!(w.commit(&zigzag_lease::Began { lane: taken.lane, k: 1, ranges: vec![] }).await.is_err());
@@ -175,7 +175,7 @@ async fn leaving_releases_the_leases_held_but_never_read() {
     let w = Coordinator::new(table.clone(), options("st", "w"));
     w.join().await.unwrap();
     w.pass(Some(&[shard("s1"), shard("s2"), shard("s3")])).await.unwrap();
-    let held = |leases: &[ShardLease]| leases.iter().filter(|l| l.owner.as_deref() == Some("w")).count();
+    let held = |leases: &[ShardLease]| leases.iter().filter(|l| l.worker_id() == Some("w")).count();
     let leases = w.read_leases().await.unwrap();
     assert_eq!(held(&leases), 3);
     // The one read here is given away as the pipeline does; the other two

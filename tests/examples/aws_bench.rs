@@ -281,7 +281,7 @@ async fn workers_bench(records: u64) {
                     .expect("leases")
                     .items
                     .iter()
-                    .map(|i| zigzag_lease::ShardLease::from_item(i).expect("lease").owner)
+                    .map(|i| zigzag_lease::ShardLease::from_item(i).expect("lease").worker_id().map(str::to_string))
                     .collect();
                 let mut per: std::collections::HashMap<&str, usize> = Default::default();
                 for o in held.iter().flatten() {

@@ -78,7 +78,9 @@ impl StatisticsWriter {
             sent += reqs.len() as u64;
             let results = match table.update_batch(&reqs).await {
                 Ok(r) => r,
-                Err(e) if e.is_retryable() => reqs.iter().map(|_| Err(TableError::Unavailable(e.to_string()))).collect(),
+                Err(e) if e.is_retryable() => {
+                    reqs.iter().map(|_| Err(TableError::Unavailable(e.to_string()))).collect()
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "statistics not written this flush");
                     self.failed(reqs.len() as u64);

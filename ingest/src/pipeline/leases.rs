@@ -10,7 +10,8 @@
 //!   (`Coordinator::pass`) and sends the plan as [`Event::Leases`].
 //!
 //! Failures of either (an outage) are logged and tried again next period:
-//! neither ends the process.
+//! neither ends the process, except a replacement (a later process with
+//! this worker id, [`LeaseError::Superseded`]), sent as [`Event::Replaced`].
 
 use super::Event;
 use crate::source::Source;
@@ -36,6 +37,10 @@ pub(super) async fn heartbeat(coord: Arc<Coordinator>, events: mpsc::UnboundedSe
                 }
             }
             Err(LeaseError::NotJoined) => {} // rejoining
+            Err(e @ LeaseError::Superseded { .. }) => {
+                let _ = events.send(Event::Replaced(e));
+                return;
+            }
             Err(LeaseError::LaneLost { lane, joined }) => {
                 let _ = events.send(Event::LaneLost { lane, joined });
             }
@@ -85,6 +90,10 @@ pub(super) async fn passes(
                 }
             }
             Err(LeaseError::NotJoined) => {}
+            Err(e @ LeaseError::Superseded { .. }) => {
+                let _ = events.send(Event::Replaced(e));
+                return;
+            }
             Err(e) => {
                 metrics::counter!("zigzag_lease_pass_failures_total").increment(1);
                 coord.stats.pass_failures.fetch_add(1, Ordering::Relaxed);

@@ -66,6 +66,10 @@ impl Pipeline {
                     tracing::error!(shard = %shard, error = %error, "shard failed");
                     return Err(error.into());
                 }
+                Event::Replaced(e) => {
+                    tracing::error!(error = %e, "replaced by a later process with this worker id: stopping");
+                    return Err(e.into());
+                }
                 Event::ProducerDone => run.drain_after = Some(Instant::now()),
                 Event::Stop => return Ok(()),
             }

@@ -158,6 +158,9 @@ enum Event {
         lane: u32,
         joined: u64,
     },
+    /// A later process with this worker id holds a live lane: stop, leaving
+    /// everything unflushed to it.
+    Replaced(LeaseError),
     /// Everything to read has been written: stop once drained.
     ProducerDone,
     /// A reader met an error that retrying cannot fix.

@@ -175,7 +175,7 @@ impl BeatWatch {
                         .items
                         .iter()
                         .filter_map(|i| Lane::from_item(i).ok())
-                        .find(|l| l.owner.as_deref() == Some(worker))
+                        .find(|l| l.worker_id() == Some(worker))
                         .map(|l| l.beat);
                     if let (Some(b), Some(before)) = (beat, last) {
                         if b != before {
@@ -264,7 +264,8 @@ impl Watch {
                 let snapshot: Snapshot = leases(&table, &stream)
                     .await
                     .into_iter()
-                    .map(|l| (l.shard, (l.owner, l.checkpoint.earliest())))
+                    .map(|l| (l.worker_id().map(str::to_string), l))
+                    .map(|(w, l)| (l.shard, (w, l.checkpoint.earliest())))
                     .collect();
                 // An empty one is a failed query (the store is busy), not news.
                 if !snapshot.is_empty() {

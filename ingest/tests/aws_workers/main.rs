@@ -76,7 +76,7 @@ async fn killed_workers_shards_all_resume_and_totals_stay_exact() {
         let held: Vec<(String, Option<Position>)> = leases(&lease_table, &env.stream)
             .await
             .into_iter()
-            .filter(|l| l.owner.as_deref() == Some(victim.as_str()) && !l.finished)
+            .filter(|l| l.worker_id() == Some(victim.as_str()) && !l.finished)
             .map(|l| (l.shard, l.checkpoint.earliest()))
             .collect();
         let mut child = workers.remove(&victim).unwrap();
@@ -144,14 +144,14 @@ async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
     let mut held = Vec::new();
     for _ in 0..5 {
         let deadline = Instant::now() + Duration::from_secs(120);
-        while !leases(&lease_table, &env.stream).await.iter().any(|l| l.owner.as_deref() == Some("a") && !l.finished) {
+        while !leases(&lease_table, &env.stream).await.iter().any(|l| l.worker_id() == Some("a") && !l.finished) {
             assert!(Instant::now() < deadline, "A never held a lease");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         signal(&workers["a"], "STOP");
         tokio::time::sleep(Duration::from_millis(300)).await;
         let now = leases(&lease_table, &env.stream).await;
-        held = now.into_iter().filter(|l| l.owner.as_deref() == Some("a") && !l.finished).map(|l| l.shard).collect();
+        held = now.into_iter().filter(|l| l.worker_id() == Some("a") && !l.finished).map(|l| l.shard).collect();
         if !held.is_empty() {
             break;
         }
@@ -166,7 +166,7 @@ async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
         let l = leases(&lease_table, &env.stream).await;
         let seen = Instant::now();
         for lease in l.iter().filter(|l| held.contains(&l.shard)) {
-            if lease.finished || lease.owner.as_deref() == Some("b") {
+            if lease.finished || lease.worker_id() == Some("b") {
                 taken_by.entry(lease.shard.clone()).or_insert(seen);
             }
         }
@@ -214,7 +214,7 @@ async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_ex
         let held: Vec<String> = leases(&lease_table, &env.stream)
             .await
             .into_iter()
-            .filter(|l| l.owner.as_deref() == Some(id.as_str()))
+            .filter(|l| l.worker_id() == Some(id.as_str()))
             .map(|l| l.shard)
             .collect();
         // Where the others' logs stand before the stop: their takes after it
@@ -229,17 +229,16 @@ async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_ex
         // Released at exit: it owns no lease and no lane (a lease may already
         // be another's), so nothing of it waits for an expiry.
         let l = read_leases(&lease_table, &env.stream).await;
-        let kept: Vec<&ShardLease> = l.iter().filter(|l| l.owner.as_deref() == Some(id.as_str())).collect();
+        let kept: Vec<&ShardLease> = l.iter().filter(|l| l.worker_id() == Some(id.as_str())).collect();
         assert!(kept.is_empty(), "{id} exited still owning leases: {kept:?}\n{}", env.log(&id));
         let lanes = read_lanes(&lease_table).await;
-        let kept: Vec<&Lane> = lanes.iter().filter(|l| l.owner.as_deref() == Some(id.as_str())).collect();
+        let kept: Vec<&Lane> = lanes.iter().filter(|l| l.worker_id() == Some(id.as_str())).collect();
         assert!(kept.is_empty(), "{id} exited still owning its lane: {kept:?}\n{}", env.log(&id));
         // Liveness only: the others take them at a lease pass (every
         // failover / 3), which on a loaded 2-core machine may take seconds.
         loop {
             let l = leases(&lease_table, &env.stream).await;
-            let moved =
-                held.iter().all(|s| l.iter().any(|l| &l.shard == s && l.owner.as_deref().is_some_and(|o| o != id)));
+            let moved = held.iter().all(|s| l.iter().any(|l| &l.shard == s && l.worker_id().is_some_and(|o| o != id)));
             if moved {
                 break;
             }

@@ -313,7 +313,7 @@ impl Faulty {
         let victim = self.process.name.as_str();
         if leases {
             for l in read_leases(table).await {
-                if l.owner.as_deref() == Some(victim) && !l.finished {
+                if l.worker_id() == Some(victim) && !l.finished {
                     let out = table.update(&take_lease(STREAM, &l.shard, l.lease, thief)).await.unwrap();
                     assert!(out.applied(), "only the victim writes its leases, and it is mid-flush");
                 }
@@ -325,11 +325,13 @@ impl Faulty {
             let item = table.get(LANES_PK, &lane_sk(lane)).await.unwrap().expect("the writer's lane");
             let seen = Lane::from_item(&item).expect("a lane");
             assert_eq!(
-                (seen.owner.as_deref(), seen.in_flight().map(|i| (i.k, i.state))),
+                (seen.worker_id(), seen.in_flight().map(|i| (i.k, i.state))),
                 (Some(victim), Some((k, IntentState::Valid))),
                 "the writer writes items of its valid intent: {seen:?}"
             );
-            let take = take_lane(lane, Some((victim, seen.beat)), thief, &seen.stream);
+            // Guarded by the owner as written: the victim's incarnation.
+            let owner = seen.owner.as_deref().unwrap_or(victim);
+            let take = take_lane(lane, Some((owner, seen.beat)), thief, &seen.stream);
             if table.update(&take).await.unwrap().applied() {
                 return (lane, k);
             }

@@ -142,7 +142,7 @@ pub(crate) async fn crash_then_restart(
         // The predecessor's lane was taken over at once and freed.
         let lanes = w.lanes().await;
         assert!(lanes.iter().all(|l| l.owner.is_none()), "{context}: {lanes:?}");
-    } else if image.leases.iter().any(|l| !l.finished && l.owner.as_deref() == Some("run-a")) {
+    } else if image.leases.iter().any(|l| !l.finished && l.worker_id() == Some("run-a")) {
         // Another worker waits out the failover before taking the leases.
         assert!(took >= FAILOVER, "{context}: took {took:?}");
         assert!(restart.leases_taken >= 1, "{context}: {restart:?}");

@@ -292,7 +292,7 @@ async fn a_flush_in_flight_is_not_recovered_under_another_layout() {
         other => panic!("expected LayoutChanged, got {other:?}"),
     }
     let still = w.lanes().await.into_iter().find(|l| l.lane == lane).unwrap();
-    assert_eq!(still.owner.as_deref(), Some("run-a"), "the lane was not taken: {still:?}");
+    assert_eq!(still.worker_id(), Some("run-a"), "the lane was not taken: {still:?}");
     w.aggregates.put(force(&w.config)).await.unwrap();
     let (_, c) = w.run_with("run-a#4", w.options("run-a")).await;
     let c = c.expect("the old layout finishes the flush");

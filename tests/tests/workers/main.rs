@@ -12,7 +12,9 @@
 //!   released, not as expired; its heartbeat goes on through a final flush
 //!   longer than the failover;
 //! - two streams with identical shard ids write into one table: the totals
-//!   are the sum of both truths.
+//!   are the sum of both truths;
+//! - operators' mistakes (`operator.rs`): one worker id on two live
+//!   processes, a lease table lost while the aggregates are kept.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -31,6 +33,8 @@ use zigzag_model::{Config, KeyModel, Truth};
 use zigzag_sqlite::SqliteTable;
 use zigzag_tests::freeze::{FreezeWhenIdle, Freezer};
 use zigzag_tests::gated::{Gated, Opened};
+
+mod operator;
 
 fn generator(seed: u64, shards: u32, records: u64) -> Generator {
     Generator::new(GenConfig {
@@ -129,7 +133,7 @@ async fn until_a_and_b_hold_leases(stores: &Stores) {
     within(30, "the leases are shared", async {
         loop {
             let held = leases(&*stores.leases, "st").await;
-            let holds = |w: &str| held.iter().any(|l| l.owner.as_deref() == Some(w));
+            let holds = |w: &str| held.iter().any(|l| l.worker_id() == Some(w));
             if holds("a") && holds("b") {
                 return;
             }
@@ -196,7 +200,7 @@ async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once
     let stores = open(&db);
     // Alone, w1 takes all eight: the others can get theirs only by handoff.
     within(30, "w1 holds all eight", async {
-        while leases(&*stores.leases, "st").await.iter().filter(|l| l.owner.as_deref() == Some("w1")).count() < 8 {
+        while leases(&*stores.leases, "st").await.iter().filter(|l| l.worker_id() == Some("w1")).count() < 8 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
@@ -210,7 +214,7 @@ async fn three_workers_balance_eight_shards_by_handoff_and_read_each_record_once
     within(60, "balance", async {
         loop {
             let held = leases(&*stores.leases, "st").await;
-            let owns = |w: &str| held.iter().filter(|l| l.owner.as_deref() == Some(w)).count();
+            let owns = |w: &str| held.iter().filter(|l| l.worker_id() == Some(w)).count();
             let reading = |o: &Opened| o.lock().unwrap().len();
             if ["w1", "w2", "w3"].iter().all(|w| owns(w) >= 2) && reading(&opened_2) >= 2 && reading(&opened_3) >= 2 {
                 break;
@@ -276,7 +280,7 @@ async fn a_worker_frozen_past_its_expiry_is_recovered_and_its_late_writes_change
     })
     .await;
     let stores = open(&db);
-    let frozen_lane = lanes(&*stores.leases).await.into_iter().find(|l| l.owner.as_deref() == Some("a")).unwrap();
+    let frozen_lane = lanes(&*stores.leases).await.into_iter().find(|l| l.worker_id() == Some("a")).unwrap();
     assert!(frozen_lane.in_flight().is_some(), "A froze with a flush in flight: {frozen_lane:?}");
 
     let b = worker(&gen, Some(4_000.0), open(&db), options("st", "b", dir.path(), 800));
@@ -285,7 +289,7 @@ async fn a_worker_frozen_past_its_expiry_is_recovered_and_its_late_writes_change
     within(30, "B recovers A's lane", async {
         loop {
             let lane = lanes(&*stores.leases).await.into_iter().find(|l| l.lane == frozen_lane.lane).unwrap();
-            if lane.owner.as_deref() != Some("a") && lane.flush >= frozen_lane.intent.as_ref().unwrap().k {
+            if lane.worker_id() != Some("a") && lane.flush >= frozen_lane.intent.as_ref().unwrap().k {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -325,7 +329,7 @@ async fn a_stopped_worker_releases_its_leases_and_the_other_takes_them_without_e
     let a_sum = within(30, "A stops", a).await.unwrap();
     let released = Instant::now();
     let after_a: Vec<ShardLease> = leases(&*stores.leases, "st").await;
-    assert!(after_a.iter().all(|l| l.owner.as_deref() != Some("a")), "A released every lease: {after_a:?}");
+    assert!(after_a.iter().all(|l| l.worker_id() != Some("a")), "A released every lease: {after_a:?}");
     gate.send(true).expect("B's source listens");
     let b_sum = within(90, "B finishes", b).await.unwrap();
     assert_eq!(b_coord.stats.taken_expired.load(Ordering::Relaxed), 0, "nothing was taken by expiry");
@@ -381,7 +385,7 @@ async fn a_stopped_worker_beats_through_a_final_flush_longer_than_the_failover()
     })
     .await;
     tokio::time::sleep(Duration::from_millis(3 * failover)).await;
-    let a_lane = lanes(&*stores.leases).await.into_iter().find(|l| l.owner.as_deref() == Some("a"));
+    let a_lane = lanes(&*stores.leases).await.into_iter().find(|l| l.worker_id() == Some("a"));
     let a_lane = a_lane.expect("A's lane is still A's three failovers into its final flush");
     assert!(a_lane.in_flight().is_some(), "A is mid-flush: {a_lane:?}");
     frozen.send_replace(false);
