@@ -16,6 +16,7 @@
 const http = require('http');
 const zlib = require('zlib');
 
+
 function parseArgs(argv) {
   const out = { port: 18034, target: 'http://127.0.0.1:18030', delayMs: 8 };
   for (let i = 2; i < argv.length; i++) {
@@ -47,29 +48,31 @@ function zero() {
 }
 let meter = zero();
 
+// The meter reads the response's top-level numbers with a regex rather than
+// JSON.parse: a page of items can be a megabyte, and the proxy must not
+// charge big responses more than the delay it promises. DynamoDB's JSON
+// wraps every item attribute in a type ({"N": ...}), so a bare number after
+// "Count", "ScannedCount" or "CapacityUnits" is the response's own.
 function meterResponse(op, headers, body) {
   meter.requests++;
   meter.by_op[op] = (meter.by_op[op] || 0) + 1;
   meter.bytes_out += body.length;
-  let text = body;
+  let buf = body;
   try {
     const enc = (headers['content-encoding'] || '').toLowerCase();
-    if (enc === 'gzip') text = zlib.gunzipSync(body);
-    else if (enc === 'deflate') text = zlib.inflateSync(body);
-    const doc = JSON.parse(text.toString('utf8'));
-    if (typeof doc.Count === 'number') meter.items += doc.Count;
-    if (typeof doc.ScannedCount === 'number') meter.scanned += doc.ScannedCount;
-    const caps = Array.isArray(doc.ConsumedCapacity) ? doc.ConsumedCapacity
-      : doc.ConsumedCapacity ? [doc.ConsumedCapacity] : [];
-    const read = /^(Query|Scan|GetItem|BatchGetItem|TransactGetItems)$/.test(op);
-    for (const c of caps) {
-      const units = Number(c.CapacityUnits || 0);
-      if (read) meter.rcu += units; else meter.wcu += units;
-    }
-    if (doc.__type) meter.errors++;
+    if (enc === 'gzip') buf = zlib.gunzipSync(body);
+    else if (enc === 'deflate') buf = zlib.inflateSync(body);
   } catch (_) {
-    // Not JSON (or empty): counted as a request only.
+    return;
   }
+  const text = buf.toString('latin1');
+  const num = (re) => { const m = re.exec(text); return m ? Number(m[1]) : 0; };
+  meter.items += num(/"Count":\s*(\d+)/);
+  meter.scanned += num(/"ScannedCount":\s*(\d+)/);
+  const read = /^(Query|Scan|GetItem|BatchGetItem|TransactGetItems)$/.test(op);
+  const units = num(/"CapacityUnits":\s*([\d.]+)/);
+  if (read) meter.rcu += units; else meter.wcu += units;
+  if (/"__type":/.test(text.slice(0, 200))) meter.errors++;
 }
 
 const server = http.createServer((req, res) => {
@@ -103,13 +106,13 @@ const server = http.createServer((req, res) => {
         headers,
         agent: upstream,
       }, (upRes) => {
+        // Streamed back as it arrives (no store-and-forward), and metered.
+        res.writeHead(upRes.statusCode, upRes.headers);
         const out = [];
-        upRes.on('data', (c) => out.push(c));
+        upRes.on('data', (c) => { out.push(c); res.write(c); });
         upRes.on('end', () => {
-          const resBody = Buffer.concat(out);
-          meterResponse(op, upRes.headers, resBody);
-          res.writeHead(upRes.statusCode, upRes.headers);
-          res.end(resBody);
+          res.end();
+          meterResponse(op, upRes.headers, Buffer.concat(out));
         });
         upRes.on('error', () => res.destroy());
       });

@@ -14,6 +14,8 @@
 //! - [`coordinator`]: the worker's side over a `SortedTable`: join,
 //!   heartbeat, passes, flush intents, handoff, release; `recovery`: dead
 //!   workers' lanes freed or recovered;
+//! - [`epoch`]: the lease table bound to the aggregate table (a reset or
+//!   foreign lease table is refused before anything is written);
 //! - [`legacy`]: checkpoints of the single-writer format, migrated;
 //! - [`report`]: the lease table as operators read it (`ingest leases`).
 //!
@@ -22,6 +24,7 @@
 pub mod balance;
 pub mod checkpoint;
 pub mod coordinator;
+pub mod epoch;
 mod intent;
 pub mod items;
 pub mod legacy;
@@ -61,6 +64,17 @@ pub enum LeaseError {
          if both should run, give each its own --worker-id"
     )]
     Superseded { id: String, me: String, by: String },
+    /// The aggregate table was written under another lease table (`epoch.rs`).
+    #[error(
+        "the aggregate table was written with lease table epoch {bound}, but this lease table's epoch is {found}: \
+         it was reset, restored to another time than the aggregate table, or is another table. Writing now would \
+         skip or double count events (flush numbers and checkpoints start over while the items keep their marks), \
+         so nothing is written. To recover: restore the lease table that goes with this aggregate table (restore \
+         both tables to the same point in time), or write into a new aggregate table"
+    )]
+    OtherLeaseTable { bound: String, found: String },
+    #[error("lease epoch: {0}")]
+    Epoch(String),
     #[error("this worker has no lane (join first)")]
     NotJoined,
     #[error("lease table contended: {0}")]

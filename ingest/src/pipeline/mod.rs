@@ -397,8 +397,9 @@ impl Pipeline {
     }
 
     /// Takes a lane, waiting out an outage; the first time, also moves
-    /// checkpoints of the old format and checks the table's layout
-    /// (recording it if the table has none).
+    /// checkpoints of the old format, checks the table's layout (recording
+    /// it if the table has none) and that the lease table is the one the
+    /// aggregate table was written with (`zigzag_lease::epoch`).
     async fn join(&self, stop: &CancellationToken) -> Result<(), PipelineError> {
         let mut failures = 0;
         let layout = zigzag_model::layout::Layout::of(&self.opts.config);
@@ -407,6 +408,7 @@ impl Pipeline {
                 if self.coord.joined() == 0 {
                     zigzag_lease::legacy::migrate(&self.lease_table, &self.opts.stream).await?;
                     zigzag_model::layout::ensure(self.aggregates.as_ref(), &layout).await?;
+                    zigzag_lease::epoch::check(self.lease_table.as_ref(), self.aggregates.as_ref()).await?;
                 }
                 self.coord.join().await?;
                 Ok::<(), PipelineError>(())
