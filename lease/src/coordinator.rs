@@ -115,6 +115,9 @@ pub struct Coordinator {
     opts: LeaseOptions,
     /// This process's incarnation of `opts.worker`: the owner it writes.
     owner: String,
+    /// The stream's incarnation read at the start, and the key of its lease
+    /// state (`stream.rs`; the name until resolved).
+    incarnation: std::sync::OnceLock<(Option<String>, String)>,
     pub(crate) state: Mutex<State>,
     pub stats: LeaseStats,
 }
@@ -131,6 +134,7 @@ impl Coordinator {
             table,
             opts,
             owner,
+            incarnation: std::sync::OnceLock::new(),
             state: Mutex::new(State {
                 lane: None,
                 joining: None,
@@ -168,8 +172,36 @@ impl Coordinator {
         }
     }
 
-    fn stream(&self) -> &str {
-        &self.opts.stream
+    /// The key of the stream's lease state: its name, or for a recreated
+    /// stream the name and its incarnation.
+    pub fn stream(&self) -> &str {
+        self.incarnation.get().map_or(&self.opts.stream, |(_, key)| key)
+    }
+
+    /// Keys the lease state by the stream's incarnation `identity` (once,
+    /// before the first join; None: the source cannot be recreated).
+    pub async fn resolve_stream(&self, identity: Option<String>) -> Result<(), LeaseError> {
+        if self.incarnation.get().is_none() {
+            let key = crate::stream::resolve(self.table.as_ref(), &self.opts.stream, identity.as_deref()).await?;
+            let _ = self.incarnation.set((identity, key));
+        }
+        Ok(())
+    }
+
+    /// `StreamRecreated` if the stream's incarnation is not the one this
+    /// worker started on.
+    pub fn check_stream(&self, identity: &str) -> Result<(), LeaseError> {
+        match self.incarnation.get() {
+            Some((Some(was), _)) if was != identity => {
+                metrics::counter!("zigzag_lease_stream_recreated_total").increment(1);
+                Err(LeaseError::StreamRecreated {
+                    stream: self.opts.stream.clone(),
+                    was: was.clone(),
+                    now: identity.to_string(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// This worker's lane, once joined.

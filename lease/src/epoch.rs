@@ -31,12 +31,12 @@ fn stored_string(outcome: UpdateOutcome, attr: &str, what: &str) -> Result<Strin
     let item = match outcome {
         UpdateOutcome::Applied(item) | UpdateOutcome::ConditionFailed(Some(item)) => item,
         UpdateOutcome::ConditionFailed(None) => {
-            return Err(LeaseError::Epoch(format!("{what}: refused without an item")))
+            return Err(LeaseError::Unreadable(format!("{what}: refused without an item")))
         }
     };
     match item.attrs.get(attr) {
         Some(AttrValue::S(s)) if !s.is_empty() => Ok(s.clone()),
-        other => Err(LeaseError::Epoch(format!("{what}: {attr} is {other:?}"))),
+        other => Err(LeaseError::Unreadable(format!("{what}: {attr} is {other:?}"))),
     }
 }
 

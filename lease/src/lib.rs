@@ -16,6 +16,8 @@
 //!   workers' lanes freed or recovered;
 //! - [`epoch`]: the lease table bound to the aggregate table (a reset or
 //!   foreign lease table is refused before anything is written);
+//! - [`stream`]: lease state per incarnation of a stream (a stream
+//!   deleted and created again starts fresh);
 //! - [`legacy`]: checkpoints of the single-writer format, migrated;
 //! - [`report`]: the lease table as operators read it (`ingest leases`).
 //!
@@ -32,6 +34,7 @@ pub mod observer;
 pub mod owner;
 mod recovery;
 pub mod report;
+pub mod stream;
 
 pub use balance::{Plan, Ready, View};
 pub use checkpoint::{Checkpoint, ItemSet};
@@ -73,8 +76,15 @@ pub enum LeaseError {
          both tables to the same point in time), or write into a new aggregate table"
     )]
     OtherLeaseTable { bound: String, found: String },
-    #[error("lease epoch: {0}")]
-    Epoch(String),
+    /// A bookkeeping item (epoch, stream incarnation) that cannot be read.
+    #[error("lease table: {0}")]
+    Unreadable(String),
+    /// The stream was deleted and created again while this worker read it.
+    #[error(
+        "stream {stream} was deleted and created again while this worker read it (incarnation {was}, now {now}): \
+         stopping; a restart reads the new stream from the configured start and retires the old one's leases"
+    )]
+    StreamRecreated { stream: String, was: String, now: String },
     #[error("this worker has no lane (join first)")]
     NotJoined,
     #[error("lease table contended: {0}")]

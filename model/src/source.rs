@@ -126,6 +126,15 @@ pub trait Source: Send + Sync {
     /// A reader of `shard` starting at `start`.
     async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError>;
 
+    /// Which incarnation of the stream this is, if a stream of the same
+    /// name can be deleted and created again (Kinesis: its creation time).
+    /// Lease state is kept per incarnation, so a recreated stream's shards,
+    /// whose ids repeat, never resume at the old one's checkpoints. None:
+    /// the source cannot be recreated (files, a generator).
+    async fn identity(&self) -> Result<Option<String>, SourceError> {
+        Ok(None)
+    }
+
     /// True when the shard list never changes and every shard ends (files,
     /// a generator): a worker stops once every shard is finished. A stream
     /// is unbounded: when all its shards close, their children are awaited.

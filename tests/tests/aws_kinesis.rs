@@ -7,7 +7,9 @@
 //!   (checked as it happens); every record once, totals exact;
 //! - ExpiredIteratorException on a share of GetRecords calls (through the
 //!   fault proxy): the reader renews its iterator after the last record it
-//!   delivered; nothing is lost or read twice.
+//!   delivered; nothing is lost or read twice;
+//! - a stream deleted and created again under its name (same shard ids):
+//!   read from its start under leases of its own, totals exact.
 
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -28,8 +30,12 @@ use zigzag_tests::interleaved_records;
 use zigzag_tests::unique_name as unique;
 
 fn generator() -> Generator {
+    seeded(5)
+}
+
+fn seeded(seed: u64) -> Generator {
     Generator::new(GenConfig {
-        seed: 5,
+        seed,
         shards: 2,
         records: 3_000,
         referrers: 100,
@@ -153,4 +159,69 @@ async fn expired_iterators_are_renewed_after_the_last_record() {
     assert!(injected >= 3, "iterators expired {injected} times");
     assert_eq!(source.retries(), 0, "an expired iterator is renewed, not retried");
     assert_exact(&table, &summary, &truth).await;
+}
+
+/// The stream is deleted and created again under its name between two
+/// runs (its shard ids repeat). The second run reads the new stream from
+/// its start under leases of its own; the first stream's leases are retired.
+/// (With leases keyed by the name, the old finished leases made the new
+/// shards unreadable: no new event was read, and ingest waited without a
+/// word.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_deleted_and_created_again_is_read_from_its_start_under_leases_of_its_own() {
+    let url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+    let client = zigzag_kinesis::client(&emulator::options_at(url)).await;
+    let name = unique("recreated");
+    let (before, after) = (seeded(5), seeded(6));
+    let put = |gen: Generator| {
+        let (client, name) = (client.clone(), name.clone());
+        async move {
+            let mut producer = Producer::new(client, &name);
+            for (k, d) in interleaved_records(&gen) {
+                producer.send(k, d).await.expect("put");
+            }
+            producer.flush().await.expect("flush");
+        }
+    };
+    let table = Arc::new(MemoryTable::new());
+    let leases: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
+    let within = |what: &'static str, f| async move {
+        tokio::time::timeout(std::time::Duration::from_secs(120), f).await.unwrap_or_else(|_| panic!("{what}"))
+    };
+    let source = || Arc::new(KinesisSource::new(client.clone(), &name, StartingPosition::TrimHorizon));
+
+    ensure_stream(&client, &name, 2).await.expect("stream");
+    put(before.clone()).await;
+    let first = within("the first stream is read", ingest_until_idle(source(), table.clone(), leases.clone())).await;
+    let mut truth = truth::compute(&before);
+    assert_exact(&table, &first, &truth).await;
+    let first_incarnation =
+        zigzag_lease::Coordinator::new(leases.clone(), zigzag_lease::LeaseOptions::new("s", "observer"));
+    let checkpoints = |l: Vec<zigzag_lease::ShardLease>| -> Vec<_> { l.into_iter().map(|l| l.checkpoint).collect() };
+    let left = checkpoints(first_incarnation.read_leases().await.expect("leases"));
+
+    client.delete_stream().stream_name(&name).send().await.expect("delete the stream");
+    let deleted = std::time::Instant::now();
+    while client.describe_stream_summary().stream_name(&name).send().await.is_ok() {
+        assert!(deleted.elapsed().as_secs() < 30, "the stream is gone within 30 s");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // kinesalite's creation times are whole seconds: another second makes
+    // the new stream another incarnation, as on Kinesis.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    ensure_stream(&client, &name, 2).await.expect("the stream created again");
+    put(after.clone()).await;
+    let second = within(
+        "the recreated stream is read (with leases keyed by name it never was)",
+        ingest_until_idle(source(), table.clone(), leases.clone()),
+    )
+    .await;
+    let new = truth::compute(&after);
+    assert_eq!((second.records, second.valid), (new.records, new.valid), "every new record, once: {second:?}");
+    truth.merge(&new);
+    let merged = RunSummary { records: truth.records, valid: truth.valid, rejected: truth.malformed, ..second };
+    assert_exact(&table, &merged, &truth).await;
+    let retired = checkpoints(first_incarnation.read_leases().await.expect("leases"));
+    assert_eq!(retired.len(), 2);
+    assert_eq!(retired, left, "the first stream's leases are retired as they were");
 }

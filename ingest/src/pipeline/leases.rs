@@ -11,7 +11,8 @@
 //!
 //! Failures of either (an outage) are logged and tried again next period:
 //! neither ends the process, except a replacement (a later process with
-//! this worker id, [`LeaseError::Superseded`]), sent as [`Event::Replaced`].
+//! this worker id, [`LeaseError::Superseded`]) or a stream recreated under
+//! the worker (checked at every listing), sent as [`Event::Fatal`].
 
 use super::Event;
 use crate::source::Source;
@@ -38,7 +39,7 @@ pub(super) async fn heartbeat(coord: Arc<Coordinator>, events: mpsc::UnboundedSe
             }
             Err(LeaseError::NotJoined) => {} // rejoining
             Err(e @ LeaseError::Superseded { .. }) => {
-                let _ = events.send(Event::Replaced(e));
+                let _ = events.send(Event::Fatal(e));
                 return;
             }
             Err(LeaseError::LaneLost { lane, joined }) => {
@@ -72,6 +73,12 @@ pub(super) async fn passes(
                 Ok(shards) => {
                     listing = Some(shards);
                     listed_at = Some(Instant::now());
+                    if let Ok(Some(now)) = source.identity().await {
+                        if let Err(e) = coord.check_stream(&now) {
+                            let _ = events.send(Event::Fatal(e));
+                            return;
+                        }
+                    }
                 }
                 Err(e) => {
                     metrics::counter!("zigzag_ingest_list_shards_failures_total").increment(1);
@@ -91,7 +98,7 @@ pub(super) async fn passes(
             }
             Err(LeaseError::NotJoined) => {}
             Err(e @ LeaseError::Superseded { .. }) => {
-                let _ = events.send(Event::Replaced(e));
+                let _ = events.send(Event::Fatal(e));
                 return;
             }
             Err(e) => {

@@ -66,8 +66,8 @@ impl Pipeline {
                     tracing::error!(shard = %shard, error = %error, "shard failed");
                     return Err(error.into());
                 }
-                Event::Replaced(e) => {
-                    tracing::error!(error = %e, "replaced by a later process with this worker id: stopping");
+                Event::Fatal(e) => {
+                    tracing::error!(error = %e, "stopping");
                     return Err(e.into());
                 }
                 Event::ProducerDone => run.drain_after = Some(Instant::now()),

@@ -158,9 +158,10 @@ enum Event {
         lane: u32,
         joined: u64,
     },
-    /// A later process with this worker id holds a live lane: stop, leaving
-    /// everything unflushed to it.
-    Replaced(LeaseError),
+    /// A lease error no retry fixes: a later process with this worker id
+    /// holds a live lane, or the stream was recreated under the worker.
+    /// Stop, leaving everything unflushed to whoever reads next.
+    Fatal(LeaseError),
     /// Everything to read has been written: stop once drained.
     ProducerDone,
     /// A reader met an error that retrying cannot fix.
@@ -399,7 +400,8 @@ impl Pipeline {
     /// Takes a lane, waiting out an outage; the first time, also moves
     /// checkpoints of the old format, checks the table's layout (recording
     /// it if the table has none) and that the lease table is the one the
-    /// aggregate table was written with (`zigzag_lease::epoch`).
+    /// aggregate table was written with (`zigzag_lease::epoch`), and keys
+    /// the lease state by the stream's incarnation (`zigzag_lease::stream`).
     async fn join(&self, stop: &CancellationToken) -> Result<(), PipelineError> {
         let mut failures = 0;
         let layout = zigzag_model::layout::Layout::of(&self.opts.config);
@@ -409,6 +411,7 @@ impl Pipeline {
                     zigzag_lease::legacy::migrate(&self.lease_table, &self.opts.stream).await?;
                     zigzag_model::layout::ensure(self.aggregates.as_ref(), &layout).await?;
                     zigzag_lease::epoch::check(self.lease_table.as_ref(), self.aggregates.as_ref()).await?;
+                    self.coord.resolve_stream(self.source.identity().await?).await?;
                 }
                 self.coord.join().await?;
                 Ok::<(), PipelineError>(())

@@ -17,7 +17,7 @@
 
 use crate::kpl;
 use crate::pacing::{Pacer, ReadLimits};
-use crate::stream::{list_shards, LIST_SHARDS_PAGE};
+use crate::stream::{list_shards, stream_identity, LIST_SHARDS_PAGE};
 use async_trait::async_trait;
 use aws_sdk_kinesis::error::SdkError;
 use aws_sdk_kinesis::operation::get_records::{GetRecordsError, GetRecordsOutput};
@@ -109,6 +109,10 @@ impl Source for KinesisSource {
                     .collect(),
             })
             .collect())
+    }
+
+    async fn identity(&self) -> Result<Option<String>, SourceError> {
+        Ok(Some(self.retry.run(&self.retries, || stream_identity(&self.client, &self.stream)).await?))
     }
 
     async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {

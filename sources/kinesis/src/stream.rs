@@ -47,6 +47,25 @@ pub async fn list_shards(client: &Client, stream: &str, page_size: i32) -> Resul
     }
 }
 
+/// The stream's incarnation: its creation time in ms since the epoch (a
+/// stream deleted and created again under its name gets another), from
+/// DescribeStreamSummary.
+pub async fn stream_identity(client: &Client, stream: &str) -> Result<String, SourceError> {
+    let out = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| {
+        let message = format!("DescribeStreamSummary on {stream}: {}", zigzag_aws::describe(&e));
+        match zigzag_aws::classify(&e) {
+            zigzag_aws::ErrorClass::Throttled => SourceError::Throttled(message),
+            zigzag_aws::ErrorClass::Unavailable => SourceError::Unavailable(message),
+            zigzag_aws::ErrorClass::Fatal => SourceError::Shard { shard: "*".into(), message },
+        }
+    })?;
+    let created = out.stream_description_summary().map(|d| d.stream_creation_timestamp().to_millis());
+    match created {
+        Some(Ok(ms)) => Ok(ms.to_string()),
+        _ => Err(SourceError::Shard { shard: "*".into(), message: format!("{stream}: no creation time described") }),
+    }
+}
+
 /// Creates the stream with `shards` shards unless it exists, then waits
 /// until it is ACTIVE.
 pub async fn ensure_stream(client: &Client, stream: &str, shards: i32) -> Result<(), StreamError> {
