@@ -49,6 +49,8 @@ pub struct Ready {
     /// Start at the oldest record (a child of consumed parents) instead of
     /// the configured start position.
     pub from_trim_horizon: bool,
+    /// Without a checkpoint: where its first reader began, if recorded.
+    pub start_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -205,7 +207,8 @@ pub fn plan(view: &View, me: &str) -> Plan {
         let from_trim_horizon =
             l.checkpoint.earliest().is_none() && l.parents.iter().any(|p| by_id.contains_key(p.as_str()));
         let checkpoint = l.checkpoint.clone();
-        plan.ready.push(Ready { shard: l.shard.clone(), lease: l.lease, checkpoint, from_trim_horizon });
+        let start_ms = l.start_ms;
+        plan.ready.push(Ready { shard: l.shard.clone(), lease: l.lease, checkpoint, from_trim_horizon, start_ms });
     }
     plan
 }

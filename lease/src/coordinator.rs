@@ -451,6 +451,16 @@ impl Coordinator {
         Ok(Plan { take: first.take, steal: first.steal, free: first.free, complete: first.complete, ..after })
     }
 
+    /// The start recorded for a held shard without a checkpoint: `ms` if
+    /// none was, else the one recorded first. None if the lease is not held
+    /// at counter `lease` any more.
+    pub async fn record_start(&self, shard: &str, lease: u64, ms: i64) -> Result<Option<i64>, LeaseError> {
+        match self.update(&items::record_start(self.stream(), shard, lease, ms)).await? {
+            UpdateOutcome::Applied(item) => Ok(ShardLease::from_item(&item)?.start_ms),
+            UpdateOutcome::ConditionFailed(_) => Ok(None),
+        }
+    }
+
     /// Gives a held lease to `to` ("" releases it). False if it was not
     /// ours any more.
     pub async fn give(&self, shard: &str, lease: u64, to: &str) -> Result<bool, LeaseError> {

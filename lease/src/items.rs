@@ -7,7 +7,10 @@
 //! every change of owner), `parents` (comma-separated), `cp` (the committed
 //! checkpoint, `seq` or `seq.sub`; absent = nothing read yet), `fin` (read
 //! to SHARD_END and committed), `handoff` (a worker that asked for the
-//! shard; "" = none), and for operators only `lag_ms` (MillisBehindLatest
+//! shard; "" = none), `start_ms` (where the shard's first reader began, as
+//! a time, when its configured start was LATEST or a time: a takeover
+//! before the first checkpoint begins there too), and for operators only
+//! `lag_ms` (MillisBehindLatest
 //! when the checkpoint was taken) and `at_ms` (the committer's wall clock;
 //! never compared across hosts).
 //!
@@ -38,6 +41,7 @@ const PARENTS: &str = "parents";
 const CHECKPOINT: &str = "cp";
 const FINISHED: &str = "fin";
 const HANDOFF: &str = "handoff";
+const START: &str = "start_ms";
 const LAG: &str = "lag_ms";
 const AT: &str = "at_ms";
 
@@ -119,6 +123,9 @@ pub struct ShardLease {
     pub checkpoint: Checkpoint,
     pub finished: bool,
     pub handoff: Option<String>,
+    /// Where its first reader began (ms since the epoch), when that was a
+    /// time rather than the oldest record.
+    pub start_ms: Option<i64>,
 }
 
 impl ShardLease {
@@ -148,6 +155,7 @@ impl ShardLease {
             checkpoint,
             finished: matches!(item.attrs.get(FINISHED), Some(AttrValue::Bool(true))),
             handoff: r.str(HANDOFF)?.filter(|s| !s.is_empty()).map(String::from),
+            start_ms: int(START),
         })
     }
 }
@@ -169,6 +177,18 @@ pub fn take_lease(stream: &str, shard: &str, seen: u64, me: &str) -> UpdateReque
         .set(LEASE, n(seen + 1))
         .set(HANDOFF, "")
         .guard(LEASE, CmpOp::Eq, n(seen), seen == 0)
+}
+
+/// Records where the holder of a lease (counter `held`) begins reading a
+/// shard that has no checkpoint, unless a start is recorded already (the
+/// item then shows it).
+pub fn record_start(stream: &str, shard: &str, held: u64, ms: i64) -> UpdateRequest {
+    UpdateRequest::new(shards_pk(stream), shard.as_bytes()).set_if_absent(START, AttrValue::N(Decimal::from(ms))).guard(
+        LEASE,
+        CmpOp::Eq,
+        n(held),
+        false,
+    )
 }
 
 /// Asks the owner of a lease (at counter `seen`) to hand it over to `me`

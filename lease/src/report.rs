@@ -106,6 +106,7 @@ mod tests {
             checkpoint: Some(Position::at(7)).into(),
             finished,
             handoff: None,
+            start_ms: None,
         }
     }
 

@@ -101,6 +101,11 @@ pub enum StartAt {
     /// Where the source is configured to start shards it has no checkpoint
     /// for (Kinesis: `--start`; files and generators: the beginning).
     Configured,
+    /// At the first record written at or after this time (ms since the
+    /// epoch): where a shard's first reader began (`Source::start_time`),
+    /// recorded in its lease so a takeover before any checkpoint begins
+    /// there too, not at a later LATEST.
+    AtTime(i64),
 }
 
 impl StartAt {
@@ -133,6 +138,14 @@ pub trait Source: Send + Sync {
     /// the source cannot be recreated (files, a generator).
     async fn identity(&self) -> Result<Option<String>, SourceError> {
         Ok(None)
+    }
+
+    /// Where `StartAt::Configured` begins, as a time, if it is one (Kinesis
+    /// `--start latest`: now; `--start <time>`: that time). None: the
+    /// oldest record (files, generators, TRIM_HORIZON), the same for
+    /// every reader.
+    fn start_time(&self) -> Option<i64> {
+        None
     }
 
     /// True when the shard list never changes and every shard ends (files,

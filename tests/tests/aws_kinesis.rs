@@ -9,7 +9,10 @@
 //!   fault proxy): the reader renews its iterator after the last record it
 //!   delivered; nothing is lost or read twice;
 //! - a stream deleted and created again under its name (same shard ids):
-//!   read from its start under leases of its own, totals exact.
+//!   read from its start under leases of its own, totals exact;
+//! - `--start latest`, the first reader killed before any checkpoint: the
+//!   next begins where the first did (recorded in the lease), not at a
+//!   later LATEST.
 
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -224,4 +227,87 @@ async fn a_stream_deleted_and_created_again_is_read_from_its_start_under_leases_
     let retired = checkpoints(first_incarnation.read_leases().await.expect("leases"));
     assert_eq!(retired.len(), 2);
     assert_eq!(retired, left, "the first stream's leases are retired as they were");
+}
+
+/// `--start latest`: a worker opens the shard (its start is recorded in
+/// the lease) and is killed before it checkpoints anything; events arrive;
+/// the worker that takes the shard over begins where the first did and
+/// reads them all. (Before starts were recorded it began at a new LATEST:
+/// every event written in between was lost, silently.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_before_the_first_checkpoint_begins_where_the_first_reader_did() {
+    use std::time::{Duration, Instant};
+    let url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+    let client = zigzag_kinesis::client(&emulator::options_at(url)).await;
+    let name = unique("latest");
+    ensure_stream(&client, &name, 1).await.expect("stream");
+    let put = |gen: Generator| {
+        let (client, name) = (client.clone(), name.clone());
+        async move {
+            let mut producer = Producer::new(client, &name);
+            for (k, d) in interleaved_records(&gen) {
+                producer.send(k, d).await.expect("put");
+            }
+            producer.flush().await.expect("flush");
+        }
+    };
+    // Before any worker: never read under LATEST.
+    put(seeded(5)).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+
+    let table = Arc::new(MemoryTable::new());
+    let leases: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = |worker: &str| {
+        let opts = PipelineOptions {
+            failover: Duration::from_millis(1_500),
+            batch_size: 500,
+            ..PipelineOptions::new(Config::default(), "s", worker, dir.path().join(format!("dead-{worker}.jsonl")))
+        };
+        let source = Arc::new(KinesisSource::new(client.clone(), &name, StartingPosition::Latest));
+        Arc::new(Pipeline::new(source, table.clone(), leases.clone(), opts).expect("pipeline"))
+    };
+    // The first worker, on a runtime of its own: shutting it down ends all
+    // of its tasks at once, as a kill does.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    rt.spawn(pipeline("first").run(CancellationToken::new()));
+    let observer = zigzag_lease::Coordinator::new(leases.clone(), zigzag_lease::LeaseOptions::new("s", "observer"));
+    let began = Instant::now();
+    let recorded = loop {
+        let l = observer.read_leases().await.expect("leases");
+        if let Some(ms) = l.first().and_then(|l| l.start_ms) {
+            assert!(l[0].checkpoint.earliest().is_none(), "nothing read, nothing checkpointed: {l:?}");
+            break ms;
+        }
+        assert!(began.elapsed() < Duration::from_secs(30), "the first reader records where it starts: {l:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    rt.shutdown_background();
+    let late = seeded(6);
+    put(late.clone()).await;
+
+    // Drained only once the second worker holds the shard (the first's
+    // lease waits out its expiry until then).
+    let produced = CancellationToken::new();
+    let second = pipeline("second");
+    let taken = {
+        let (produced, leases) = (produced.clone(), leases.clone());
+        tokio::spawn(async move {
+            let observer = zigzag_lease::Coordinator::new(leases, zigzag_lease::LeaseOptions::new("s", "observer"));
+            while !observer.read_leases().await.expect("leases").iter().any(|l| l.worker_id() == Some("second")) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            produced.cancel();
+        })
+    };
+    let second =
+        tokio::time::timeout(Duration::from_secs(120), second.run_until_drained(CancellationToken::new(), produced))
+            .await
+            .expect("in time")
+            .expect("the second worker runs");
+    taken.await.expect("the observer");
+    let truth = truth::compute(&late);
+    assert_exact(&table, &second, &truth).await;
+    let l = observer.read_leases().await.expect("leases");
+    assert_eq!(l[0].start_ms, Some(recorded), "recorded once, by the first reader");
 }

@@ -227,12 +227,13 @@ impl Pipeline {
         let start = match (ready.checkpoint.furthest(), ready.from_trim_horizon) {
             (Some(p), _) => StartAt::After(p),
             (None, true) => StartAt::TrimHorizon,
-            (None, false) => StartAt::Configured,
+            (None, false) => ready.start_ms.map_or(StartAt::Configured, StartAt::AtTime),
         };
         let task = ShardTask {
             pipeline: self.clone(),
             index,
             id: ready.shard.clone(),
+            lease: ready.lease,
             start,
             gate: run.gate.clone(),
             swapped: run.swapped_tx.subscribe(),

@@ -48,6 +48,8 @@ pub(super) struct ShardTask {
     pub pipeline: Arc<Pipeline>,
     pub index: u32,
     pub id: String,
+    /// The lease counter it is read under.
+    pub lease: u64,
     pub start: StartAt,
     pub gate: Arc<RwLock<Batch>>,
     pub swapped: watch::Receiver<u64>,
@@ -105,6 +107,21 @@ impl ShardTask {
         let full = |gen: &crate::aggregate::Generation| gen.len() >= max_keys || gen.bytes() >= max_bytes;
         let mut failures = 0;
         let mut paused = PausedGauge::default();
+        // A first reader that starts at a time (LATEST, a timestamp) records
+        // it in the lease first: whoever takes the shard over before its
+        // first checkpoint begins at the same records.
+        while let (StartAt::Configured, Some(ms)) = (self.start, p.source.start_time()) {
+            match p.coord.record_start(&self.id, self.lease, ms).await {
+                Ok(Some(recorded)) => self.start = StartAt::AtTime(recorded),
+                Ok(None) => return Ok(()), // the lease is not ours any more
+                Err(e) => {
+                    let e = SourceError::Unavailable(format!("recording where shard {} starts: {e}", self.id));
+                    if !self.outage(&mut failures, &mut paused, e).await? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
         'open: loop {
             let mut reader = match p.source.open(&self.id, self.start).await {
                 Ok(r) => r,

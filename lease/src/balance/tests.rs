@@ -14,6 +14,7 @@ fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
         checkpoint: Checkpoint::none(),
         finished: false,
         handoff: None,
+        start_ms: None,
     }
 }
 

@@ -111,6 +111,21 @@ impl Source for KinesisSource {
             .collect())
     }
 
+    fn start_time(&self) -> Option<i64> {
+        match self.start {
+            StartingPosition::TrimHorizon => None,
+            StartingPosition::AtTimestamp(ms) => Some(ms),
+            // A second before now: Kinesis refuses a time after its own
+            // clock, and a worker's may run a little ahead. Reading a
+            // second more than LATEST would is harmless (nothing of the
+            // shard was applied yet).
+            StartingPosition::Latest => Some(
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+                    - 1_000,
+            ),
+        }
+    }
+
     async fn identity(&self) -> Result<Option<String>, SourceError> {
         Ok(Some(self.retry.run(&self.retries, || stream_identity(&self.client, &self.stream)).await?))
     }
@@ -120,7 +135,11 @@ impl Source for KinesisSource {
             client: self.client.clone(),
             stream: self.stream.clone(),
             shard: shard.to_string(),
-            start: if start == StartAt::TrimHorizon { StartingPosition::TrimHorizon } else { self.start },
+            start: match start {
+                StartAt::TrimHorizon => StartingPosition::TrimHorizon,
+                StartAt::AtTime(ms) => StartingPosition::AtTimestamp(ms),
+                StartAt::After(_) | StartAt::Configured => self.start,
+            },
             after: start.position(),
             last_whole: None,
             iterator: None,

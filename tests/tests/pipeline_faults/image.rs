@@ -45,6 +45,8 @@ impl Image {
         let (open, valid) = (self.in_flight(IntentState::Open).len(), self.in_flight(IntentState::Valid).len());
         let lanes = &self.lanes;
         match fired.phase {
+            // Before joining: no lane was taken.
+            Phase::Epoch => assert!(lanes.is_empty(), "{context}: {lanes:?}"),
             Phase::Join => assert!(lanes.iter().all(|l| l.owner.is_none()), "{context}: {lanes:?}"),
             // The intent was not recorded: the last one is done.
             Phase::Open => assert_eq!((open, valid), (0, 0), "{context}: {lanes:?}"),

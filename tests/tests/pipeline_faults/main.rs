@@ -116,8 +116,8 @@ async fn crash_cases(seed: u64, cases: Vec<(Trigger, Effect)>, expected: &[Phase
     }
 }
 
-/// Joining, creating and taking leases, reading the lanes, heartbeats,
-/// leaving, and anywhere at random.
+/// Making the lease table's epoch, joining, creating and taking leases,
+/// reading the lanes, heartbeats, leaving, and anywhere at random.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_in_a_lane_or_lease_write_then_restart_with_the_same_worker_id_is_exact() {
     let (_, total) = dry_run().await;
@@ -127,6 +127,7 @@ async fn crash_in_a_lane_or_lease_write_then_restart_with_the_same_worker_id_is_
     let mut rng = Rng(0x1ea5e);
     let crash = Effect::Crash;
     let mut cases = vec![
+        (Trigger::NthOf(Phase::Epoch, 1), crash.clone()),
         (Trigger::NthOf(Phase::Join, 1), crash.clone()),
         (Trigger::NthOf(Phase::CreateLease, 2), crash.clone()),
         (Trigger::NthOf(Phase::TakeLease, 2), crash.clone()),
@@ -138,7 +139,7 @@ async fn crash_in_a_lane_or_lease_write_then_restart_with_the_same_worker_id_is_
     for _ in 0..3 {
         cases.push((Trigger::Nth(rng.range(1, most)), crash.clone()));
     }
-    let expected = [Phase::Join, Phase::CreateLease, Phase::TakeLease, Phase::Heartbeat, Phase::Release];
+    let expected = [Phase::Epoch, Phase::Join, Phase::CreateLease, Phase::TakeLease, Phase::Heartbeat, Phase::Release];
     crash_cases(11, cases, &expected).await;
 }
 

@@ -52,8 +52,14 @@ pub(crate) enum Phase {
     Advance,
     /// A dead worker's open intent dropped (a recovery).
     Abort,
-    /// Recording (or checking) the layout in the aggregate table.
+    /// Recording (or checking) the layout in the aggregate table, and the
+    /// lease table's epoch there.
     Layout,
+    /// The lease table's epoch made (or read back), or a stream's
+    /// incarnation recorded: once per worker start.
+    Epoch,
+    /// Where a shard's first reader began, recorded in its lease.
+    RecordStart,
     /// Other reads of the lease table (passes, joining, the legacy check).
     ReadLanes,
     ReadLeases,
@@ -91,8 +97,12 @@ pub(crate) fn lease_table_phase(req: &UpdateRequest) -> Phase {
                 None => panic!("an unknown lane update: {req:?}"),
             },
         }
+    } else if req.pk == zigzag_lease::epoch::EPOCH_PK || req.pk == zigzag_lease::stream::STREAMS_PK {
+        Phase::Epoch
     } else if req.pk == shards_pk(STREAM) {
-        if action(req, "cp").is_some() {
+        if action(req, "start_ms").is_some() {
+            Phase::RecordStart
+        } else if action(req, "cp").is_some() {
             Phase::Advance
         } else if action(req, "owner").is_some() {
             if guarded(req, "owner") {
