@@ -209,8 +209,8 @@ struct Store<'a> {
 
 impl Store<'_> {
     async fn open(&self) -> Result<Box<dyn SortedTable>> {
-        if let Some(tables) = self.dynamo.open(None).await.context("opening the DynamoDB table")? {
-            return Ok(Box::new(tables.aggregates));
+        if let Some(table) = self.dynamo.open_aggregates().await.context("opening the DynamoDB table")? {
+            return Ok(Box::new(table));
         }
         if !self.db.exists() {
             bail!("database {} does not exist (run ingest first, or pass --db)", self.db.display());

@@ -54,6 +54,11 @@ pub async fn ensure_table(client: &Client, table: &str, billing: Billing, create
         Ok(out) => {
             let desc = out.table.ok_or_else(|| sdk("DescribeTable returned no table".into()))?;
             check_schema(table, &desc)?;
+            if desc.table_status == Some(TableStatus::Active) {
+                // One DescribeTable when the table is ready (every gather
+                // run opens with it; DynamoDB Local counts the items for it).
+                return Ok(Ensured::Existed);
+            }
             Ensured::Existed
         }
         Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {

@@ -66,6 +66,16 @@ impl DynamoArgs {
         }
     }
 
+    /// Opens the aggregate table alone, for readers (`gather`): validated,
+    /// never created; the lease table is not touched. None when
+    /// `--dynamodb` was not given.
+    pub async fn open_aggregates(&self) -> Result<Option<DynamoTable>, AdminError> {
+        let Some(name) = &self.dynamodb else { return Ok(None) };
+        let client = client(&self.aws_options()).await;
+        ensure_table(&client, name, Billing::OnDemand, false).await?;
+        Ok(Some(DynamoTable::new(client, name).with_concurrency(self.dynamodb_concurrency)))
+    }
+
     /// Opens (validating, and creating when `create` says how) the tables,
     /// or None when `--dynamodb` was not given.
     pub async fn open(&self, create: Option<&CreateArgs>) -> Result<Option<Tables>, AdminError> {
