@@ -265,17 +265,19 @@ impl Coordinator {
         Ok(items.iter().map(Lane::from_item).collect::<Result<_, _>>()?)
     }
 
-    /// Takes a lane: the lowest free one, else a new one.
+    /// Takes a lane: a free one, else a new one. Many workers start at
+    /// once (a deployment of 100): each tries a few candidates in an order
+    /// of its own (free lanes, then new lane numbers just past the highest
+    /// in a window as wide as the workers seen joining), so most take a
+    /// lane in the first round instead of all racing for the same next
+    /// one; between rounds it waits a jittered while. `Contended` after
+    /// [`JOIN_ROUNDS`] is retryable (the caller waits and joins again).
     pub async fn join(&self) -> Result<u32, LeaseError> {
         let me = self.worker().to_string();
-        for _ in 0..16 {
+        for round in 0..JOIN_ROUNDS {
             let lanes = self.read_lanes().await?;
             self.superseded(&lanes)?;
-            // A free lane never holds an intent in flight (a lane is freed
-            // only after its last intent is done); skip one that does.
-            let free = lanes.iter().filter(|l| l.owner.is_none() && l.in_flight().is_none()).map(|l| l.lane);
-            let next = lanes.iter().map(|l| l.lane + 1).max().unwrap_or(0);
-            for n in free.chain(std::iter::once(next)) {
+            for n in join_candidates(&lanes, &me, round) {
                 // Marked first, so a pass that sees the lane owned by us
                 // before `join` returns does not take it for a predecessor's.
                 lock(&self.state).joining = Some(n);
@@ -305,9 +307,14 @@ impl Coordinator {
                 tracing::info!(lane = n, worker = %me, "joined");
                 return Ok(n);
             }
+            lock(&self.state).joining = None;
+            // Everyone else took the candidates: wait a little (jittered, so
+            // the next round's reads and takes spread out), then read again.
+            let most = Duration::from_millis(20).saturating_mul(1 << round.min(5));
+            tokio::time::sleep(most.mul_f64(rand::random::<f64>())).await;
         }
-        lock(&self.state).joining = None;
-        Err(LeaseError::Contended("no lane could be taken in 16 rounds".into()))
+        metrics::counter!("zigzag_lease_join_contended_total").increment(1);
+        Err(LeaseError::Contended(format!("no lane could be taken in {JOIN_ROUNDS} rounds")))
     }
 
     /// One beat of this worker's lane (and of the lanes it is recovering);
@@ -503,6 +510,29 @@ impl Coordinator {
         tracing::info!(lane = my.lane, "left");
         Ok(())
     }
+}
+
+/// Rounds of reading the lanes and trying candidates before `join` gives
+/// up (retryably).
+pub const JOIN_ROUNDS: u32 = 16;
+/// Candidates a joiner tries per round.
+const JOIN_TRIES: usize = 3;
+
+/// The lanes a joiner tries this round, in its own order: free lanes (no
+/// owner, nothing in flight) first, then new lane numbers past the highest,
+/// in a window that doubles every round it meets contention (100 workers
+/// starting at once all join within 5 rounds) and is at least half the
+/// lanes there are.
+fn join_candidates(lanes: &[Lane], me: &str, round: u32) -> Vec<u32> {
+    let order = |lane: &u32| xxhash_rust::xxh3::xxh3_64(format!("{me}/{round}/{lane}").as_bytes());
+    let mut free: Vec<u32> =
+        lanes.iter().filter(|l| l.owner.is_none() && l.in_flight().is_none()).map(|l| l.lane).collect();
+    free.sort_by_key(order);
+    let next = lanes.iter().map(|l| l.lane + 1).max().unwrap_or(0);
+    let window = (lanes.len() as u32 / 2).max(4 << round.min(6)).min(256);
+    let mut new: Vec<u32> = (next..next.saturating_add(window)).collect();
+    new.sort_by_key(order);
+    free.into_iter().chain(new).take(JOIN_TRIES).collect()
 }
 
 fn replace(leases: &mut [ShardLease], new: ShardLease) {

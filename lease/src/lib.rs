@@ -108,6 +108,11 @@ pub(crate) fn table_error(e: zigzag_core::query::QueryError) -> TableError {
 
 impl zigzag_core::retry::Retryable for LeaseError {
     fn is_retryable(&self) -> bool {
-        matches!(self, LeaseError::Table(e) if e.is_retryable())
+        match self {
+            LeaseError::Table(e) => e.is_retryable(),
+            // Many workers joined at once: joining again later succeeds.
+            LeaseError::Contended(_) => true,
+            _ => false,
+        }
     }
 }

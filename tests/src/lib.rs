@@ -13,6 +13,7 @@
 pub mod fault_proxy;
 pub mod freeze;
 pub mod gated;
+pub mod joins;
 pub mod order;
 pub mod vec_source;
 

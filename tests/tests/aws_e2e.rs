@@ -7,7 +7,8 @@
 //!   keys, ingest reading while loadgen writes, and a restart half way (the
 //!   second run resumes from the checkpoints in DynamoDB);
 //! - kinesalite (fast) with KPL-aggregated records: user records are
-//!   de-aggregated and checkpointed by (sequence, sub-sequence).
+//!   de-aggregated and checkpointed by (sequence, sub-sequence);
+//! - fifty workers starting at once all join the lease table.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -205,4 +206,12 @@ async fn kinesalite_kpl_aggregated_records_count_exactly() {
     let summary = ingest(source, &tables, &name, &dead_letters, CancellationToken::new(), Some(done)).await;
     assert_eq!((summary.records, summary.valid, summary.rejected), (truth.records, truth.valid, truth.malformed));
     assert_matches_truth(&tables.aggregates, &truth).await;
+}
+
+/// Fifty workers starting at once all join the lease table on DynamoDB
+/// Local (conditional writes racing for lanes; issue 20).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_workers_starting_at_once_all_join_on_dynamodb_local() {
+    let tables = dynamodb_tables(&unique("joins")).await;
+    zigzag_tests::joins::all_join_at_once(50, || Arc::new(tables.checkpoints.clone())).await;
 }

@@ -99,3 +99,22 @@ async fn a_lost_or_other_lease_table_is_refused_before_anything_is_written() {
     // Nothing of the later events was written.
     assert_exact(&db, &truth).await;
 }
+
+/// Workers starting at once (a deployment of many) all join: each with
+/// its own connection, as processes would have. (When every joiner raced
+/// for the same next lane, after 16 rounds the rest ended `Contended`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_workers_starting_at_once_on_sqlite_all_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("z.db");
+    zigzag_tests::joins::all_join_at_once(60, || {
+        Arc::new(SqliteTable::open_table(&db, "checkpoints").expect("leases"))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_workers_starting_at_once_on_one_table_all_join() {
+    let table: Arc<dyn SortedTable> = Arc::new(zigzag_core::table::MemoryTable::new());
+    zigzag_tests::joins::all_join_at_once(100, || table.clone()).await;
+}
