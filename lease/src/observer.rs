@@ -20,9 +20,10 @@ impl Observer {
     }
 
     /// Records what a pass read and returns the expired lanes. `mine` is
-    /// this worker's own lane (never expired here); lanes of an older
-    /// incarnation of `me`'s worker id belong to a previous process with
-    /// the same id, which a restart takes over at once (`owner.rs`).
+    /// this worker's own lane (never expired here); its other lanes (taken
+    /// to recover a flush) and lanes of an older incarnation of `me`'s
+    /// worker id (a previous process with the same id, `owner.rs`) are
+    /// expired at once.
     pub fn observe(&mut self, lanes: &[Lane], now: Instant, me: &str, mine: Option<u32>) -> HashSet<u32> {
         let mut expired = HashSet::new();
         for lane in lanes {
@@ -34,7 +35,9 @@ impl Observer {
             self.seen.insert(lane.lane, (key.0, key.1, since));
             let Some(owner) = &lane.owner else { continue };
             let stale = now.saturating_duration_since(since) >= self.failover;
-            let predecessor = crate::owner::supersedes(me, owner);
+            // This process's own other lanes (taken to recover them) and an older
+            // incarnation's are taken over at once.
+            let predecessor = owner == me || crate::owner::supersedes(me, owner);
             if Some(lane.lane) != mine && (stale || predecessor) {
                 expired.insert(lane.lane);
             }
@@ -63,11 +66,11 @@ mod tests {
         assert_eq!(o.observe(&[lane(1, "a", 6)], t0 + s(21), "me", None), HashSet::from([1]));
         assert!(o.observe(&[lane(1, "b", 6)], t0 + s(22), "me", None).is_empty(), "a new owner restarts it");
         let (me, before, after) = ("me~20.00000001", "me~10.00000001", "me~30.00000001");
-        let mine = [lane(2, me, 1), lane(3, before, 9), lane(4, "me", 9), lane(5, after, 9)];
+        let mine = [lane(2, me, 1), lane(3, before, 9), lane(4, "me", 9), lane(5, after, 9), lane(6, me, 4)];
         assert_eq!(
             o.observe(&mine, t0 + s(23), me, Some(2)),
-            HashSet::from([3, 4]),
-            "older incarnations' lanes at once, never a newer one's"
+            HashSet::from([3, 4, 6]),
+            "older incarnations' lanes and our own other lanes at once, never a newer one's"
         );
         assert!(o.observe(&[lane(2, me, 1)], t0 + s(99), me, Some(2)).is_empty(), "never our own");
     }
