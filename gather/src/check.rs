@@ -144,12 +144,27 @@ async fn check_rollup<T: SortedTable + ?Sized>(
     now: i64,
     opts: &ExecOptions,
 ) -> Result<(Vec<CheckRow>, Plan, Actual)> {
+    // A projection keyed by a dimension's value is read value by value:
+    // every value the truth knows.
+    let filters = match km.partition_dim() {
+        None => FilterSet::default(),
+        Some(d) => {
+            let values = truth.by.get(&d.name).ok_or_else(|| {
+                GatherError::Truth(format!(
+                    "it has no totals by {}, which projection {} is keyed by",
+                    d.name,
+                    km.name()
+                ))
+            })?;
+            FilterSet::default().with_values(&d.name, values.keys().cloned().collect())
+        }
+    };
     let req = PlanRequest {
         window: WindowSpec::Absolute { from: start.to_string(), to: end.to_string() },
         rollup: Some(rollup),
         step: None,
         timeseries: false,
-        filters: FilterSet::default(),
+        filters,
         now,
         source: Default::default(),
     };

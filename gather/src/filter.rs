@@ -255,6 +255,33 @@ impl FilterSet {
         self.predicates.iter().all(|p| item.attrs.get(&p.field).is_some_and(|v| p.matches_attr(v)))
     }
 
+    /// The values a dimension can take under the predicates when they fix
+    /// it to a finite set (`=` or `in`, intersected), sorted; None when
+    /// none of them does.
+    pub fn bound_values(&self, field: &str) -> Option<Vec<String>> {
+        let mut bound: Option<std::collections::BTreeSet<String>> = None;
+        for p in self.predicates.iter().filter(|p| p.field == field) {
+            let these: std::collections::BTreeSet<String> = match &p.op {
+                Op::Eq(v) => [v.clone()].into(),
+                Op::In(vs) => vs.iter().cloned().collect(),
+                _ => continue,
+            };
+            bound = Some(match bound {
+                None => these,
+                Some(b) => b.intersection(&these).cloned().collect(),
+            });
+        }
+        bound.map(|b| b.into_iter().collect())
+    }
+
+    /// Fixes `field` to `values` (a check reading a partitioned projection
+    /// value by value).
+    pub fn with_values(mut self, field: &str, values: Vec<String>) -> FilterSet {
+        let expr = format!("{field} in ({})", values.join(", "));
+        self.predicates.push(Predicate { field: field.to_string(), numeric: false, op: Op::In(values), expr });
+        self
+    }
+
     /// Z-box constraints by schema dimension index.
     pub fn constraints<'a>(&'a self, schema: &Schema) -> Vec<(usize, Constraint<'a>)> {
         let mut out = Vec::new();

@@ -195,6 +195,20 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         expr: e.dim.clone(),
         why: format!("cannot narrow the index: {}", e.error),
     })?;
+    // A projection keyed by a dimension's value reads the values the
+    // filters fix, one partition each (`partition_by`).
+    let values: Option<Vec<String>> = match km.partition_dim() {
+        None => None,
+        Some(d) => Some(req.filters.bound_values(&d.name).ok_or_else(|| {
+            GatherError::Projection(format!(
+                "projection {} is partitioned by {}: a report on it must fix {} (--where {} = VALUE, or in (...))",
+                km.name(),
+                d.name,
+                d.name,
+                d.name
+            ))
+        })?),
+    };
     let mut queries = Vec::with_capacity(boxes.len() * km.prefixes() as usize);
     let mut whole_bin = Vec::with_capacity(boxes.len());
     for (i, b) in boxes.iter().enumerate() {
@@ -202,7 +216,16 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         let buckets = (rollup.bin().next_start(bin_start) - bin_start) / rollup.unit_ms();
         whole_bin.push(b.zbox.lo()[time] == 0 && b.zbox.hi()[time] + 1 >= buckets as u128);
         for prefix in 0..km.prefixes() {
-            queries.push(PlannedQuery { pk: km.partition_key(prefix, rollup, bin_start), prefix, box_index: i });
+            match &values {
+                None => {
+                    queries.push(PlannedQuery { pk: km.partition_key(prefix, rollup, bin_start), prefix, box_index: i })
+                }
+                Some(values) => queries.extend(values.iter().map(|v| PlannedQuery {
+                    pk: km.value_partition_key(prefix, rollup, bin_start, v),
+                    prefix,
+                    box_index: i,
+                })),
+            }
         }
     }
     let server_filter = req.filters.server_filter();

@@ -19,6 +19,8 @@
 //! values, an integer's range, else [`UNKNOWN_CARDINALITY`]) times the
 //! window's buckets, which ranks a projection below any with more
 //! dimensions over the same ones and is a guess between unrelated ones.
+//! A projection keyed by a dimension's value (`partition_by`) reads the
+//! share of the fixed values (out of the dimension's declared cardinality).
 //! Items cost their size (from the key and measures) in 4 KB read units,
 //! and each query at least half a unit. `--projection NAME` forces one
 //! (refused, with why, when it is not exact).
@@ -92,10 +94,16 @@ fn declared_items(config: &Config, km: &KeyModel, plan: &Plan) -> f64 {
 /// Estimated cost of `plan` read from `km`: items from the statistics when
 /// the table has them, else from the declared schema.
 fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics) -> Estimate {
-    let (items, measured) = match stats.is_empty() {
+    let (mut items, measured) = match stats.is_empty() {
         false => (stats.items(km.name(), plan), true),
         true => (declared_items(config, km, plan), false),
     };
+    // Keyed by a dimension's value: only the fixed values' partitions are
+    // read, their share of the items.
+    if let Some(d) = km.partition_dim() {
+        let fixed = plan.filters.bound_values(&d.name).map_or(1, |v| v.len()) as f64;
+        items *= (fixed / cardinality(config, &d.name)).min(1.0);
+    }
     // Key (~20 B pk, Z-address + 16 B identity), `t`, a mark or two,
     // ~12 B a dimension value and ~10 B a measure.
     let item_bytes = 80.0 + 12.0 * km.dims().len() as f64 + 10.0 * km.measures().measures().len() as f64;

@@ -60,6 +60,9 @@ impl KeyDim {
 pub struct KeyModel {
     /// The projection's name (`base` for the top-level declaration).
     name: String,
+    /// The dimension (index in `dims`) whose value is in the partition key
+    /// (`partition_by`), not the Z-address.
+    partition: Option<usize>,
     dims: Vec<KeyDim>,
     /// Per dimension of this projection, its position among every
     /// dimension of the layout (what events are keyed by).
@@ -99,8 +102,9 @@ impl KeyModel {
             let field = config.fields.iter().position(|f| f.name == d.field).expect("validated: the field exists");
             let field_spec = &config.fields[field];
             let numeric = matches!(field_spec.kind, FieldType::Integer { .. });
-            dims.push(KeyDim { name: d.field.clone(), field, indexed: d.indexed, numeric });
-            if !d.indexed {
+            let partitions = spec.partition_by.as_ref() == Some(&d.field);
+            dims.push(KeyDim { name: d.field.clone(), field, indexed: d.indexed && !partitions, numeric });
+            if !d.indexed || partitions {
                 continue;
             }
             let (bits, encoding) = match (d.kind, &field_spec.kind) {
@@ -151,8 +155,10 @@ impl KeyModel {
             .map(|(i, _)| i)
             .collect();
         let measures = crate::measure::MeasureSet::new(&kept, &ratios, &config.typed_fields()?)?;
+        let partition = spec.partition_by.as_ref().and_then(|p| dims.iter().position(|d| &d.name == p));
         Ok(KeyModel {
             name: spec.name.clone(),
+            partition,
             dims,
             dim_positions,
             measures,
@@ -233,6 +239,27 @@ impl KeyModel {
             format!("{prefix:03}#{rollup}#{bin}")
         } else {
             format!("{prefix:03}#{}#{rollup}#{bin}", self.name)
+        }
+    }
+
+    /// The dimension whose value keys partitions (`partition_by`), if any.
+    pub fn partition_dim(&self) -> Option<&KeyDim> {
+        self.partition.map(|i| &self.dims[i])
+    }
+
+    /// The partition key of a value of the `partition_by` dimension:
+    /// `{prefix}#{name}#{rollup}#{bin}#{value}` (bin labels hold no `#`, so
+    /// the value is what follows the fourth).
+    pub fn value_partition_key(&self, prefix: u32, rollup: Rollup, bin_start: i64, value: &str) -> String {
+        format!("{}#{value}", self.partition_key(prefix, rollup, bin_start))
+    }
+
+    /// The partition key of a key's item: `values` are the text of every
+    /// dimension, in [`dims`](Self::dims) order.
+    pub fn item_partition_key(&self, prefix: u32, rollup: Rollup, bin_start: i64, values: &[&str]) -> String {
+        match self.partition {
+            Some(i) => self.value_partition_key(prefix, rollup, bin_start, values[i]),
+            None => self.partition_key(prefix, rollup, bin_start),
         }
     }
 
@@ -317,6 +344,35 @@ fn signed_bits(min: i64, max: i64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_projection_keyed_by_a_value_puts_it_in_the_partition_key_not_the_z_address() {
+        let c = Config::from_toml(
+            "[[projection]]\nname = \"by_ref\"\ndimensions = [\"referrer\", \"country\"]\npartition_by = \"referrer\"\n",
+        )
+        .unwrap();
+        let p = KeyModel::projection(&c, &c.projections[0]).unwrap();
+        let t = Rollup::Hour.bin().start_of(1_764_000_000_000);
+        assert_eq!(p.partition_dim().map(|d| d.name.as_str()), Some("referrer"));
+        assert_eq!(p.item_partition_key(3, Rollup::Hour, t, &["a.example", "DE"]), "003#by_ref#hour#2025-11#a.example");
+        let schema = p.schema(Rollup::Hour).unwrap();
+        assert_eq!(schema.index_of("referrer"), None, "not in the Z-address");
+        assert!(schema.index_of("country").is_some());
+        let sk = |r: &str| p.sort_key(Rollup::Hour, t, &[r, "DE"], KeyModel::identity(&[r, "DE"])).unwrap();
+        assert_ne!(sk("a"), sk("b"), "the identity still tells keys apart");
+        let base = KeyModel::new(&c).unwrap();
+        assert_eq!(
+            base.item_partition_key(3, Rollup::Hour, t, &["a", "x", "DE"]),
+            base.partition_key(3, Rollup::Hour, t)
+        );
+        for (toml, why) in [
+            ("dimensions = [\"country\"]\npartition_by = \"referrer\"", "not one of its dimensions"),
+            ("dimensions = [\"country\"]\npartition_by = \"nope\"", "not one of its dimensions"),
+        ] {
+            let e = Config::from_toml(&format!("[[projection]]\nname = \"p\"\n{toml}\n")).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
+    }
 
     #[test]
     fn keys_are_bounded_and_distinct() {

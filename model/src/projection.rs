@@ -8,6 +8,7 @@
 //! dimensions = ["campaign", "country"] # a subset of the [[dimension]]s (may be empty)
 //! rollups = ["minute", "hour", "day"]  # default: the top-level `rollups`
 //! measures = ["clicks", "impressions"] # default: every [[measure]]
+//! partition_by = "country"             # optional: one of its string dimensions
 //! [projection.scatter]                 # default: the top-level [scatter]
 //! prefixes = 4
 //! mode = "hash"
@@ -19,6 +20,13 @@
 //! top-level scatter. Its items keep the partition keys of tables written
 //! before projections existed (`{prefix}#{rollup}#{bin}`); a projection's
 //! are `{prefix}#{name}#{rollup}#{bin}`.
+//!
+//! **Equality reads** (`partition_by`): the value of one dimension goes
+//! into the partition key (`{prefix}#{name}#{rollup}#{bin}#{value}`, as seed
+//! 003's table is keyed by referrer) instead of the Z-address, so a report
+//! that fixes it (`--where country = DE`, or `in (...)`) reads that value's
+//! items alone: one referrer's hourly series reads what it returns. Such a
+//! projection answers only reports that fix the dimension.
 //!
 //! **Scatter rule** (seed 003's write-rate formula). A writer writes each
 //! item it saw at most once per flush, so the items of one projection,
@@ -43,6 +51,7 @@
 use crate::config::{Config, ConfigError, ScatterConfig};
 use crate::keys::KeyModel;
 use crate::rollup::Rollup;
+use crate::schema::FieldType;
 use serde::{Deserialize, Serialize};
 
 /// The name of the projection the top-level declaration describes.
@@ -58,6 +67,7 @@ pub(crate) struct ProjectionFile {
     rollups: Option<Vec<Rollup>>,
     measures: Option<Vec<String>>,
     scatter: Option<ScatterConfig>,
+    partition_by: Option<String>,
 }
 
 /// A projection with every default resolved: what the layout records, so a
@@ -73,6 +83,9 @@ pub struct ProjectionSpec {
     /// In the order of the layout's `[[measure]]`s.
     pub measures: Vec<String>,
     pub scatter: ScatterConfig,
+    /// A dimension whose value is in the partition key, not the Z-address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_by: Option<String>,
 }
 
 impl ProjectionFile {
@@ -131,7 +144,16 @@ impl ProjectionFile {
         if scatter.prefixes == 0 || scatter.prefixes > 1000 {
             return bad(format!("scatter.prefixes = {} must be in 1..=1000", scatter.prefixes));
         }
-        Ok(ProjectionSpec { name: self.name, dimensions, rollups, measures, scatter })
+        if let Some(d) = &self.partition_by {
+            if !self.dimensions.contains(d) {
+                return bad(format!("partition_by = {d:?} is not one of its dimensions"));
+            }
+            let string = config.fields.iter().any(|f| &f.name == d && matches!(f.kind, FieldType::String { .. }));
+            if !string {
+                return bad(format!("partition_by = {d:?}: only a string dimension can key partitions"));
+            }
+        }
+        Ok(ProjectionSpec { name: self.name, dimensions, rollups, measures, scatter, partition_by: self.partition_by })
     }
 }
 
@@ -144,6 +166,7 @@ impl ProjectionSpec {
             rollups: config.rollups.clone(),
             measures: config.measures.iter().map(|m| m.name.clone()).collect(),
             scatter: config.scatter.clone(),
+            partition_by: None,
         }
     }
 
@@ -156,6 +179,7 @@ impl ProjectionSpec {
             rollups: Some(self.rollups.clone()),
             measures: Some(self.measures.clone()),
             scatter: Some(self.scatter.clone()),
+            partition_by: self.partition_by.clone(),
         };
         let resolved = file.resolve(config)?;
         if &resolved != self {

@@ -279,8 +279,8 @@ impl Flusher {
         let m = if keys.is_base() { m } else { keys.project_values(&m) };
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().collect();
         let sk = keys.sort_key(rollup, key.bucket, &strs, key.id())?;
+        let pk = keys.item_partition_key(prefix, rollup, rollup.bin().start_of(key.bucket), &strs);
         drop(strs);
-        let pk = keys.partition_key(prefix, rollup, rollup.bin().start_of(key.bucket));
         let sketches: smallvec::SmallVec<[usize; 2]> =
             m.0.iter()
                 .enumerate()
