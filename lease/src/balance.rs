@@ -18,9 +18,19 @@
 //!   when none is available, steal one per pass from the most loaded
 //!   worker, and only if that worker holds at least two more than we do (so
 //!   the taker never ends above the target, and two workers never trade a
-//!   lease back and forth).
+//!   lease back and forth);
+//! - no worker holds more than [`MAX_SHARDS_PER_WORKER`]: a flush's intent
+//!   lists every shard it read, in the worker's lane item, which must stay
+//!   under DynamoDB's 400 KB. Shards beyond what the live workers may hold
+//!   stay unowned and are counted (`over_capacity`): start more workers.
 
 use crate::checkpoint::Checkpoint;
+
+/// The most shards one worker holds. An intent's range is at most ~420
+/// bytes (a 128-character shard id, Kinesis's 56-digit sequence numbers in
+/// the checkpoint, apart item sets, the first and last record): 500 of them
+/// fill about half of the 400 KB item (`items.rs`, tested at the bound).
+pub const MAX_SHARDS_PER_WORKER: usize = 500;
 use crate::items::{IntentState, Lane, ShardLease, ShardRange};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -80,6 +90,9 @@ pub struct Plan {
     /// Unfinished leases of shards the stream no longer lists (aged out of
     /// retention before they were read to the end: their rest is lost).
     pub aged_out: usize,
+    /// Readable shards beyond what the live workers may hold
+    /// ([`MAX_SHARDS_PER_WORKER`] each): nobody reads them.
+    pub over_capacity: usize,
 }
 
 impl View {
@@ -156,7 +169,8 @@ pub fn plan(view: &View, me: &str) -> Plan {
         .chain(std::iter::once(me))
         .collect();
     plan.live_workers = workers.len();
-    plan.target = readable.len().div_ceil(plan.live_workers.max(1));
+    plan.target = readable.len().div_ceil(plan.live_workers.max(1)).min(MAX_SHARDS_PER_WORKER);
+    plan.over_capacity = readable.len().saturating_sub(plan.live_workers * MAX_SHARDS_PER_WORKER);
 
     let mut load: BTreeMap<&str, Vec<&ShardLease>> = BTreeMap::new();
     let mut available = Vec::new();
@@ -185,7 +199,9 @@ pub fn plan(view: &View, me: &str) -> Plan {
     available.sort_by_key(|l| (l.owner.is_some(), spread(me, &l.shard)));
     let room = plan.target.saturating_sub(mine);
     let (unowned, expired): (Vec<&ShardLease>, Vec<&ShardLease>) = available.iter().partition(|l| l.owner.is_none());
-    for l in unowned.iter().take(room).chain(expired.iter()) {
+    // Expired ones too never past the most a worker may hold.
+    let most = MAX_SHARDS_PER_WORKER.saturating_sub(mine);
+    for l in unowned.iter().take(room).chain(expired.iter()).take(most) {
         plan.take.push((l.shard.clone(), l.lease));
     }
     if available.is_empty() && mine < plan.target {

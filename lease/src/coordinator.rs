@@ -455,6 +455,15 @@ impl Coordinator {
         metrics::gauge!("zigzag_lease_target").set(after.target as f64);
         metrics::gauge!("zigzag_lease_live_workers").set(after.live_workers as f64);
         metrics::gauge!("zigzag_lease_shards_aged_out").set(after.aged_out as f64);
+        metrics::gauge!("zigzag_lease_shards_over_capacity").set(after.over_capacity as f64);
+        if after.over_capacity > 0 {
+            tracing::warn!(
+                shards = after.over_capacity,
+                workers = after.live_workers,
+                per_worker = crate::balance::MAX_SHARDS_PER_WORKER,
+                "more shards than the live workers may hold: they wait; start more workers"
+            );
+        }
         Ok(Plan { take: first.take, steal: first.steal, free: first.free, complete: first.complete, ..after })
     }
 

@@ -230,3 +230,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn no_worker_takes_more_than_an_intent_can_list_and_the_rest_is_counted() {
+    let max = MAX_SHARDS_PER_WORKER;
+    let ids: Vec<String> = (0..max + 300).map(|i| format!("shard-{i:05}")).collect();
+    let mut leases: Vec<_> = ids.iter().map(|s| lease(s, None)).collect();
+    // 200 of them a dead worker's: expired leases are capped too.
+    for l in leases.iter_mut().take(200) {
+        l.owner = Some("dead".into());
+    }
+    let mut v = view(leases, vec![lane(0, "me"), lane(1, "dead")]);
+    v.expired.insert(1);
+    let p = plan(&v, "me");
+    assert_eq!((p.live_workers, p.target), (1, max));
+    assert_eq!(p.take.len(), max, "at most {max}, expired ones included");
+    assert_eq!(p.over_capacity, 300, "the rest waits, counted");
+    // A second live worker: room for every shard, nothing over.
+    v.lanes.push(lane(2, "other"));
+    let p = plan(&v, "me");
+    assert_eq!((p.target, p.over_capacity), ((max + 300).div_ceil(2), 0));
+}
