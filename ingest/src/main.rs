@@ -87,16 +87,80 @@ enum Command {
         #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH)]
         db: PathBuf,
     },
+    /// Last resort when a dead worker's flush cannot be recovered because
+    /// the stream no longer holds its records (the error "a dead worker's
+    /// flush cannot be recovered"): commit it as it stands, losing the
+    /// records its items were not yet written with, so its shards are read
+    /// again. Prints what was lost. The lane must be dead: it is watched for
+    /// the failover time first.
+    AbandonFlush {
+        /// The stream's name in the lease table.
+        #[arg(long)]
+        stream: String,
+        /// The dead worker's lane (from the error, or `ingest leases`).
+        #[arg(long)]
+        lane: u32,
+        /// Seconds without a heartbeat that make the lane dead (the workers'
+        /// --failover).
+        #[arg(long, default_value_t = 10.0)]
+        failover: f64,
+        /// SQLite database file (when not --dynamodb).
+        #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH)]
+        db: PathBuf,
+    },
 }
 
-/// `ingest leases`: the lease table, read once.
-async fn print_leases(stream: &str, db: &std::path::Path, dynamo: &DynamoArgs) -> Result<()> {
-    let table: Arc<dyn SortedTable> = match dynamo.open(None).await.context("opening the DynamoDB tables")? {
+/// The lease table, for the operator commands.
+async fn lease_table(db: &std::path::Path, dynamo: &DynamoArgs) -> Result<Arc<dyn SortedTable>> {
+    Ok(match dynamo.open(None).await.context("opening the DynamoDB tables")? {
         Some(t) => Arc::new(t.checkpoints),
         None => {
             Arc::new(SqliteTable::open_table(db, "checkpoints").with_context(|| format!("opening {}", db.display()))?)
         }
+    })
+}
+
+/// `ingest abandon-flush`: a dead worker's flush whose records the stream
+/// no longer holds, committed as it stands (its loss reported).
+async fn abandon_flush(
+    stream: &str,
+    lane: u32,
+    failover: f64,
+    db: &std::path::Path,
+    dynamo: &DynamoArgs,
+) -> Result<()> {
+    let failover = std::time::Duration::from_secs_f64(failover.clamp(1.0, 3600.0));
+    let opts = zigzag_lease::LeaseOptions { failover, ..zigzag_lease::LeaseOptions::new(stream, "operator") };
+    let coord = zigzag_lease::Coordinator::new(lease_table(db, dynamo).await?, opts);
+    // Expiry is observed: watch the lane for the failover time first.
+    let first = coord.view(None).await.context("reading the lease table")?;
+    let Some(seen) = first.lanes.iter().find(|l| l.lane == lane) else { anyhow::bail!("lane {lane} does not exist") };
+    let Some(intent) = seen.in_flight().filter(|i| i.state == zigzag_lease::IntentState::Valid) else {
+        anyhow::bail!("lane {lane} has no proven flush in flight: nothing to abandon")
     };
+    eprintln!("watching lane {lane} (flush {}) for {:.0} s: it must be dead", intent.k, failover.as_secs_f64());
+    tokio::time::sleep(failover + std::time::Duration::from_millis(200)).await;
+    let view = coord.view(None).await.context("reading the lease table")?;
+    if !view.expired.contains(&lane) {
+        anyhow::bail!(
+            "lane {lane} is alive (its owner beats): stop that worker first, or let a live worker recover it"
+        );
+    }
+    match coord.abandon_flush(lane).await.context("abandoning the flush")? {
+        None => println!("lane {lane}: nothing abandoned (another worker took it over first)"),
+        Some(r) => {
+            println!("lane {lane}: flush {} abandoned. Records its items had not been written with are lost:", r.k);
+            for range in &r.ranges {
+                println!("  shard {}: records after {} up to {}", range.shard, range.from, range.to);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `ingest leases`: the lease table, read once.
+async fn print_leases(stream: &str, db: &std::path::Path, dynamo: &DynamoArgs) -> Result<()> {
+    let table = lease_table(db, dynamo).await?;
     let coord = zigzag_lease::Coordinator::new(table, zigzag_lease::LeaseOptions::new(stream, "ingest-leases"));
     let leases = coord.read_leases().await.context("reading the shard leases")?;
     let lanes = coord.read_lanes().await.context("reading the lanes")?;
@@ -134,8 +198,12 @@ async fn main() -> Result<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
-    if let Some(Command::Leases { stream, db }) = &cli.command {
-        return print_leases(stream, db, &cli.dynamo).await;
+    match &cli.command {
+        Some(Command::Leases { stream, db }) => return print_leases(stream, db, &cli.dynamo).await,
+        Some(Command::AbandonFlush { stream, lane, failover, db }) => {
+            return abandon_flush(stream, *lane, *failover, db, &cli.dynamo).await
+        }
+        None => {}
     }
     if let Some(addr) = cli.metrics_addr {
         metrics_exporter_prometheus::PrometheusBuilder::new()

@@ -104,6 +104,29 @@ impl Coordinator {
         done
     }
 
+    /// An operator's last resort (`ingest abandon-flush`): a dead worker's
+    /// proven flush whose records the stream no longer holds is committed
+    /// as it stands, without re-applying it: its items written before the
+    /// worker died keep their share, the rest of its records are lost, and
+    /// its shards' checkpoints move past them so the shards are read again.
+    /// The lane must be expired in the last pass's view (watched for the
+    /// failover time). Returns the abandoned flush (its ranges say what was
+    /// lost), or None if the lane had no proven flush.
+    pub async fn abandon_flush(&self, lane: u32) -> Result<Option<Recovery>, LeaseError> {
+        let layout = lock(&self.state).lanes.iter().find(|l| l.lane == lane).and_then(|l| l.intent.clone());
+        let Some(layout) = layout.map(|i| i.layout) else { return Ok(None) };
+        let Some(r) = self.take_for_recovery(lane, &layout).await? else { return Ok(None) };
+        self.finish_recovery(&r).await?;
+        metrics::counter!("zigzag_lease_flushes_abandoned_total").increment(1);
+        tracing::warn!(
+            lane,
+            k = r.k,
+            shards = r.ranges.len(),
+            "abandoned a dead worker's flush: its unwritten records are lost"
+        );
+        Ok(Some(r))
+    }
+
     /// Stops beating a lane this worker was recovering (finished, failed,
     /// or taken by another worker; whoever holds it next finishes it).
     pub fn abandon_recovery(&self, lane: u32) {

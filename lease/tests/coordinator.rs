@@ -187,3 +187,41 @@ async fn leaving_releases_the_leases_held_but_never_read() {
     assert_eq!(held(&after), 0, "{after:?}");
     assert!(after.iter().all(|l| l.owner.as_deref().unwrap_or("").is_empty()), "released, not given: {after:?}");
 }
+
+/// `ingest abandon-flush`: a dead worker's proven flush (its records gone
+/// from the stream) is committed as it stands: the lane is freed with the
+/// flush counted, the shard's checkpoint moves past the range (the shard is
+/// read again from there), and the abandoned ranges are returned to report.
+#[tokio::test]
+async fn an_abandoned_flush_is_committed_as_it_stands_and_its_shards_move_on() {
+    let table: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
+    let w = Coordinator::new(table.clone(), options("st", "w"));
+    let w_lane = w.join().await.unwrap();
+    w.pass(Some(&[shard("s1")])).await.unwrap();
+    let lease = ShardLease::from_item(&table.get(&shards_pk("st"), b"s1").await.unwrap().unwrap()).unwrap();
+    let range = ShardRange {
+        shard: "s1".into(),
+        lease: lease.lease,
+        from: zigzag_lease::Checkpoint::none(),
+        sets: None,
+        of: 0,
+        first: Some(Position::at(1)),
+        to: Position::at(5),
+        ends: false,
+        behind_ms: None,
+    };
+    w.begin(vec![range], "L").await.expect("W's flush opens and is proven");
+    // W dies. The operator watches its lane past the failover.
+    let op = Coordinator::new(table.clone(), options("st", "operator"));
+    assert!(op.abandon_flush(w_lane).await.unwrap().is_none(), "nothing read yet: nothing abandoned");
+    op.view(None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let view = op.view(None).await.unwrap();
+    assert!(view.expired.contains(&w_lane));
+    let abandoned = op.abandon_flush(w_lane).await.unwrap().expect("the proven flush");
+    assert_eq!((abandoned.k, abandoned.ranges.len()), (1, 1));
+    let lane = op.read_lanes().await.unwrap().into_iter().find(|l| l.lane == w_lane).unwrap();
+    assert_eq!((lane.owner.as_deref(), lane.flush, lane.in_flight().is_none()), (None, 1, true), "{lane:?}");
+    let after = op.read_leases().await.unwrap();
+    assert_eq!(after[0].checkpoint.earliest(), Some(Position::at(5)), "read again after the range: {after:?}");
+}

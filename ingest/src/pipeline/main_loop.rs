@@ -160,29 +160,45 @@ impl Pipeline {
         for ready in &plan.ready {
             self.start_reader(run, ready, read_at);
         }
-        for &lane in &plan.recover {
-            match self.recover(lane).await {
+        // Dead workers' lanes at once, not one after another (each re-reads
+        // its own shards and writes under its own lane).
+        let recoveries =
+            futures::future::join_all(plan.recover.iter().map(|&lane| async move { (lane, self.recover(lane).await) }))
+                .await;
+        let mut missing = 0;
+        for (lane, result) in recoveries {
+            match result {
                 Ok(true) => {
                     self.counters.recovered.fetch_add(1, Ordering::Relaxed);
                     run.poke.notify_one();
                 }
                 Ok(false) => {}
+                // The stream no longer holds records the dead worker's flush
+                // was proven over (it aged out of retention before anyone
+                // recovered it): its shards stay blocked. Loud: it does not
+                // heal by itself (ARCHITECTURE.md, "Operating notes").
+                Err(e @ PipelineError::MissingRecords { .. }) => {
+                    missing += 1;
+                    self.coord.abandon_recovery(lane);
+                    metrics::counter!("zigzag_ingest_recovery_missing_records_total").increment(1);
+                    tracing::error!(
+                        lane,
+                        error = %e,
+                        "a dead worker's flush cannot be recovered: the stream no longer holds its records; \
+                         its shards stay blocked until it is (see the operating notes)"
+                    );
+                }
                 // Another worker took the lane over (it finishes the flush),
                 // or the store or the stream is down (tried again later: the
                 // lane expires once more and is taken again).
-                Err(e)
-                    if e.is_retryable()
-                        || matches!(
-                            e,
-                            PipelineError::MissingRecords { .. } | PipelineError::Lease(LeaseError::LaneLost { .. })
-                        ) =>
-                {
+                Err(e) if e.is_retryable() || matches!(e, PipelineError::Lease(LeaseError::LaneLost { .. })) => {
                     self.coord.abandon_recovery(lane);
                     tracing::warn!(lane, error = %e, "recovering a dead worker's flush failed; trying again later");
                 }
                 Err(e) => return Err(e),
             }
         }
+        metrics::gauge!("zigzag_ingest_recoveries_missing_records").set(missing as f64);
         if run.job.is_none() && run.shards.values().any(|s| s.leaving.is_some()) {
             self.flush_step(run).await?;
         }
