@@ -209,13 +209,25 @@ struct Store<'a> {
 
 impl Store<'_> {
     async fn open(&self) -> Result<Box<dyn SortedTable>> {
-        if let Some(table) = self.dynamo.open_aggregates().await.context("opening the DynamoDB table")? {
+        if let Some(table) = self.dynamo.open_aggregates().await {
             return Ok(Box::new(table));
         }
         if !self.db.exists() {
             bail!("database {} does not exist (run ingest first, or pass --db)", self.db.display());
         }
         Ok(Box::new(SqliteTable::open(self.db).with_context(|| format!("opening the database {}", self.db.display()))?))
+    }
+
+    /// The table's layout (its first read): if it fails on DynamoDB, a
+    /// DescribeTable says why when it can (missing table, other schema).
+    async fn layout(&self, table: &dyn SortedTable, config: Option<&Path>) -> Result<Config> {
+        match resolve_config(table, config).await {
+            Ok(c) => Ok(c),
+            Err(e) => match self.dynamo.check_aggregates().await {
+                Err(why) => Err(anyhow::Error::new(why).context("opening the DynamoDB table")),
+                Ok(()) => Err(e),
+            },
+        }
     }
 }
 
@@ -249,7 +261,7 @@ enum Kind {
 
 async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: Kind) -> Result<()> {
     let table = store.open().await?;
-    let config = &resolve_config(table.as_ref(), config).await?;
+    let config = &store.layout(table.as_ref(), config).await?;
     let set = config.measure_set()?;
     let needed = match (&kind, c.measures.is_empty()) {
         (_, false) => {
@@ -363,7 +375,7 @@ async fn check_cmd(
     let truth: Truth = serde_json::from_str(&read(truth, "truth file")?)
         .with_context(|| format!("in the truth file {}", truth.display()))?;
     let table = store.open().await?;
-    let config = resolve_config(table.as_ref(), config).await?;
+    let config = store.layout(table.as_ref(), config).await?;
     let projections = Projections::new(&config)?;
     let opts = ExecOptions { concurrency: concurrency.max(1), ..ExecOptions::default() };
     let now = chrono::Utc::now().timestamp_millis();

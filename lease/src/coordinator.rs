@@ -1,9 +1,9 @@
 //! [`Coordinator`]: one worker's side of the lease protocol over a
 //! [`SortedTable`]. Every write on the lease table goes through here:
-//! joining (taking a lane), the heartbeat, lease passes (create, take,
-//! steal, free dead lanes, complete checkpoints), the flush intent (open →
-//! validate → commit → complete, in `intent.rs`), handoff and release, and
-//! lane recovery (`recovery.rs`).
+//! joining (taking a lane, in `join.rs`), the heartbeat, lease passes
+//! (create, take, steal, free dead lanes, complete checkpoints), the flush
+//! intent (open → validate → commit → complete, in `intent.rs`), handoff and
+//! release, and lane recovery (`recovery.rs`).
 //!
 //! Each call is retried (bounded) by [`RetryPolicy`]; when the attempts are
 //! spent the error reaches the caller, which pauses and calls again later —
@@ -73,23 +73,23 @@ pub struct LeaseStats {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MyLane {
     pub(crate) lane: u32,
-    beat: u64,
+    pub(crate) beat: u64,
     /// The last flush committed on it.
     pub(crate) flush: u64,
     /// Which join of this worker took it (1, 2, ...).
-    joined: u64,
+    pub(crate) joined: u64,
 }
 
 pub(crate) struct State {
-    lane: Option<MyLane>,
+    pub(crate) lane: Option<MyLane>,
     /// The lane `join` is taking (not yet ours in `lane`).
-    joining: Option<u32>,
+    pub(crate) joining: Option<u32>,
     /// Joins so far.
-    joins: u64,
+    pub(crate) joins: u64,
     /// This worker's lane as last lost, (lane, joined), until it joins
     /// again: every call that needs the lane learns of the loss, not only
     /// the one that found it.
-    lost: Option<(u32, u64)>,
+    pub(crate) lost: Option<(u32, u64)>,
     /// Dead workers' lanes this worker is recovering: (lane, beat). They
     /// are beaten with its own, so a long recovery is not taken over.
     pub(crate) recovering: Vec<(u32, u64)>,
@@ -161,7 +161,7 @@ impl Coordinator {
 
     /// A later incarnation of this worker's id holding one of `live`
     /// (lanes not expired): this process was replaced and must stop.
-    fn superseded<'a>(&self, live: impl IntoIterator<Item = &'a Lane>) -> Result<(), LeaseError> {
+    pub(crate) fn superseded<'a>(&self, live: impl IntoIterator<Item = &'a Lane>) -> Result<(), LeaseError> {
         let by = live.into_iter().filter_map(|l| l.owner.as_deref()).find(|o| crate::owner::supersedes(o, &self.owner));
         match by {
             None => Ok(()),
@@ -263,58 +263,6 @@ impl Coordinator {
     pub async fn read_lanes(&self) -> Result<Vec<Lane>, LeaseError> {
         let items = self.read_all(LANES_PK).await?;
         Ok(items.iter().map(Lane::from_item).collect::<Result<_, _>>()?)
-    }
-
-    /// Takes a lane: a free one, else a new one. Many workers start at
-    /// once (a deployment of 100): each tries a few candidates in an order
-    /// of its own (free lanes, then new lane numbers just past the highest
-    /// in a window as wide as the workers seen joining), so most take a
-    /// lane in the first round instead of all racing for the same next
-    /// one; between rounds it waits a jittered while. `Contended` after
-    /// [`JOIN_ROUNDS`] is retryable (the caller waits and joins again).
-    pub async fn join(&self) -> Result<u32, LeaseError> {
-        let me = self.worker().to_string();
-        for round in 0..JOIN_ROUNDS {
-            let lanes = self.read_lanes().await?;
-            self.superseded(&lanes)?;
-            for n in join_candidates(&lanes, &me, round) {
-                // Marked first, so a pass that sees the lane owned by us
-                // before `join` returns does not take it for a predecessor's.
-                lock(&self.state).joining = Some(n);
-                let taken = self.update(&items::take_lane(n, None, &me, self.stream())).await;
-                let taken = match taken {
-                    Ok(UpdateOutcome::Applied(item)) => Lane::from_item(&item)?,
-                    Ok(UpdateOutcome::ConditionFailed(_)) => continue,
-                    Err(e) => {
-                        lock(&self.state).joining = None;
-                        return Err(e);
-                    }
-                };
-                let mut st = lock(&self.state);
-                st.joining = None;
-                if taken.in_flight().is_some() {
-                    // Freed with an intent in flight after all: keep it owned
-                    // (not as our lane); our passes recover it like a
-                    // predecessor's.
-                    drop(st);
-                    tracing::warn!(lane = n, "a free lane held an intent in flight: recovering it");
-                    continue;
-                }
-                st.joins += 1;
-                st.lost = None;
-                st.lane = Some(MyLane { lane: n, beat: taken.beat, flush: taken.flush, joined: st.joins });
-                drop(st);
-                tracing::info!(lane = n, worker = %me, "joined");
-                return Ok(n);
-            }
-            lock(&self.state).joining = None;
-            // Everyone else took the candidates: wait a little (jittered, so
-            // the next round's reads and takes spread out), then read again.
-            let most = Duration::from_millis(20).saturating_mul(1 << round.min(5));
-            tokio::time::sleep(most.mul_f64(rand::random::<f64>())).await;
-        }
-        metrics::counter!("zigzag_lease_join_contended_total").increment(1);
-        Err(LeaseError::Contended(format!("no lane could be taken in {JOIN_ROUNDS} rounds")))
     }
 
     /// One beat of this worker's lane (and of the lanes it is recovering);
@@ -519,29 +467,6 @@ impl Coordinator {
         tracing::info!(lane = my.lane, "left");
         Ok(())
     }
-}
-
-/// Rounds of reading the lanes and trying candidates before `join` gives
-/// up (retryably).
-pub const JOIN_ROUNDS: u32 = 16;
-/// Candidates a joiner tries per round.
-const JOIN_TRIES: usize = 3;
-
-/// The lanes a joiner tries this round, in its own order: free lanes (no
-/// owner, nothing in flight) first, then new lane numbers past the highest,
-/// in a window that doubles every round it meets contention (100 workers
-/// starting at once all join within 5 rounds) and is at least half the
-/// lanes there are.
-fn join_candidates(lanes: &[Lane], me: &str, round: u32) -> Vec<u32> {
-    let order = |lane: &u32| xxhash_rust::xxh3::xxh3_64(format!("{me}/{round}/{lane}").as_bytes());
-    let mut free: Vec<u32> =
-        lanes.iter().filter(|l| l.owner.is_none() && l.in_flight().is_none()).map(|l| l.lane).collect();
-    free.sort_by_key(order);
-    let next = lanes.iter().map(|l| l.lane + 1).max().unwrap_or(0);
-    let window = (lanes.len() as u32 / 2).max(4 << round.min(6)).min(256);
-    let mut new: Vec<u32> = (next..next.saturating_add(window)).collect();
-    new.sort_by_key(order);
-    free.into_iter().chain(new).take(JOIN_TRIES).collect()
 }
 
 fn replace(leases: &mut [ShardLease], new: ShardLease) {

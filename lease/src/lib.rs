@@ -12,8 +12,9 @@
 //! - [`balance`]: one lease pass decided from a snapshot (take, steal,
 //!   recover, free, complete, which shards may be read);
 //! - [`coordinator`]: the worker's side over a `SortedTable`: join,
-//!   heartbeat, passes, flush intents, handoff, release; `recovery`: dead
-//!   workers' lanes freed or recovered;
+//!   heartbeat, passes, flush intents, handoff, release; `join`: taking
+//!   a lane, many workers at once; `recovery`: dead workers' lanes freed
+//!   or recovered;
 //! - [`epoch`]: the lease table bound to the aggregate table (a reset or
 //!   foreign lease table is refused before anything is written);
 //! - [`stream`]: lease state per incarnation of a stream (a stream
@@ -29,6 +30,7 @@ pub mod coordinator;
 pub mod epoch;
 mod intent;
 pub mod items;
+mod join;
 pub mod legacy;
 pub mod observer;
 pub mod owner;
@@ -41,6 +43,7 @@ pub use checkpoint::{Checkpoint, ItemSet};
 pub use coordinator::{Coordinator, LeaseOptions, LeaseStats, Recovery};
 pub use intent::Began;
 pub use items::{mark_attr, CorruptItem, Intent, IntentState, Lane, ShardLease, ShardRange};
+pub use join::JOIN_ROUNDS;
 pub use zigzag_model::source::ShardInfo;
 
 use thiserror::Error;

@@ -5,7 +5,7 @@
 //! the name alone would be the old stream's: its finished shards never read
 //! again, its checkpoints a foreign stream's sequence numbers. So the lease
 //! state is keyed by the stream's *incarnation* (`Source::identity`, its
-//! creation time): item `#streams`/<name> records the incarnation the plain
+//! creation time): item `#streams`/`<name>` records the incarnation the plain
 //! name's leases belong to (the first one seen; tables from before
 //! incarnations were kept are adopted by it), and any later incarnation
 //! keys its leases `<name>@<incarnation>`. The old incarnation's leases are

@@ -66,14 +66,21 @@ impl DynamoArgs {
         }
     }
 
-    /// Opens the aggregate table alone, for readers (`gather`): validated,
-    /// never created; the lease table is not touched. None when
-    /// `--dynamodb` was not given.
-    pub async fn open_aggregates(&self) -> Result<Option<DynamoTable>, AdminError> {
-        let Some(name) = &self.dynamodb else { return Ok(None) };
+    /// Opens the aggregate table alone, for readers (`gather`), without a
+    /// call: a reader's first read shows whether the table is there (then
+    /// [`Self::check_aggregates`] says what is wrong); the lease table is
+    /// not touched. None when `--dynamodb` was not given.
+    pub async fn open_aggregates(&self) -> Option<DynamoTable> {
+        let name = self.dynamodb.as_ref()?;
         let client = client(&self.aws_options()).await;
-        ensure_table(&client, name, Billing::OnDemand, false).await?;
-        Ok(Some(DynamoTable::new(client, name).with_concurrency(self.dynamodb_concurrency)))
+        Some(DynamoTable::new(client, name).with_concurrency(self.dynamodb_concurrency))
+    }
+
+    /// Why the aggregate table cannot be read, if a DescribeTable can tell
+    /// (missing, not ACTIVE, another key schema).
+    pub async fn check_aggregates(&self) -> Result<(), AdminError> {
+        let Some(name) = &self.dynamodb else { return Ok(()) };
+        ensure_table(&client(&self.aws_options()).await, name, Billing::OnDemand, false).await.map(|_| ())
     }
 
     /// Opens (validating, and creating when `create` says how) the tables,
