@@ -28,6 +28,7 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub mod run;
+pub mod scatter;
 pub mod source;
 pub mod statistics;
 pub mod throttle;

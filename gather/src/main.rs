@@ -96,6 +96,18 @@ enum Command {
     },
     /// Compare query strategies (and a single-attribute index) on your data
     Zbench(ZbenchArgs),
+    /// The scatter prefixes each projection and rollup needs by seed 003's
+    /// write-rate formula, from the items per bucket the table's statistics
+    /// measured, against those it has
+    Scatter {
+        /// Workers writing at once (each writes an item once per flush)
+        #[arg(long, default_value_t = 1)]
+        writers: u32,
+        /// Seconds between a worker's writes of an item: the item set's
+        /// cadence (flush.every_ms, else flush.interval_ms)
+        #[arg(long, default_value_t = 10.0)]
+        interval: f64,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -477,6 +489,17 @@ async fn main() -> Result<()> {
             if !check_cmd(&store, config, &truth, concurrency, explain).await? {
                 std::process::exit(1);
             }
+            Ok(())
+        }
+        Command::Scatter { writers, interval } => {
+            if writers == 0 || !(interval.is_finite() && interval > 0.0) {
+                bail!("--writers must be at least 1 and --interval a positive number of seconds");
+            }
+            let table = store.open().await?;
+            let config = store.layout(table.as_ref(), config).await?;
+            let projections = Projections::new(&config)?;
+            let advice = zigzag_gather::scatter::advise(table.as_ref(), &projections, writers, interval).await?;
+            print!("{}", zigzag_gather::scatter::render(&advice, writers, interval));
             Ok(())
         }
     }

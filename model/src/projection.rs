@@ -39,9 +39,11 @@
 //! `items × writers / (interval × P)` at half that or less. For the shipped
 //! layout at 100 writers, a random partition key and 10 s: `total` holds 1
 //! item a bucket (10 writes/s: `P = 1`), `cc` up to 480 (4,800 writes/s:
-//! `P = 16`, 300 a partition). With fewer keys than prefixes, hash mode
-//! cannot spread one key: a key written more than ~500 times a second
-//! needs random mode.
+//! `P = 16`, 300 a partition; the least is 10). With fewer keys than
+//! prefixes, hash mode cannot spread one key: a key written more than ~500
+//! times a second needs random mode. [`scatter_prefixes`] computes the
+//! rule; `gather scatter` applies it to the items per bucket the table's
+//! statistics measured.
 //!
 //! A projection's items are sums of the base's finest partials over the
 //! dimensions it leaves out, so every report it answers is exactly the
@@ -56,6 +58,27 @@ use serde::{Deserialize, Serialize};
 
 /// The name of the projection the top-level declaration describes.
 pub const BASE: &str = "base";
+
+/// Writes per second one partition is given by the scatter rule: half of
+/// DynamoDB's 1,000 WCU a partition.
+pub const PARTITION_WRITES_PER_SEC: f64 = 500.0;
+
+/// The scatter rule (see the module docs): the least prefix count that
+/// keeps each partition of a projection's rollup at or under
+/// [`PARTITION_WRITES_PER_SEC`], for `items` items a bucket, each written
+/// by `writers` workers once per flush every `interval_s` seconds; at most
+/// 1,000 (the layout's bound).
+pub fn scatter_prefixes(items: f64, writers: u32, interval_s: f64) -> u32 {
+    let writes_per_sec = items.max(0.0) * writers as f64 / interval_s.max(1e-3);
+    (writes_per_sec / PARTITION_WRITES_PER_SEC).ceil().clamp(1.0, 1000.0) as u32
+}
+
+/// Whether one key, written by `writers` workers every `interval_s`
+/// seconds, exceeds a partition by itself: then only random scatter mode
+/// spreads it (hash mode keeps a key in one prefix).
+pub fn one_key_exceeds_a_partition(writers: u32, interval_s: f64) -> bool {
+    writers as f64 / interval_s.max(1e-3) > PARTITION_WRITES_PER_SEC
+}
 
 /// A projection as the configuration file gives it (defaults unresolved).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -324,6 +347,19 @@ mod tests {
 
     fn with(projections: &str) -> Result<Config, ConfigError> {
         Config::from_toml(projections)
+    }
+
+    #[test]
+    fn the_scatter_rule_keeps_each_partition_at_half_its_write_capacity() {
+        // The module docs' shipped layout at 100 writers every 10 s.
+        assert_eq!(scatter_prefixes(1.0, 100, 10.0), 1, "total: 10 writes/s");
+        assert_eq!(scatter_prefixes(480.0, 100, 10.0), 10, "cc: 4,800 writes/s, 480 a partition");
+        assert_eq!(scatter_prefixes(500.0, 1, 1.0), 1, "exactly at the bound");
+        assert_eq!(scatter_prefixes(501.0, 1, 1.0), 2);
+        assert_eq!(scatter_prefixes(0.0, 100, 10.0), 1, "at least one");
+        assert_eq!(scatter_prefixes(1e9, 100, 1.0), 1000, "at most the layout's bound");
+        assert!(!one_key_exceeds_a_partition(100, 10.0));
+        assert!(one_key_exceeds_a_partition(1000, 1.0), "1,000 writes/s of one key: random mode only");
     }
 
     #[test]

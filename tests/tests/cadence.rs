@@ -260,4 +260,24 @@ async fn the_shipped_layout_answers_the_readme_reports_exactly() {
         assert_eq!(g.plan.projection, want, "{from}..{to} by {group_by:?}: {:?}", g.plan.candidates);
         assert!(!g.aggregation.groups.is_empty(), "{want}: rows");
     }
+
+    // The scatter rule on what the statistics measured, at the module docs'
+    // 100 writers every 10 s: `total` (one item a bucket) needs the one
+    // prefix it has; every rollup that holds items gets a recommendation
+    // from its peak items per bucket, and the rule's arithmetic holds.
+    let projections = Projections::new(&config).unwrap();
+    let advice = zigzag_gather::scatter::advise(&table, &projections, 100, 10.0).await.unwrap();
+    assert_eq!(advice.len(), 8, "every projection's every rollup: {advice:?}");
+    for a in &advice {
+        let items = a.peak_items.unwrap_or_else(|| panic!("{} {}: statistics were kept", a.projection, a.rollup));
+        let want = zigzag_model::projection::scatter_prefixes(items, 100, 10.0);
+        assert_eq!(a.recommended, Some(want), "{a:?}");
+        if a.projection == "total" {
+            assert!((0.9..=1.1).contains(&items), "one item a bucket: {a:?}");
+            assert_eq!((a.configured, want), (1, 1), "{a:?}");
+        }
+    }
+    let cc_minute = advice.iter().find(|a| a.projection == "cc" && a.rollup == zigzag_model::Rollup::Minute).unwrap();
+    let keys = truth.by["campaign"].len() * truth.by["country"].len();
+    assert!(cc_minute.peak_items.unwrap() <= keys as f64 * 1.1, "at most every campaign x country: {cc_minute:?}");
 }
