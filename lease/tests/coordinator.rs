@@ -52,6 +52,21 @@ fn options(stream: &str, worker: &str) -> LeaseOptions {
     LeaseOptions { failover: Duration::from_millis(60), ..LeaseOptions::new(stream, worker) }
 }
 
+/// A shard's first range, records 1 to 5, read under lease counter `lease`.
+fn first_range(shard: &str, lease: u64) -> ShardRange {
+    ShardRange {
+        shard: shard.into(),
+        lease,
+        from: zigzag_lease::Checkpoint::none(),
+        sets: None,
+        of: 0,
+        first: Some(Position::at(1)),
+        to: Position::at(5),
+        ends: false,
+        behind_ms: None,
+    }
+}
+
 fn shard(id: &str) -> ShardInfo {
     ShardInfo::root(id)
 }
@@ -72,17 +87,7 @@ async fn a_lane_whose_owner_opens_a_flush_while_it_is_being_freed_is_recovered_n
     r.pass(None).await.unwrap();
     tokio::time::sleep(Duration::from_millis(80)).await;
     // ... and opens and proves a flush just before R's take of its lane.
-    let range = ShardRange {
-        shard: "s1".into(),
-        lease: lease.lease,
-        from: zigzag_lease::Checkpoint::none(),
-        sets: None,
-        of: 0,
-        first: Some(Position::at(1)),
-        to: Position::at(5),
-        ends: false,
-        behind_ms: None,
-    };
+    let range = first_range("s1", lease.lease);
     let w2 = w.clone();
     *hooked.hook.lock().unwrap() = Some(Box::new(move || {
         Box::pin(async move {
@@ -199,17 +204,7 @@ async fn an_abandoned_flush_is_committed_as_it_stands_and_its_shards_move_on() {
     let w_lane = w.join().await.unwrap();
     w.pass(Some(&[shard("s1")])).await.unwrap();
     let lease = ShardLease::from_item(&table.get(&shards_pk("st"), b"s1").await.unwrap().unwrap()).unwrap();
-    let range = ShardRange {
-        shard: "s1".into(),
-        lease: lease.lease,
-        from: zigzag_lease::Checkpoint::none(),
-        sets: None,
-        of: 0,
-        first: Some(Position::at(1)),
-        to: Position::at(5),
-        ends: false,
-        behind_ms: None,
-    };
+    let range = first_range("s1", lease.lease);
     w.begin(vec![range], "L").await.expect("W's flush opens and is proven");
     // W dies. The operator watches its lane past the failover.
     let op = Coordinator::new(table.clone(), options("st", "operator"));

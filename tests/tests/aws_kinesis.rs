@@ -65,6 +65,15 @@ async fn ingest_until_idle(
     pipeline.run_until_drained(CancellationToken::new(), produced).await.expect("ingest")
 }
 
+/// Puts every record of `gen` into the stream.
+async fn put_all(client: aws_sdk_kinesis::Client, name: String, gen: Generator) {
+    let mut producer = Producer::new(client, &name);
+    for (k, d) in interleaved_records(&gen) {
+        producer.send(k, d).await.expect("put");
+    }
+    producer.flush().await.expect("flush");
+}
+
 async fn assert_exact(table: &MemoryTable, summary: &RunSummary, truth: &Truth) {
     assert_eq!((summary.records, summary.valid, summary.rejected), (truth.records, truth.valid, truth.malformed));
     let km = KeyModel::new(&Config::default()).unwrap();
@@ -176,16 +185,7 @@ async fn a_stream_deleted_and_created_again_is_read_from_its_start_under_leases_
     let client = zigzag_kinesis::client(&emulator::options_at(url)).await;
     let name = unique("recreated");
     let (before, after) = (seeded(5), seeded(6));
-    let put = |gen: Generator| {
-        let (client, name) = (client.clone(), name.clone());
-        async move {
-            let mut producer = Producer::new(client, &name);
-            for (k, d) in interleaved_records(&gen) {
-                producer.send(k, d).await.expect("put");
-            }
-            producer.flush().await.expect("flush");
-        }
-    };
+    let put = |gen: Generator| put_all(client.clone(), name.clone(), gen);
     let table = Arc::new(MemoryTable::new());
     let leases: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
     let within = |what: &'static str, f| async move {
@@ -241,16 +241,7 @@ async fn a_takeover_before_the_first_checkpoint_begins_where_the_first_reader_di
     let client = zigzag_kinesis::client(&emulator::options_at(url)).await;
     let name = unique("latest");
     ensure_stream(&client, &name, 1).await.expect("stream");
-    let put = |gen: Generator| {
-        let (client, name) = (client.clone(), name.clone());
-        async move {
-            let mut producer = Producer::new(client, &name);
-            for (k, d) in interleaved_records(&gen) {
-                producer.send(k, d).await.expect("put");
-            }
-            producer.flush().await.expect("flush");
-        }
-    };
+    let put = |gen: Generator| put_all(client.clone(), name.clone(), gen);
     // Before any worker: never read under LATEST.
     put(seeded(5)).await;
     tokio::time::sleep(Duration::from_millis(2_500)).await;

@@ -15,6 +15,20 @@ pub enum StreamError {
     NotActive { stream: String, waited: Duration },
 }
 
+/// A stream-level call's error, classified (throttled, unavailable, or
+/// fatal for the whole stream, shard "*") so callers retry what may pass.
+fn stream_error<E>(call: &str, stream: &str, e: &aws_sdk_kinesis::error::SdkError<E>) -> SourceError
+where
+    E: aws_sdk_kinesis::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let message = format!("{call} on {stream}: {}", zigzag_aws::describe(e));
+    match zigzag_aws::classify(e) {
+        zigzag_aws::ErrorClass::Throttled => SourceError::Throttled(message),
+        zigzag_aws::ErrorClass::Unavailable => SourceError::Unavailable(message),
+        zigzag_aws::ErrorClass::Fatal => SourceError::Shard { shard: "*".into(), message },
+    }
+}
+
 /// ListShards page size. Kinesis allows up to 10,000; a small page keeps
 /// responses small and exercises the pagination on every real stream.
 pub const LIST_SHARDS_PAGE: i32 = 1000;
@@ -31,14 +45,7 @@ pub async fn list_shards(client: &Client, stream: &str, page_size: i32) -> Resul
             Some(t) => client.list_shards().next_token(t),
             None => client.list_shards().stream_name(stream),
         };
-        let out = req.max_results(page_size).send().await.map_err(|e| {
-            let message = format!("ListShards on {stream}: {}", zigzag_aws::describe(&e));
-            match zigzag_aws::classify(&e) {
-                zigzag_aws::ErrorClass::Throttled => SourceError::Throttled(message),
-                zigzag_aws::ErrorClass::Unavailable => SourceError::Unavailable(message),
-                zigzag_aws::ErrorClass::Fatal => SourceError::Shard { shard: "*".into(), message },
-            }
-        })?;
+        let out = req.max_results(page_size).send().await.map_err(|e| stream_error("ListShards", stream, &e))?;
         shards.extend(out.shards().iter().cloned());
         match out.next_token {
             Some(t) if !t.is_empty() => token = Some(t),
@@ -51,14 +58,12 @@ pub async fn list_shards(client: &Client, stream: &str, page_size: i32) -> Resul
 /// stream deleted and created again under its name gets another), from
 /// DescribeStreamSummary.
 pub async fn stream_identity(client: &Client, stream: &str) -> Result<String, SourceError> {
-    let out = client.describe_stream_summary().stream_name(stream).send().await.map_err(|e| {
-        let message = format!("DescribeStreamSummary on {stream}: {}", zigzag_aws::describe(&e));
-        match zigzag_aws::classify(&e) {
-            zigzag_aws::ErrorClass::Throttled => SourceError::Throttled(message),
-            zigzag_aws::ErrorClass::Unavailable => SourceError::Unavailable(message),
-            zigzag_aws::ErrorClass::Fatal => SourceError::Shard { shard: "*".into(), message },
-        }
-    })?;
+    let out = client
+        .describe_stream_summary()
+        .stream_name(stream)
+        .send()
+        .await
+        .map_err(|e| stream_error("DescribeStreamSummary", stream, &e))?;
     let created = out.stream_description_summary().map(|d| d.stream_creation_timestamp().to_millis());
     match created {
         Some(Ok(ms)) => Ok(ms.to_string()),
