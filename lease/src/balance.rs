@@ -71,7 +71,7 @@ pub struct Plan {
     pub steal: Option<(String, u64, String)>,
     /// Expired lanes of this stream with an intent in flight.
     pub recover: Vec<u32>,
-    /// Expired lanes with nothing in flight: (lane, owner, beat seen).
+    /// Expired lanes with nothing in flight: (lane, beater, beat seen).
     pub free: Vec<(u32, String, u64)>,
     /// Committed ranges whose checkpoint is still to be moved.
     pub complete: Vec<ShardRange>,
@@ -97,7 +97,7 @@ pub struct Plan {
 
 impl View {
     fn live_owners(&self) -> HashSet<&str> {
-        self.lanes.iter().filter(|l| !self.expired.contains(&l.lane)).filter_map(|l| l.owner.as_deref()).collect()
+        self.lanes.iter().filter(|l| !self.expired.contains(&l.lane)).filter_map(|l| l.beater.as_deref()).collect()
     }
 }
 
@@ -108,7 +108,7 @@ pub fn plan(view: &View, me: &str) -> Plan {
     let by_id: HashMap<&str, &ShardLease> = view.leases.iter().map(|l| (l.shard.as_str(), l)).collect();
 
     for lane in view.lanes.iter().filter(|l| view.expired.contains(&l.lane)) {
-        let Some(owner) = &lane.owner else { continue };
+        let Some(owner) = &lane.beater else { continue };
         if Some(lane.lane) == view.my_lane {
             continue;
         }
@@ -165,7 +165,7 @@ pub fn plan(view: &View, me: &str) -> Plan {
         .lanes
         .iter()
         .filter(|l| l.stream == view.stream && !view.expired.contains(&l.lane))
-        .filter_map(|l| l.owner.as_deref())
+        .filter_map(|l| l.beater.as_deref())
         .chain(std::iter::once(me))
         .collect();
     plan.live_workers = workers.len();

@@ -11,14 +11,13 @@
 //! fails is checked against the item it returns, so a retry of a write that
 //! applied but timed out is recognised as done rather than as a fence.
 
-use crate::balance::{plan, Plan, View};
-use crate::items::{self, Lane, ShardLease, ShardRange, LANES_PK};
+use crate::items::{self, Beat, Lane, ShardLease, ShardRange, BEATS_PK, LANES_PK};
 use crate::observer::Observer;
-use crate::{LeaseError, ShardInfo};
+use crate::LeaseError;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use zigzag_core::query::run_key_range;
 use zigzag_core::retry::RetryPolicy;
 use zigzag_core::table::{Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome, UpdateRequest};
@@ -45,9 +44,16 @@ impl LeaseOptions {
         }
     }
 
-    /// Heartbeats and passes run every failover / 3.
+    /// Heartbeats run every failover / 3 (a beat writes a few bytes).
     pub fn renew_every(&self) -> Duration {
         self.failover / 3
+    }
+
+    /// Lease passes run every failover / 2: a dead worker is seen at most
+    /// failover + 2 passes after its last beat (2 x failover), and a pass
+    /// reads every lease, so fewer passes cost less.
+    pub fn pass_every(&self) -> Duration {
+        self.failover / 2
     }
 }
 
@@ -93,11 +99,28 @@ pub(crate) struct State {
     /// Dead workers' lanes this worker is recovering: (lane, beat). They
     /// are beaten with its own, so a long recovery is not taken over.
     pub(crate) recovering: Vec<(u32, u64)>,
-    observer: Observer,
-    /// The lanes as the last pass read them (recovery takes from this view).
+    pub(crate) observer: Observer,
+    /// The lanes as the last pass saw them: lane items as last read, beats
+    /// as last read (recovery takes from this view).
     pub(crate) lanes: Vec<Lane>,
     /// The shard ids the stream listed last.
-    listed: Option<HashSet<String>>,
+    pub(crate) listed: Option<HashSet<String>>,
+    /// When the lane items were last read (in passes) and the shards this
+    /// worker held then (`pass.rs`: lane items are read on demand).
+    pub(crate) lanes_read: Option<LanesRead>,
+    pub(crate) passes: u64,
+    /// The last pass left something only a fresh read of the lane items
+    /// settles (a held shard blocked, a checkpoint to complete).
+    pub(crate) want_lanes: bool,
+    /// Bytes and count of the leases as last read whole (the proof reads
+    /// the leases it covers one by one when that is cheaper).
+    pub(crate) lease_bytes: (usize, usize),
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LanesRead {
+    pub(crate) pass: u64,
+    pub(crate) held: HashSet<String>,
 }
 
 /// A dead worker's valid intent, taken over: re-apply its ranges under
@@ -144,6 +167,10 @@ impl Coordinator {
                 observer,
                 lanes: Vec::new(),
                 listed: None,
+                lanes_read: None,
+                passes: 0,
+                want_lanes: false,
+                lease_bytes: (0, 0),
             }),
             stats: LeaseStats::default(),
         }
@@ -162,7 +189,11 @@ impl Coordinator {
     /// A later incarnation of this worker's id holding one of `live`
     /// (lanes not expired): this process was replaced and must stop.
     pub(crate) fn superseded<'a>(&self, live: impl IntoIterator<Item = &'a Lane>) -> Result<(), LeaseError> {
-        let by = live.into_iter().filter_map(|l| l.owner.as_deref()).find(|o| crate::owner::supersedes(o, &self.owner));
+        let by = live
+            .into_iter()
+            .flat_map(|l| [l.owner.as_deref(), l.beater.as_deref()])
+            .flatten()
+            .find(|o| crate::owner::supersedes(o, &self.owner));
         match by {
             None => Ok(()),
             Some(by) => {
@@ -236,12 +267,11 @@ impl Coordinator {
         Ok(out)
     }
 
-    /// Every item of a partition, strongly consistent, every page (a page
-    /// that fails retryably reads the partition again: lease partitions are
-    /// a page or two).
-    async fn read_all(&self, pk: &str) -> Result<Vec<Item>, LeaseError> {
+    /// Every item of a partition, every page (a page that fails retryably
+    /// reads the partition again: lease partitions are a page or two).
+    pub(crate) async fn read_all(&self, pk: &str, consistent: bool) -> Result<Vec<Item>, LeaseError> {
         let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
-        req.consistent = true;
+        req.consistent = consistent;
         let out = self
             .opts
             .retry
@@ -255,14 +285,63 @@ impl Coordinator {
         Ok(out.items)
     }
 
+    /// Every lease of the stream, strongly consistent.
     pub async fn read_leases(&self) -> Result<Vec<ShardLease>, LeaseError> {
-        let items = self.read_all(&items::shards_pk(self.stream())).await?;
+        self.read_leases_with(true).await
+    }
+
+    pub(crate) async fn read_leases_with(&self, consistent: bool) -> Result<Vec<ShardLease>, LeaseError> {
+        let items = self.read_all(&items::shards_pk(self.stream()), consistent).await?;
+        lock(&self.state).lease_bytes = (items.iter().map(Item::size).sum(), items.len());
         Ok(items.iter().map(ShardLease::from_item).collect::<Result<_, _>>()?)
     }
 
+    /// Strongly consistent reads of some leases: one by one when that reads
+    /// fewer units than the whole partition (as last measured), else the
+    /// partition. Leases that do not exist are left out.
+    pub(crate) async fn read_some_leases(&self, shards: &[&str]) -> Result<Vec<ShardLease>, LeaseError> {
+        let (bytes, count) = lock(&self.state).lease_bytes;
+        let whole = bytes.div_ceil(zigzag_core::table::RCU_BYTES).max(1);
+        // Each GetItem of a lease under 4 KB is one unit; unknown size: the partition.
+        if count == 0 || shards.len() >= whole {
+            let wanted: HashSet<&str> = shards.iter().copied().collect();
+            return Ok(self.read_leases().await?.into_iter().filter(|l| wanted.contains(l.shard.as_str())).collect());
+        }
+        let pk = items::shards_pk(self.stream());
+        let gets = futures::future::join_all(shards.iter().map(|s| {
+            let pk = &pk;
+            async move {
+                self.opts
+                    .retry
+                    .run(&self.stats.retries, || {
+                        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                        self.table.get(pk, s.as_bytes())
+                    })
+                    .await
+            }
+        }))
+        .await;
+        let mut leases = Vec::with_capacity(shards.len());
+        for got in gets {
+            if let Some(item) = got? {
+                leases.push(ShardLease::from_item(&item)?);
+            }
+        }
+        Ok(leases)
+    }
+
+    /// Every beat item, strongly consistent (a few bytes a lane).
+    pub(crate) async fn read_beats(&self) -> Result<Vec<Beat>, LeaseError> {
+        let items = self.read_all(BEATS_PK, true).await?;
+        Ok(items.iter().map(Beat::from_item).collect::<Result<_, _>>()?)
+    }
+
+    /// Every lane (lane items with their beat items), strongly consistent.
     pub async fn read_lanes(&self) -> Result<Vec<Lane>, LeaseError> {
-        let items = self.read_all(LANES_PK).await?;
-        Ok(items.iter().map(Lane::from_item).collect::<Result<_, _>>()?)
+        let items = self.read_all(LANES_PK, true).await?;
+        let lanes: Vec<Lane> = items.iter().map(Lane::from_item).collect::<Result<_, _>>()?;
+        let beats = self.read_beats().await?;
+        Ok(with_beats(lanes, &beats))
     }
 
     /// One beat of this worker's lane (and of the lanes it is recovering);
@@ -288,10 +367,10 @@ impl Coordinator {
     /// is not this worker's any more.
     async fn beat(&self, lane: u32, seen: u64) -> Result<Option<u64>, LeaseError> {
         match self.update(&items::heartbeat(lane, seen, self.worker())).await? {
-            UpdateOutcome::Applied(item) => Ok(Some(Lane::from_item(&item)?.beat)),
+            UpdateOutcome::Applied(item) => Ok(Some(Beat::from_item(&item)?.beat)),
             UpdateOutcome::ConditionFailed(Some(item)) => {
-                let l = Lane::from_item(&item)?;
-                Ok((l.owner.as_deref() == Some(self.worker()) && l.beat == seen + 1).then_some(l.beat))
+                let b = Beat::from_item(&item)?;
+                Ok((b.owner.as_deref() == Some(self.worker()) && b.beat == seen + 1).then_some(b.beat))
             }
             UpdateOutcome::ConditionFailed(None) => Ok(None),
         }
@@ -319,100 +398,6 @@ impl Coordinator {
         self.stats.lost.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("zigzag_lease_lanes_lost_total").increment(1);
         LeaseError::LaneLost { lane, joined }
-    }
-
-    /// Reads the table into a [`View`], creating leases for listed shards
-    /// that have none. Leases are read before lanes: an owner seen on a
-    /// lease took its lane before it, so the lane read after shows it.
-    pub async fn view(&self, listed: Option<&[ShardInfo]>) -> Result<View, LeaseError> {
-        let mut leases = self.read_leases().await?;
-        if let Some(listed) = listed {
-            let known: HashSet<&str> = leases.iter().map(|l| l.shard.as_str()).collect();
-            let missing: Vec<&ShardInfo> = listed.iter().filter(|s| !known.contains(s.id.as_str())).collect();
-            for s in &missing {
-                self.update(&items::create_lease(self.stream(), &s.id, &s.parents)).await?;
-            }
-            if !missing.is_empty() {
-                leases = self.read_leases().await?;
-            }
-        }
-        let lanes = self.read_lanes().await?;
-        let mut st = lock(&self.state);
-        let mine = st.lane.map(|l| l.lane);
-        let mut expired = st.observer.observe(&lanes, Instant::now(), self.worker(), mine);
-        if let Some(n) = st.joining {
-            expired.remove(&n);
-        }
-        self.superseded(lanes.iter().filter(|l| !expired.contains(&l.lane)))?;
-        st.lanes = lanes.clone();
-        if let Some(l) = listed {
-            st.listed = Some(l.iter().map(|s| s.id.clone()).collect());
-        }
-        Ok(View { stream: self.stream().to_string(), leases, listed: st.listed.clone(), lanes, expired, my_lane: mine })
-    }
-
-    /// One lease pass: read, decide, take / steal / free / complete, and
-    /// return the plan as it stands after those writes.
-    pub async fn pass(&self, listed: Option<&[ShardInfo]>) -> Result<Plan, LeaseError> {
-        let mut view = self.view(listed).await?;
-        let me = self.worker().to_string();
-        let first = plan(&view, &me);
-        for (lane, owner, beat) in &first.free {
-            self.free_dead_lane(*lane, owner, *beat).await?;
-        }
-        for r in &first.complete {
-            if let Some(lease) = self.complete_one(r).await? {
-                replace(&mut view.leases, lease);
-            }
-        }
-        for (shard, seen) in &first.take {
-            let expired = view.leases.iter().any(|l| &l.shard == shard && l.owner.is_some());
-            match self.update(&items::take_lease(self.stream(), shard, *seen, &me)).await? {
-                UpdateOutcome::Applied(item) => {
-                    self.stats.taken.fetch_add(1, Ordering::Relaxed);
-                    metrics::counter!("zigzag_lease_taken_total", "from" => if expired { "expired" } else { "unowned" })
-                        .increment(1);
-                    if expired {
-                        self.stats.taken_expired.fetch_add(1, Ordering::Relaxed);
-                    }
-                    tracing::info!(shard = %shard, expired, "lease taken");
-                    replace(&mut view.leases, ShardLease::from_item(&item)?);
-                }
-                UpdateOutcome::ConditionFailed(_) => {} // someone else was faster
-            }
-        }
-        if first.take.iter().any(|(s, _)| view.leases.iter().any(|l| &l.shard == s && l.owner.as_deref() == Some(&me)))
-        {
-            // A shard just taken may be read only on a lanes read made after
-            // the take: an intent its previous owner opened before the take
-            // (and proved against the old counter) is then visible and blocks
-            // it. The lanes read above may predate that intent.
-            let lanes = self.read_lanes().await?;
-            lock(&self.state).lanes = lanes.clone();
-            view.lanes = lanes;
-        }
-        if let Some((shard, seen, owner)) = &first.steal {
-            if self.update(&items::request_handoff(self.stream(), shard, *seen, &me)).await?.applied() {
-                self.stats.steals_requested.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("zigzag_lease_steals_requested_total").increment(1);
-                tracing::info!(shard = %shard, from = %owner, "asked for a lease (balancing)");
-            }
-        }
-        let after = plan(&view, &me);
-        metrics::gauge!("zigzag_leases_held").set(after.held.len() as f64);
-        metrics::gauge!("zigzag_lease_target").set(after.target as f64);
-        metrics::gauge!("zigzag_lease_live_workers").set(after.live_workers as f64);
-        metrics::gauge!("zigzag_lease_shards_aged_out").set(after.aged_out as f64);
-        metrics::gauge!("zigzag_lease_shards_over_capacity").set(after.over_capacity as f64);
-        if after.over_capacity > 0 {
-            tracing::warn!(
-                shards = after.over_capacity,
-                workers = after.live_workers,
-                per_worker = crate::balance::MAX_SHARDS_PER_WORKER,
-                "more shards than the live workers may hold: they wait; start more workers"
-            );
-        }
-        Ok(Plan { take: first.take, steal: first.steal, free: first.free, complete: first.complete, ..after })
     }
 
     /// The start recorded for a held shard without a checkpoint: `ms` if
@@ -463,13 +448,33 @@ impl Coordinator {
     /// Frees this worker's lane (graceful shutdown; nothing in flight).
     pub async fn leave(&self) -> Result<(), LeaseError> {
         let Some(my) = lock(&self.state).lane.take() else { return Ok(()) };
-        self.update(&items::release_lane(my.lane, self.worker())).await?;
+        self.release(my.lane, self.worker()).await?;
         tracing::info!(lane = my.lane, "left");
         Ok(())
     }
 }
 
-fn replace(leases: &mut [ShardLease], new: ShardLease) {
+/// Lane items with the liveness of their beat items; a beat item without a
+/// lane item (claimed, the lane not yet taken or never created) is a lane
+/// without an owner.
+pub(crate) fn with_beats(lanes: Vec<Lane>, beats: &[Beat]) -> Vec<Lane> {
+    let mut lanes: std::collections::BTreeMap<u32, Lane> = lanes.into_iter().map(|l| (l.lane, l)).collect();
+    for b in beats {
+        let lane = lanes.remove(&b.lane).unwrap_or_else(|| Lane {
+            lane: b.lane,
+            owner: None,
+            beater: None,
+            stream: String::new(),
+            beat: 0,
+            flush: 0,
+            intent: None,
+        });
+        lanes.insert(b.lane, lane.with_beat(b));
+    }
+    lanes.into_values().collect()
+}
+
+pub(crate) fn replace(leases: &mut [ShardLease], new: ShardLease) {
     if let Some(l) = leases.iter_mut().find(|l| l.shard == new.shard) {
         *l = new;
     }

@@ -73,10 +73,12 @@ impl Coordinator {
                 _ => return Err(self.lost_lane(my.lane)),
             }
         }
-        // Proof of the leases, read strictly after the intent was recorded: a
+        // Proof of the leases, read strictly after the intent was recorded
+        // (strongly consistent; only those it covers when that is cheaper): a
         // worker that takes one of these shards later finds the intent and
         // waits for it; one that took it before is seen here.
-        let leases = self.read_leases().await?;
+        let covered: Vec<&str> = ranges.iter().map(|r| r.shard.as_str()).collect();
+        let leases = self.read_some_leases(&covered).await?;
         let held = |r: &ShardRange| {
             leases.iter().any(|l| {
                 l.shard == r.shard && l.lease == r.lease && l.owner.as_deref() == Some(&me) && l.checkpoint == r.from

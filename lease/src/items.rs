@@ -15,8 +15,9 @@
 //! never compared across hosts).
 //!
 //! **Lane** — pk `#lanes`, sk = the lane number (4 bytes, big-endian): a
-//! writer slot of the aggregate table. Its owner heartbeats `beat`; its
-//! flushes are numbered (`flush` = last committed) and each is an
+//! writer slot of the aggregate table. `owner` fences its intents; its
+//! liveness is the lane's [beat item](beats) (a heartbeat writes a few
+//! bytes there, never the intent's ranges). Its flushes are numbered (`flush` = last committed) and each is an
 //! [`Intent`]: `k` (its number), `state` (open → valid → done), `ranges`
 //! (JSON: per shard the lease it was held under and the records `(from,
 //! to]`), `layout` (the configuration digest that writes it). Aggregate
@@ -34,6 +35,9 @@ use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
 use zigzag_model::Position;
 
 pub const LANES_PK: &str = "#lanes";
+
+mod beats;
+pub use beats::{claim_beat, heartbeat, release_beat, Beat, BEATS_PK};
 
 const OWNER: &str = "owner";
 const LEASE: &str = "lease";
@@ -67,7 +71,7 @@ pub fn lane_sk(lane: u32) -> Vec<u8> {
     lane.to_be_bytes().to_vec()
 }
 
-fn n(v: u64) -> AttrValue {
+pub(crate) fn n(v: u64) -> AttrValue {
     AttrValue::N(Decimal::from(v))
 }
 
@@ -80,14 +84,14 @@ pub struct CorruptItem {
     pub why: String,
 }
 
-struct Reader<'a>(&'a Item);
+pub(crate) struct Reader<'a>(pub(crate) &'a Item);
 
 impl Reader<'_> {
-    fn corrupt(&self, why: String) -> CorruptItem {
+    pub(crate) fn corrupt(&self, why: String) -> CorruptItem {
         CorruptItem { pk: self.0.pk.clone(), sk: String::from_utf8_lossy(&self.0.sk).into_owned(), why }
     }
 
-    fn str(&self, k: &str) -> Result<Option<&str>, CorruptItem> {
+    pub(crate) fn str(&self, k: &str) -> Result<Option<&str>, CorruptItem> {
         match self.0.attrs.get(k) {
             None => Ok(None),
             Some(AttrValue::S(s)) => Ok(Some(s)),
@@ -95,7 +99,7 @@ impl Reader<'_> {
         }
     }
 
-    fn num(&self, k: &str) -> Result<u64, CorruptItem> {
+    pub(crate) fn num(&self, k: &str) -> Result<u64, CorruptItem> {
         match self.0.attrs.get(k) {
             None => Ok(0),
             Some(AttrValue::N(d)) => u64::try_from(*d).map_err(|_| self.corrupt(format!("{k} = {d} is not a count"))),
@@ -103,7 +107,7 @@ impl Reader<'_> {
         }
     }
 
-    fn owner(&self) -> Result<Option<String>, CorruptItem> {
+    pub(crate) fn owner(&self) -> Result<Option<String>, CorruptItem> {
         Ok(self.str(OWNER)?.filter(|s| !s.is_empty()).map(str::to_string))
     }
 }
@@ -358,6 +362,11 @@ pub struct Lane {
     pub owner: Option<String>,
     /// The stream its owner consumes (and its intents' ranges are of).
     pub stream: String,
+    /// Who beats it and its beat (the lane's beat item, `beats.rs`; for a
+    /// lane written before beat items, its own `owner` and `beat`): the
+    /// lane is alive while these move. Normally `beater == owner`; they
+    /// differ only while a worker takes or frees it (two writes).
+    pub beater: Option<String>,
     pub beat: u64,
     /// The last committed flush.
     pub flush: u64,
@@ -387,14 +396,28 @@ impl Lane {
                 Some(Intent { k, state, ranges, layout: r.str(LAYOUT)?.unwrap_or("").to_string() })
             }
         };
+        let owner = r.owner()?;
         Ok(Lane {
             lane,
-            owner: r.owner()?,
+            beater: owner.clone(),
+            owner,
             stream: r.str(STREAM)?.unwrap_or("").to_string(),
             beat: r.num(BEAT)?,
             flush: r.num(FLUSH)?,
             intent,
         })
+    }
+
+    /// The same lane with its liveness from its beat item.
+    pub fn with_beat(mut self, beat: &Beat) -> Lane {
+        self.beater = beat.owner.clone();
+        self.beat = beat.beat;
+        self
+    }
+
+    /// The worker id of whoever beats it.
+    pub fn beater_id(&self) -> Option<&str> {
+        self.beater.as_deref().map(crate::owner::worker_id)
     }
 
     /// An intent that is recorded and not done.
@@ -407,29 +430,23 @@ fn lane_req(lane: u32) -> UpdateRequest {
     UpdateRequest::new(LANES_PK, lane_sk(lane))
 }
 
-/// Takes a lane that is free (or creates it), or whose owner's heartbeat
-/// stopped at `seen` (a recovery), for `me` consuming `stream`.
-pub fn take_lane(lane: u32, seen: Option<(&str, u64)>, me: &str, stream: &str) -> UpdateRequest {
+/// Takes a lane that is free (or creates it), for `me` consuming `stream`,
+/// or one owned by `from` whose beat item `me` claimed (a recovery: the
+/// lane keeps its stream, its intents are of that stream). The beat item is
+/// claimed first (`claim_beat`): only its holder takes the lane.
+pub fn take_lane(lane: u32, from: Option<&str>, me: &str, stream: &str) -> UpdateRequest {
     let req = lane_req(lane).set(OWNER, me).set_if_absent(FLUSH, n(0));
-    match seen {
-        None => req.set(STREAM, stream).add(BEAT, Decimal::ONE).guard(OWNER, CmpOp::Eq, "", true),
-        // A recovery keeps the lane's stream: its intents are of that stream.
-        Some((owner, beat)) => {
-            req.set(BEAT, n(beat + 1)).guard(OWNER, CmpOp::Eq, owner, false).guard(BEAT, CmpOp::Eq, n(beat), false)
-        }
+    match from {
+        None => req.set(STREAM, stream).guard(OWNER, CmpOp::Eq, "", true),
+        Some(owner) => req.guard(OWNER, CmpOp::Eq, owner, false),
     }
 }
 
-/// The owner's heartbeat: `beat` from `seen` to `seen + 1`.
-pub fn heartbeat(lane: u32, seen: u64, me: &str) -> UpdateRequest {
-    lane_req(lane).set(BEAT, n(seen + 1)).guard(OWNER, CmpOp::Eq, me, false).guard(BEAT, CmpOp::Eq, n(seen), false)
-}
-
-/// Frees a lane (no intent in flight, its last ranges completed). The
-/// ranges are cleared: the next owner may read another stream, whose
-/// shards may have the same ids.
+/// Frees a lane (no intent in flight, its last ranges completed); its beat
+/// item is freed after (`release_beat`). The ranges are cleared: the next
+/// owner may read another stream, whose shards may have the same ids.
 pub fn release_lane(lane: u32, me: &str) -> UpdateRequest {
-    lane_req(lane).set(OWNER, "").add(BEAT, Decimal::ONE).set(RANGES, "[]").guard(OWNER, CmpOp::Eq, me, false).guard(
+    lane_req(lane).set(OWNER, "").set(RANGES, "[]").guard(OWNER, CmpOp::Eq, me, false).guard(
         STATE,
         CmpOp::Eq,
         "done",

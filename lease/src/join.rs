@@ -2,7 +2,7 @@
 //! aggregate table), however many workers start at once.
 
 use crate::coordinator::{lock, Coordinator, MyLane};
-use crate::items::{self, Lane};
+use crate::items::{self, Beat, Lane};
 use crate::LeaseError;
 use std::time::Duration;
 use zigzag_core::table::UpdateOutcome;
@@ -24,10 +24,10 @@ impl Coordinator {
                 // Marked first, so a pass that sees the lane owned by us
                 // before `join` returns does not take it for a predecessor's.
                 lock(&self.state).joining = Some(n);
-                let taken = self.update(&items::take_lane(n, None, &me, self.stream())).await;
-                let taken = match taken {
-                    Ok(UpdateOutcome::Applied(item)) => Lane::from_item(&item)?,
-                    Ok(UpdateOutcome::ConditionFailed(_)) => continue,
+                let taken = self.take_free_lane(n, &me).await;
+                let (taken, beat) = match taken {
+                    Ok(Some(taken)) => taken,
+                    Ok(None) => continue,
                     Err(e) => {
                         lock(&self.state).joining = None;
                         return Err(e);
@@ -45,7 +45,7 @@ impl Coordinator {
                 }
                 st.joins += 1;
                 st.lost = None;
-                st.lane = Some(MyLane { lane: n, beat: taken.beat, flush: taken.flush, joined: st.joins });
+                st.lane = Some(MyLane { lane: n, beat, flush: taken.flush, joined: st.joins });
                 drop(st);
                 tracing::info!(lane = n, worker = %me, "joined");
                 return Ok(n);
@@ -58,6 +58,37 @@ impl Coordinator {
         }
         metrics::counter!("zigzag_lease_join_contended_total").increment(1);
         Err(LeaseError::Contended(format!("no lane could be taken in {JOIN_ROUNDS} rounds")))
+    }
+
+    /// Claims lane `n`'s beat item, then takes its lane item (`beats.rs`
+    /// gives the order): the lane as taken and its beat, or None if another
+    /// worker holds either (a beat claimed without its lane is freed again).
+    async fn take_free_lane(&self, n: u32, me: &str) -> Result<Option<(Lane, u64)>, LeaseError> {
+        let beat = match self.update(&items::claim_beat(n, None, me)).await? {
+            UpdateOutcome::Applied(item) => Beat::from_item(&item)?.beat,
+            UpdateOutcome::ConditionFailed(Some(item)) => {
+                // A retry of a claim that applied but timed out.
+                let b = Beat::from_item(&item)?;
+                if b.owner.as_deref() != Some(me) {
+                    return Ok(None);
+                }
+                b.beat
+            }
+            UpdateOutcome::ConditionFailed(None) => return Ok(None),
+        };
+        match self.update(&items::take_lane(n, None, me, self.stream())).await? {
+            UpdateOutcome::Applied(item) => Ok(Some((Lane::from_item(&item)?, beat))),
+            UpdateOutcome::ConditionFailed(Some(item)) if Lane::from_item(&item)?.owner.as_deref() == Some(me) => {
+                Ok(Some((Lane::from_item(&item)?, beat)))
+            }
+            UpdateOutcome::ConditionFailed(_) => {
+                // Not free after all (only a crash between another worker's
+                // two writes leaves a lane item owned under a free beat):
+                // give the beat back; expiry settles the lane.
+                self.update(&items::release_beat(n, me)).await?;
+                Ok(None)
+            }
+        }
     }
 }
 

@@ -12,9 +12,10 @@
 //! - [`balance`]: one lease pass decided from a snapshot (take, steal,
 //!   recover, free, complete, which shards may be read);
 //! - [`coordinator`]: the worker's side over a `SortedTable`: join,
-//!   heartbeat, passes, flush intents, handoff, release; `join`: taking
-//!   a lane, many workers at once; `recovery`: dead workers' lanes freed
-//!   or recovered;
+//!   heartbeat, flush intents, handoff, release; `join`: taking
+//!   a lane, many workers at once; `pass`: a lease pass and what it reads
+//!   (cheap at 1,000 shards: lane items on demand); `recovery`: dead
+//!   workers' lanes freed or recovered;
 //! - [`epoch`]: the lease table bound to the aggregate table (a reset or
 //!   foreign lease table is refused before anything is written);
 //! - [`stream`]: lease state per incarnation of a stream (a stream
@@ -34,6 +35,7 @@ mod join;
 pub mod legacy;
 pub mod observer;
 pub mod owner;
+mod pass;
 mod recovery;
 pub mod report;
 pub mod stream;
@@ -42,7 +44,7 @@ pub use balance::{Plan, Ready, View};
 pub use checkpoint::{Checkpoint, ItemSet};
 pub use coordinator::{Coordinator, LeaseOptions, LeaseStats, Recovery};
 pub use intent::Began;
-pub use items::{mark_attr, CorruptItem, Intent, IntentState, Lane, ShardLease, ShardRange};
+pub use items::{mark_attr, Beat, CorruptItem, Intent, IntentState, Lane, ShardLease, ShardRange};
 pub use join::JOIN_ROUNDS;
 pub use zigzag_model::source::ShardInfo;
 

@@ -1,5 +1,5 @@
-//! Expiry as this worker observes it: a lane is expired when its (owner,
-//! beat) has not changed for the failover time on *this process's*
+//! Expiry as this worker observes it: a lane is expired when its (beater,
+//! beat) — its beat item's owner and beat — has not changed for the failover time on *this process's*
 //! monotonic clock. Wall clocks of other hosts are never compared; a worker
 //! that just started must watch a lane for the whole failover time before
 //! it may call it expired.
@@ -27,13 +27,13 @@ impl Observer {
     pub fn observe(&mut self, lanes: &[Lane], now: Instant, me: &str, mine: Option<u32>) -> HashSet<u32> {
         let mut expired = HashSet::new();
         for lane in lanes {
-            let key = (lane.owner.clone(), lane.beat);
+            let key = (lane.beater.clone(), lane.beat);
             let since = match self.seen.get(&lane.lane) {
                 Some((owner, beat, since)) if (owner, *beat) == (&key.0, key.1) => *since,
                 _ => now,
             };
             self.seen.insert(lane.lane, (key.0, key.1, since));
-            let Some(owner) = &lane.owner else { continue };
+            let Some(owner) = &lane.beater else { continue };
             let stale = now.saturating_duration_since(since) >= self.failover;
             // This process's own other lanes (taken to recover them) and an older
             // incarnation's are taken over at once.
@@ -51,7 +51,15 @@ mod tests {
     use super::*;
 
     fn lane(n: u32, owner: &str, beat: u64) -> Lane {
-        Lane { lane: n, owner: Some(owner.into()), stream: "st".into(), beat, flush: 0, intent: None }
+        Lane {
+            lane: n,
+            owner: Some(owner.into()),
+            beater: Some(owner.into()),
+            stream: "st".into(),
+            beat,
+            flush: 0,
+            intent: None,
+        }
     }
 
     #[test]

@@ -73,9 +73,15 @@ pub fn render(stream: &str, leases: &[ShardLease], lanes: &[Lane]) -> String {
             }
             _ => "-".into(),
         };
+        // Who beats it, when that is not its owner: a take or a release
+        // between its two writes (or a crash there, which expiry repairs).
+        let owner = match (&l.owner, &l.beater) {
+            (o, b) if o == b => o.clone().unwrap_or_else(|| "(free)".into()),
+            (o, b) => format!("{} (beaten by {})", o.as_deref().unwrap_or("(free)"), b.as_deref().unwrap_or("nobody")),
+        };
         lane_table.add_row([
             l.lane.to_string(),
-            l.owner.clone().unwrap_or_else(|| "(free)".into()),
+            owner,
             l.stream.clone(),
             l.beat.to_string(),
             l.flush.to_string(),
@@ -130,10 +136,19 @@ mod tests {
             behind_ms: None,
         };
         let lanes = vec![
-            Lane { lane: 0, owner: Some("w1".into()), stream: "st".into(), beat: 4, flush: 3, intent: None },
+            Lane {
+                lane: 0,
+                owner: Some("w1".into()),
+                beater: Some("w1".into()),
+                stream: "st".into(),
+                beat: 4,
+                flush: 3,
+                intent: None,
+            },
             Lane {
                 lane: 1,
                 owner: Some("w2".into()),
+                beater: Some("w2".into()),
                 stream: "st".into(),
                 beat: 9,
                 flush: 5,

@@ -17,11 +17,27 @@ use zigzag_model::Position;
 
 type Hook = Box<dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send>;
 
-/// Runs a hook once, just before the first update that takes a lane from
-/// another owner (a recovery's or a freeing's take).
+/// Runs a hook once, just before the first update `at` picks.
 struct BeforeTake {
     inner: Arc<dyn SortedTable>,
     hook: Mutex<Option<Hook>>,
+    at: fn(&UpdateRequest) -> bool,
+}
+
+/// A dead-looking lane's beat item claimed from another worker (the
+/// first write of a recovery's or a freeing's take).
+fn claims_a_beat(req: &UpdateRequest) -> bool {
+    req.pk == items::BEATS_PK && req.guards.iter().any(|g| g.attr == "beat") && sets_owner(req)
+}
+
+/// Its lane item taken from another owner (the second write).
+fn takes_a_lane(req: &UpdateRequest) -> bool {
+    let from_owner = |g: &zigzag_core::table::Guard| g.attr == "owner" && g.value != "".into();
+    req.pk == items::LANES_PK && req.guards.iter().any(from_owner) && sets_owner(req)
+}
+
+fn sets_owner(req: &UpdateRequest) -> bool {
+    req.actions.iter().any(|(a, act)| a == "owner" && *act != zigzag_core::table::Action::Set("".into()))
 }
 
 #[async_trait]
@@ -33,9 +49,7 @@ impl SortedTable for BeforeTake {
         self.inner.query(req).await
     }
     async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
-        let takes_from_another = req.pk == items::LANES_PK && req.guards.iter().any(|g| g.attr == "beat");
-        let takes_from_another = takes_from_another && req.actions.iter().any(|(a, _)| a == "owner");
-        if takes_from_another {
+        if (self.at)(req) {
             let hook = self.hook.lock().unwrap().take();
             if let Some(h) = hook {
                 h().await;
@@ -73,6 +87,13 @@ fn shard(id: &str) -> ShardInfo {
 
 #[tokio::test]
 async fn a_lane_whose_owner_opens_a_flush_while_it_is_being_freed_is_recovered_not_freed() {
+    // Before the beat is claimed, and between the claim and the lane's take.
+    for at in [claims_a_beat as fn(&UpdateRequest) -> bool, takes_a_lane] {
+        owner_opens_a_flush_while_its_lane_is_freed(at).await;
+    }
+}
+
+async fn owner_opens_a_flush_while_its_lane_is_freed(at: fn(&UpdateRequest) -> bool) {
     let table: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
     let w = Arc::new(Coordinator::new(table.clone(), options("st", "w")));
     let w_lane = w.join().await.unwrap();
@@ -81,7 +102,7 @@ async fn a_lane_whose_owner_opens_a_flush_while_it_is_being_freed_is_recovered_n
     assert_eq!(lease.worker_id(), Some("w"));
 
     // R sees W's lane, then W stays silent past the failover...
-    let hooked = Arc::new(BeforeTake { inner: table.clone(), hook: Mutex::new(None) });
+    let hooked = Arc::new(BeforeTake { inner: table.clone(), hook: Mutex::new(None), at });
     let r = Coordinator::new(hooked.clone(), options("st", "r"));
     r.join().await.unwrap();
     r.pass(None).await.unwrap();

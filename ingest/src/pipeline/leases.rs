@@ -4,7 +4,7 @@
 //! - the heartbeat, every failover / 3: keeps this worker's lane (and so
 //!   every lease it holds) alive; a fence (the lane taken) is reported as
 //!   [`Event::LaneLost`];
-//! - the lease pass, every failover / 3 and at once when the main loop asks
+//! - the lease pass, every failover / 2 and at once when the main loop asks
 //!   (a shard ended, a flush gave leases away): lists the shards every
 //!   `relist` (and when asked), then takes, steals, frees and completes
 //!   (`Coordinator::pass`) and sends the plan as [`Event::Leases`].
@@ -63,7 +63,7 @@ pub(super) async fn passes(
     poke: Arc<Notify>,
     stop: CancellationToken,
 ) {
-    let every = coord.options().renew_every();
+    let every = coord.options().pass_every();
     let mut listed_at: Option<Instant> = None;
     let mut listing = None;
     let mut relist_now = true;

@@ -19,7 +19,15 @@ fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
 }
 
 fn lane(n: u32, owner: &str) -> Lane {
-    Lane { lane: n, owner: Some(owner.into()), stream: "st".into(), beat: 1, flush: 0, intent: None }
+    Lane {
+        lane: n,
+        owner: Some(owner.into()),
+        beater: Some(owner.into()),
+        stream: "st".into(),
+        beat: 1,
+        flush: 0,
+        intent: None,
+    }
 }
 
 fn view(leases: Vec<ShardLease>, lanes: Vec<Lane>) -> View {

@@ -92,13 +92,14 @@ fn a_lane_runs_open_valid_done_and_fences_other_owners() {
     let intent = lane.in_flight().unwrap();
     assert_eq!((intent.k, intent.state, intent.ranges.len()), (1, IntentState::Valid, 1));
     assert_eq!(intent.ranges[0], ranges[1]);
-    // The owner stops beating; a recoverer takes the lane from the beat it saw.
-    let (ok, item) = run(item, &take_lane(0, Some(("a", 1)), "r", "other"));
+    // The owner stops beating; a recoverer (holding the beat) takes the lane
+    // from the owner it saw.
+    let (ok, item) = run(item, &take_lane(0, Some("b"), "r", "other"));
+    assert!(!ok, "only from its owner");
+    let (ok, item) = run(item, &take_lane(0, Some("a"), "r", "other"));
     assert!(ok);
     let (ok, item) = run(item, &commit_intent(0, "a", 1));
     assert!(!ok, "the old owner is fenced");
-    let (ok, item) = run(item, &heartbeat(0, 2, "a"));
-    assert!(!ok, "and cannot heartbeat");
     let (ok, item) = run(item, &commit_intent(0, "r", 1));
     assert!(ok);
     let lane = Lane::from_item(item.as_ref().unwrap()).unwrap();
@@ -115,4 +116,43 @@ fn a_lane_runs_open_valid_done_and_fences_other_owners() {
     assert_eq!((lane.flush, lane.intent.as_ref().map(|i| i.k)), (1, Some(1)));
     let (ok, _) = run(item, &open_intent(0, "c", 2, &ranges, "L"));
     assert!(ok, "an aborted number is used again");
+}
+
+#[test]
+fn a_beat_is_claimed_free_or_from_the_beat_that_stopped_and_beaten_only_by_its_holder() {
+    let beat = |item: &Option<Item>| Beat::from_item(item.as_ref().unwrap()).unwrap();
+    let (ok, item) = run(None, &claim_beat(3, None, "a"));
+    assert!(ok, "a lane without a beat item is free");
+    assert_eq!(beat(&item), Beat { lane: 3, owner: Some("a".into()), beat: 1 });
+    let (ok, item) = run(item, &claim_beat(3, None, "b"));
+    assert!(!ok, "a claimed beat is not free");
+    let (ok, item) = run(item, &heartbeat(3, 1, "a"));
+    assert!(ok);
+    let (ok, item) = run(item, &heartbeat(3, 1, "a"));
+    assert!(!ok, "a beat moves on from the value seen, once");
+    let (ok, item) = run(item, &claim_beat(3, Some(("a", 1)), "r"));
+    assert!(!ok, "a beat that moved is not taken");
+    let (ok, item) = run(item, &claim_beat(3, Some(("a", 2)), "r"));
+    assert!(ok, "one that stopped is");
+    assert_eq!(beat(&item), Beat { lane: 3, owner: Some("r".into()), beat: 3 });
+    let (ok, item) = run(item, &heartbeat(3, 3, "a"));
+    assert!(!ok, "the old holder can no longer beat");
+    let (ok, item) = run(item, &release_beat(3, "a"));
+    assert!(!ok, "nor free it");
+    let (ok, item) = run(item, &release_beat(3, "r"));
+    assert!(ok);
+    assert_eq!(beat(&item).owner, None);
+    let (ok, _) = run(item, &claim_beat(3, None, "c"));
+    assert!(ok, "a freed beat is free");
+    // A lane of the format before beat items: claimed from the lane's own beat.
+    let (ok, _) = run(None, &claim_beat(4, Some(("old", 7)), "r"));
+    assert!(ok);
+}
+
+#[test]
+fn a_heartbeat_writes_a_few_bytes_whatever_the_intent_holds() {
+    let (_, item) = run(None, &claim_beat(0, None, "a-worker~1700000000000.0123abcd"));
+    let (_, item) = run(item, &heartbeat(0, 1, "a-worker~1700000000000.0123abcd"));
+    let size = item.unwrap().size();
+    assert!(size < 100, "a beat item of {size} bytes");
 }

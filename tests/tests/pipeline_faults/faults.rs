@@ -322,17 +322,20 @@ impl Faulty {
         // The victim's heartbeat may move the beat between the read and the
         // take: read again then.
         for _ in 0..10 {
-            let item = table.get(LANES_PK, &lane_sk(lane)).await.unwrap().expect("the writer's lane");
-            let seen = Lane::from_item(&item).expect("a lane");
+            let lanes = read_lanes(table).await;
+            let seen = lanes.into_iter().find(|l| l.lane == lane).expect("the writer's lane");
             assert_eq!(
                 (seen.worker_id(), seen.in_flight().map(|i| (i.k, i.state))),
                 (Some(victim), Some((k, IntentState::Valid))),
                 "the writer writes items of its valid intent: {seen:?}"
             );
-            // Guarded by the owner as written: the victim's incarnation.
+            // Guarded by the owner as written: the victim's incarnation. The
+            // beat item first, then the lane item (as a recovery takes it).
             let owner = seen.owner.as_deref().unwrap_or(victim);
-            let take = take_lane(lane, Some((owner, seen.beat)), thief, &seen.stream);
-            if table.update(&take).await.unwrap().applied() {
+            let beater = seen.beater.as_deref().unwrap_or(victim);
+            if table.update(&claim_beat(lane, Some((beater, seen.beat)), thief)).await.unwrap().applied() {
+                let take = table.update(&take_lane(lane, Some(owner), thief, &seen.stream)).await.unwrap();
+                assert!(take.applied(), "the beat's holder takes the lane: {take:?}");
                 return (lane, k);
             }
         }
@@ -343,7 +346,7 @@ impl Faulty {
         self.before_call()?;
         let phase = match req.pk.as_str() {
             _ if self.aggregates => panic!("the pipeline does not read the aggregates: {req:?}"),
-            LANES_PK => Phase::ReadLanes,
+            LANES_PK | BEATS_PK => Phase::ReadLanes,
             // The first read of the leases after an intent was opened is
             // its proof; a lease pass reading them later, while the flush
             // validates, is not (a crash there may let the validate apply).

@@ -47,7 +47,7 @@ impl Image {
         match fired.phase {
             // Before joining: no lane was taken.
             Phase::Epoch => assert!(lanes.is_empty(), "{context}: {lanes:?}"),
-            Phase::Join => assert!(lanes.iter().all(|l| l.owner.is_none()), "{context}: {lanes:?}"),
+            Phase::ClaimBeat | Phase::Join => assert!(lanes.iter().all(|l| l.owner.is_none()), "{context}: {lanes:?}"),
             // The intent was not recorded: the last one is done.
             Phase::Open => assert_eq!((open, valid), (0, 0), "{context}: {lanes:?}"),
             // Recorded, not proven: no item was written.

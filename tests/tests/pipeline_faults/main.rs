@@ -36,7 +36,7 @@ use zigzag_core::table::{
 use zigzag_gather::check::{self, Status};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_ingest::{Pipeline, PipelineError, PipelineOptions, RunSummary};
-use zigzag_lease::items::{lane_sk, mark_attr, shards_pk, take_lane, take_lease, LANES_PK};
+use zigzag_lease::items::{claim_beat, mark_attr, shards_pk, take_lane, take_lease, BEATS_PK, LANES_PK};
 use zigzag_lease::{Coordinator, IntentState, Lane, LeaseOptions, ShardLease};
 use zigzag_loadgen::{Drawn, GenConfig, Generated, Generator, SyntheticSource, Traffic};
 use zigzag_model::schema::value::display;
@@ -74,7 +74,9 @@ async fn dry_run() -> (BTreeMap<Phase, u64>, u64) {
     let counts = dry.faults.counts();
     let total = dry.faults.calls.load(Ordering::SeqCst);
     let of = |p: Phase| counts.get(&p).copied().unwrap_or(0);
-    assert_eq!((of(Phase::Join), of(Phase::CreateLease), of(Phase::Release)), (1, 3, 1), "{counts:?}");
+    let joins =
+        (of(Phase::ClaimBeat), of(Phase::Join), of(Phase::CreateLease), of(Phase::Release), of(Phase::ReleaseBeat));
+    assert_eq!(joins, (1, 1, 3, 1, 1), "{counts:?}");
     assert!(of(Phase::TakeLease) >= 3, "{counts:?}");
     // The floor that fault points are capped at holds, with room for them.
     let floor = dry.min_flushes();
@@ -128,18 +130,29 @@ async fn crash_in_a_lane_or_lease_write_then_restart_with_the_same_worker_id_is_
     let crash = Effect::Crash;
     let mut cases = vec![
         (Trigger::NthOf(Phase::Epoch, 1), crash.clone()),
+        (Trigger::NthOf(Phase::ClaimBeat, 1), crash.clone()),
         (Trigger::NthOf(Phase::Join, 1), crash.clone()),
         (Trigger::NthOf(Phase::CreateLease, 2), crash.clone()),
         (Trigger::NthOf(Phase::TakeLease, 2), crash.clone()),
         (Trigger::NthOf(Phase::ReadLanes, 2), crash.clone()),
         (Trigger::NthOf(Phase::Heartbeat, 1), crash.clone()),
-        // Leaving: the lane is freed last.
+        // Leaving: the lane is freed last, its beat after it.
         (Trigger::NthOf(Phase::Release, 1), crash.clone()),
+        (Trigger::NthOf(Phase::ReleaseBeat, 1), crash.clone()),
     ];
     for _ in 0..3 {
         cases.push((Trigger::Nth(rng.range(1, most)), crash.clone()));
     }
-    let expected = [Phase::Epoch, Phase::Join, Phase::CreateLease, Phase::TakeLease, Phase::Heartbeat, Phase::Release];
+    let expected = [
+        Phase::Epoch,
+        Phase::ClaimBeat,
+        Phase::Join,
+        Phase::CreateLease,
+        Phase::TakeLease,
+        Phase::Heartbeat,
+        Phase::Release,
+        Phase::ReleaseBeat,
+    ];
     crash_cases(11, cases, &expected).await;
 }
 
@@ -222,12 +235,14 @@ async fn crash_during_recovery_then_restart_is_exact() {
     let valid = (Trigger::NthOf(Phase::Items, 2), Effect::ApplyHalfThenCrash);
     let open = (Trigger::NthOf(Phase::Validate, 3), Effect::Crash);
     let cases = [
+        (valid.clone(), Phase::TakeBeat, Effect::Crash),
         (valid.clone(), Phase::TakeLane, Effect::Crash),
         (valid.clone(), Phase::Items, Effect::ApplyHalfThenCrash),
         (valid.clone(), Phase::Items, Effect::Crash),
         (valid.clone(), Phase::Commit, Effect::Crash),
         (valid.clone(), Phase::Advance, Effect::Crash),
         (valid.clone(), Phase::Release, Effect::Crash),
+        (valid.clone(), Phase::ReleaseBeat, Effect::Crash),
         (open.clone(), Phase::Abort, Effect::Crash),
     ];
     for (i, ((first, first_effect), phase, effect)) in cases.into_iter().enumerate() {
@@ -245,7 +260,7 @@ async fn crash_during_recovery_then_restart_is_exact() {
         assert_eq!(fired.phase, phase, "{context}");
         let l = image_b.lane(lane);
         match phase {
-            Phase::Advance | Phase::Release => {
+            Phase::Advance | Phase::Release | Phase::ReleaseBeat => {
                 assert_eq!((l.flush, l.in_flight()), (k, None), "{context}: the recovery committed: {l:?}");
             }
             _ => {
@@ -310,6 +325,7 @@ async fn a_flush_in_flight_is_not_recovered_under_another_layout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_writes_applied_then_throttled_are_recognised_by_their_retry() {
     let cases = [
+        (Phase::ClaimBeat, 1),
         (Phase::Join, 1),
         (Phase::TakeLease, 1),
         (Phase::Heartbeat, 1),
@@ -320,6 +336,7 @@ async fn lease_writes_applied_then_throttled_are_recognised_by_their_retry() {
         (Phase::Commit, 3),
         (Phase::Advance, 2),
         (Phase::Release, 1),
+        (Phase::ReleaseBeat, 1),
     ];
     for (i, (phase, nth)) in cases.into_iter().enumerate() {
         let w = World::new(31 + i as u64);

@@ -22,13 +22,19 @@ pub(crate) async fn read_leases(table: &Arc<dyn SortedTable>) -> Vec<ShardLease>
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Phase {
+    /// Claiming a free lane's beat item (joining: before its lane item).
+    ClaimBeat,
+    /// Claiming a dead worker's beat item (before taking its lane item).
+    TakeBeat,
     /// Taking a free lane (a worker starting or rejoining).
     Join,
     /// Taking a dead worker's lane (to recover its flush or free the lane).
     TakeLane,
     Heartbeat,
-    /// Freeing a lane (leaving, or after a recovery).
+    /// Freeing a lane (leaving, or after a recovery) ...
     Release,
+    /// ... and then its beat item.
+    ReleaseBeat,
     CreateLease,
     TakeLease,
     /// Asking another worker for a lease (balancing).
@@ -91,11 +97,21 @@ pub(crate) fn lease_table_phase(req: &UpdateRequest) -> Phase {
             Some(s) => panic!("an unknown intent state {s:?}: {req:?}"),
             None => match set_str(req, "owner") {
                 Some("") => Phase::Release,
-                Some(_) if guarded(req, "beat") => Phase::TakeLane,
-                Some(_) => Phase::Join,
-                None if action(req, "beat").is_some() => Phase::Heartbeat,
+                // Taking a free lane is guarded by an empty owner.
+                Some(_) if req.guards.iter().any(|g| g.attr == "owner" && g.value == AttrValue::S(String::new())) => {
+                    Phase::Join
+                }
+                Some(_) => Phase::TakeLane,
                 None => panic!("an unknown lane update: {req:?}"),
             },
+        }
+    } else if req.pk == BEATS_PK {
+        match set_str(req, "owner") {
+            Some("") => Phase::ReleaseBeat,
+            Some(_) if guarded(req, "beat") => Phase::TakeBeat,
+            Some(_) => Phase::ClaimBeat,
+            None if action(req, "beat").is_some() => Phase::Heartbeat,
+            None => panic!("an unknown beat update: {req:?}"),
         }
     } else if req.pk == zigzag_lease::epoch::EPOCH_PK || req.pk == zigzag_lease::stream::STREAMS_PK {
         Phase::Epoch
@@ -148,5 +164,6 @@ pub(crate) fn item_mark(req: &UpdateRequest) -> (u32, u64) {
 
 /// The lane a lease-table write is on, if a lane item.
 pub(crate) fn lane_of(req: &UpdateRequest) -> Option<u32> {
-    (req.pk == LANES_PK).then(|| u32::from_be_bytes(req.sk.as_slice().try_into().expect("4 bytes")))
+    (req.pk == LANES_PK || req.pk == BEATS_PK)
+        .then(|| u32::from_be_bytes(req.sk.as_slice().try_into().expect("4 bytes")))
 }

@@ -34,7 +34,8 @@ pub(crate) async fn zombie_with(
         assert!(Instant::now() < deadline, "the steal did not fire");
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
-    let rejoined = |l: &Logged| l.call > fired.call && l.phase == Phase::Join && l.applied > 0;
+    let rejoined =
+        |l: &Logged| l.call > fired.call && matches!(l.phase, Phase::ClaimBeat | Phase::Join) && l.applied > 0;
     while b_after_rejoin && !a_proc.log().iter().any(rejoined) {
         assert!(Instant::now() < deadline, "the zombie did not join again");
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -106,7 +107,10 @@ async fn zombie_mid_flush_is_fenced_and_the_new_owner_finishes_its_flush() {
         // zombie's writes on the lane applied, and its commit of the stolen
         // flush was refused.
         let after: Vec<&Logged> = z.a_log.iter().filter(|l| l.call > z.fired.call).collect();
-        let rejoined = after.iter().find(|l| l.phase == Phase::Join && l.applied > 0).map_or(u64::MAX, |l| l.call);
+        let rejoined = after
+            .iter()
+            .find(|l| matches!(l.phase, Phase::ClaimBeat | Phase::Join) && l.applied > 0)
+            .map_or(u64::MAX, |l| l.call);
         let on_lane = |l: &&&Logged| l.phase != Phase::Items && l.lane == Some(lane) && l.call < rejoined;
         assert!(after.iter().filter(on_lane).all(|l| l.applied == 0), "{context}: {after:?}");
         let fence = after
