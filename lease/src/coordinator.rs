@@ -55,6 +55,13 @@ impl LeaseOptions {
     pub fn pass_every(&self) -> Duration {
         self.failover / 2
     }
+
+    /// The wait before the next pass: `pass_every` within +-25 %, so workers
+    /// started together (a deployment) do not read the leases in the same
+    /// second for ever after.
+    pub fn next_pass(&self) -> Duration {
+        self.pass_every().mul_f64(0.75 + rand::random::<f64>() / 2.0)
+    }
 }
 
 /// Counters of everything this worker did on the lease table.
@@ -115,6 +122,19 @@ pub(crate) struct State {
     /// Bytes and count of the leases as last read whole (the proof reads
     /// the leases it covers one by one when that is cheaper).
     pub(crate) lease_bytes: (usize, usize),
+    /// The leases as last read whole in a pass, kept up to date with this
+    /// worker's own writes (`pass.rs`: read again only when the generation
+    /// moved, something is pending, or every `LEASES_EVERY` passes).
+    pub(crate) leases: Option<LeaseCache>,
+    /// The last pass left work that the next one must see the leases for.
+    pub(crate) want_leases: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct LeaseCache {
+    pub(crate) generation: u64,
+    pub(crate) pass: u64,
+    pub(crate) leases: Vec<ShardLease>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -171,6 +191,8 @@ impl Coordinator {
                 passes: 0,
                 want_lanes: false,
                 lease_bytes: (0, 0),
+                leases: None,
+                want_leases: false,
             }),
             stats: LeaseStats::default(),
         }
@@ -285,6 +307,60 @@ impl Coordinator {
         Ok(out.items)
     }
 
+    /// A write of one of this stream's leases: an applied one updates the
+    /// cached leases, and one that other workers' passes must see
+    /// (`tell_others`: an owner, a handoff, a new lease, a finished shard)
+    /// moves the generation on. A failed bump is only logged: the others
+    /// see the change at their next whole read (every `LEASES_EVERY` passes).
+    pub(crate) async fn write_lease(
+        &self,
+        req: &UpdateRequest,
+        tell_others: bool,
+    ) -> Result<UpdateOutcome, LeaseError> {
+        let out = self.update(req).await?;
+        if let UpdateOutcome::Applied(item) = &out {
+            if item.pk == items::shards_pk(self.stream()) {
+                let lease = ShardLease::from_item(item)?;
+                if let Some(cache) = lock(&self.state).leases.as_mut() {
+                    match cache.leases.iter_mut().find(|l| l.shard == lease.shard) {
+                        Some(l) => *l = lease,
+                        None => cache.leases.push(lease),
+                    }
+                }
+            }
+            // Of the item's stream (a dead worker's lane may be of another).
+            if let Some(stream) = item.pk.strip_prefix(&items::shards_pk("")).filter(|_| tell_others) {
+                self.tell_others(stream).await;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Moves `stream`'s lease generation on (a failure is logged: the other
+    /// workers see the change at their next whole read).
+    pub(crate) async fn tell_others(&self, stream: &str) {
+        if let Err(e) = self.update(&items::bump_generation(stream)).await {
+            tracing::warn!(error = %e, "the lease generation could not be moved on");
+        }
+    }
+
+    /// The stream's lease generation (eventually consistent: a stale one
+    /// only delays a whole read by a pass).
+    pub(crate) async fn read_generation(&self) -> Result<u64, LeaseError> {
+        let mut req =
+            QueryRequest::new(items::generation_pk(self.stream()), SortKeyCondition::Eq(items::GENERATION_SK.to_vec()));
+        req.consistent = false;
+        let page = self
+            .opts
+            .retry
+            .run(&self.stats.retries, || {
+                self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                self.table.query(&req)
+            })
+            .await?;
+        Ok(items::generation_of(page.items.first())?)
+    }
+
     /// Every lease of the stream, strongly consistent.
     pub async fn read_leases(&self) -> Result<Vec<ShardLease>, LeaseError> {
         self.read_leases_with(true).await
@@ -330,9 +406,9 @@ impl Coordinator {
         Ok(leases)
     }
 
-    /// Every beat item, strongly consistent (a few bytes a lane).
-    pub(crate) async fn read_beats(&self) -> Result<Vec<Beat>, LeaseError> {
-        let items = self.read_all(BEATS_PK, true).await?;
+    /// Every beat item (a few bytes a lane).
+    pub(crate) async fn read_beats(&self, consistent: bool) -> Result<Vec<Beat>, LeaseError> {
+        let items = self.read_all(BEATS_PK, consistent).await?;
         Ok(items.iter().map(Beat::from_item).collect::<Result<_, _>>()?)
     }
 
@@ -340,7 +416,7 @@ impl Coordinator {
     pub async fn read_lanes(&self) -> Result<Vec<Lane>, LeaseError> {
         let items = self.read_all(LANES_PK, true).await?;
         let lanes: Vec<Lane> = items.iter().map(Lane::from_item).collect::<Result<_, _>>()?;
-        let beats = self.read_beats().await?;
+        let beats = self.read_beats(true).await?;
         Ok(with_beats(lanes, &beats))
     }
 
@@ -404,7 +480,7 @@ impl Coordinator {
     /// none was, else the one recorded first. None if the lease is not held
     /// at counter `lease` any more.
     pub async fn record_start(&self, shard: &str, lease: u64, ms: i64) -> Result<Option<i64>, LeaseError> {
-        match self.update(&items::record_start(self.stream(), shard, lease, ms)).await? {
+        match self.write_lease(&items::record_start(self.stream(), shard, lease, ms), false).await? {
             UpdateOutcome::Applied(item) => Ok(ShardLease::from_item(&item)?.start_ms),
             UpdateOutcome::ConditionFailed(_) => Ok(None),
         }
@@ -414,7 +490,7 @@ impl Coordinator {
     /// ours any more.
     pub async fn give(&self, shard: &str, lease: u64, to: &str) -> Result<bool, LeaseError> {
         let req = items::give_lease(self.stream(), shard, lease, self.worker(), to);
-        let done = match self.update(&req).await? {
+        let done = match self.write_lease(&req, true).await? {
             UpdateOutcome::Applied(_) => true,
             UpdateOutcome::ConditionFailed(Some(item)) => {
                 let l = ShardLease::from_item(&item)?;

@@ -62,6 +62,27 @@ pub fn shards_pk(stream: &str) -> String {
     format!("#shards#{stream}")
 }
 
+/// Partition key of a stream's lease generation: one item whose `gen`
+/// moves on every lease write other workers' passes must see (an owner
+/// changed, a handoff asked, a lease created, a shard finished), so a pass
+/// that finds it unchanged skips reading every lease (`pass.rs`).
+pub fn generation_pk(stream: &str) -> String {
+    format!("#gen#{stream}")
+}
+
+pub const GENERATION_SK: &[u8] = b"gen";
+const GENERATION: &str = "gen";
+
+/// Moves a stream's lease generation on.
+pub fn bump_generation(stream: &str) -> UpdateRequest {
+    UpdateRequest::new(generation_pk(stream), GENERATION_SK).add(GENERATION, Decimal::ONE)
+}
+
+/// The generation an item holds (0 for none).
+pub fn generation_of(item: Option<&Item>) -> Result<u64, CorruptItem> {
+    item.map_or(Ok(0), |i| Reader(i).num(GENERATION))
+}
+
 /// The mark attribute of a lane on aggregate items.
 pub fn mark_attr(lane: u32) -> String {
     format!("w@{lane}")

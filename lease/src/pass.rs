@@ -2,12 +2,18 @@
 //! take / steal / free / complete.
 //!
 //! What a pass reads, and why it is cheap at 1,000 shards and 100 workers:
-//! - the leases, eventually consistent: every decision on them is a
-//!   conditional write on the lease counter or checkpoint seen, so a stale
-//!   read costs a failed write, never a wrong one; a shard newly held is
-//!   read again strongly before it is read from the stream;
-//! - the beat items, strongly consistent (a few bytes a lane): expiry and
-//!   who is alive;
+//! - the stream's lease generation (one small item, moved on by every
+//!   lease write other workers must see: owners, handoffs, new leases,
+//!   finished shards), then the leases whole only when it moved, something
+//!   is pending, who is alive changed, or every [`LEASES_EVERY`] passes;
+//!   otherwise the last whole read with this worker's own writes since.
+//!   Eventually consistent: every decision on a lease is a conditional
+//!   write on the counter or checkpoint seen, so a stale read costs a
+//!   failed write, never a wrong one; a shard newly held is read again
+//!   strongly before it is read from the stream;
+//! - the beat items, eventually consistent (a few bytes a lane): expiry
+//!   and who is alive (a stale beat can only make a live lane look
+//!   expired, and then the claim from the beat seen fails);
 //! - the lane items (intents and their ranges, up to ~180 KB each) only
 //!   when a decision needs them: before a shard newly held is read (an
 //!   intent its previous owner proved is then visible and blocks it), when
@@ -18,40 +24,26 @@
 //!   (that intent's proof finds the lease held by this worker and drops it).
 
 use crate::balance::{plan, Plan, View};
-use crate::coordinator::{lock, replace, with_beats, Coordinator, LanesRead};
+use crate::coordinator::{lock, replace, with_beats, Coordinator, LanesRead, LeaseCache};
 use crate::items::{self, ShardLease};
 use crate::{LeaseError, ShardInfo};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 use zigzag_core::table::UpdateOutcome;
 
 /// Passes between reads of the lane items when nothing asks for one.
-pub const LANES_EVERY: u64 = 10;
+pub const LANES_EVERY: u64 = 12;
+/// Passes between whole reads of the leases when the generation stands
+/// still and nothing is pending (12 x failover / 2: a minute at the default
+/// failover of 10 s).
+pub const LEASES_EVERY: u64 = 12;
 
 impl Coordinator {
     /// Reads the table into a [`View`], creating leases for listed shards
-    /// that have none. Leases are read before beats: an owner seen on a
-    /// lease claimed its lane's beat before it, so the beats read after
-    /// show it alive.
+    /// that have none.
     pub async fn view(&self, listed: Option<&[ShardInfo]>) -> Result<View, LeaseError> {
-        let mut leases = self.read_leases_with(false).await?;
-        if let Some(listed) = listed {
-            let known: HashSet<&str> = leases.iter().map(|l| l.shard.as_str()).collect();
-            let missing: Vec<&ShardInfo> = listed.iter().filter(|s| !known.contains(s.id.as_str())).collect();
-            for s in &missing {
-                if let UpdateOutcome::Applied(item) =
-                    self.update(&items::create_lease(self.stream(), &s.id, &s.parents)).await?
-                {
-                    let lease = ShardLease::from_item(&item)?;
-                    match leases.iter_mut().find(|l| l.shard == lease.shard) {
-                        Some(l) => *l = lease,
-                        None => leases.push(lease),
-                    }
-                }
-            }
-        }
-        let beats = self.read_beats().await?;
+        let mut leases = self.pass_leases().await?;
+        let beats = self.read_beats(false).await?;
         let (cached, pass, want) = {
             let mut st = lock(&self.state);
             st.passes += 1;
@@ -67,12 +59,16 @@ impl Coordinator {
         let expired_now = {
             let mut st = lock(&self.state);
             let mine = st.lane.map(|l| l.lane);
-            let mut expired = st.observer.observe(&overlaid, Instant::now(), self.worker(), mine);
+            let mut expired = st.observer.observe(&overlaid, now(), self.worker(), mine);
             if let Some(n) = st.joining {
                 expired.remove(&n);
             }
             !expired.is_empty()
         };
+        if changed || expired_now {
+            // Who is alive changed: the next pass reads the leases whole.
+            lock(&self.state).want_leases = true;
+        }
         let stale = since.is_none_or(|p| pass - p >= LANES_EVERY);
         let lanes = if stale || want || changed || expired_now {
             let lanes = self.read_lanes().await?;
@@ -82,18 +78,73 @@ impl Coordinator {
         } else {
             overlaid
         };
-        let mut st = lock(&self.state);
-        let mine = st.lane.map(|l| l.lane);
-        let mut expired = st.observer.observe(&lanes, Instant::now(), self.worker(), mine);
-        if let Some(n) = st.joining {
-            expired.remove(&n);
-        }
+        let (mine, expired) = {
+            let mut st = lock(&self.state);
+            let mine = st.lane.map(|l| l.lane);
+            let mut expired = st.observer.observe(&lanes, now(), self.worker(), mine);
+            if let Some(n) = st.joining {
+                expired.remove(&n);
+            }
+            (mine, expired)
+        };
         self.superseded(lanes.iter().filter(|l| !expired.contains(&l.lane)))?;
+        // Missing leases are created by one worker of the stream: the one on
+        // the lowest live lane (the next one once it dies), not by all.
+        let creator = mine.is_none_or(|m| {
+            let live = lanes.iter().filter(|l| l.stream == self.stream() && l.beater.is_some());
+            live.filter(|l| !expired.contains(&l.lane)).map(|l| l.lane).min().is_none_or(|low| low >= m)
+        });
+        if let Some(listed) = listed.filter(|_| creator) {
+            self.create_missing(listed, &mut leases).await?;
+        }
+        let mut st = lock(&self.state);
         st.lanes = lanes.clone();
         if let Some(l) = listed {
             st.listed = Some(l.iter().map(|s| s.id.clone()).collect());
         }
         Ok(View { stream: self.stream().to_string(), leases, listed: st.listed.clone(), lanes, expired, my_lane: mine })
+    }
+
+    /// Creates the leases of listed shards that have none.
+    async fn create_missing(&self, listed: &[ShardInfo], leases: &mut Vec<ShardLease>) -> Result<(), LeaseError> {
+        let known: HashSet<&str> = leases.iter().map(|l| l.shard.as_str()).collect();
+        let missing: Vec<&ShardInfo> = listed.iter().filter(|s| !known.contains(s.id.as_str())).collect();
+        let created = !missing.is_empty();
+        for s in missing {
+            if let UpdateOutcome::Applied(item) =
+                self.write_lease(&items::create_lease(self.stream(), &s.id, &s.parents), false).await?
+            {
+                let lease = ShardLease::from_item(&item)?;
+                match leases.iter_mut().find(|l| l.shard == lease.shard) {
+                    Some(l) => *l = lease,
+                    None => leases.push(lease),
+                }
+            }
+        }
+        if created {
+            self.tell_others(self.stream()).await; // once for all of them
+        }
+        Ok(())
+    }
+
+    /// The leases for a pass: read whole (eventually consistent) when the
+    /// generation moved since the last whole read, the last pass left work
+    /// pending, none was read, or every [`LEASES_EVERY`] passes; else the
+    /// last whole read with this worker's own writes since.
+    async fn pass_leases(&self) -> Result<Vec<ShardLease>, LeaseError> {
+        let generation = self.read_generation().await?;
+        let (cached, want, pass) = {
+            let st = lock(&self.state);
+            (st.leases.clone(), st.want_leases, st.passes + 1)
+        };
+        match cached {
+            Some(c) if !want && c.generation == generation && pass - c.pass < LEASES_EVERY => Ok(c.leases),
+            _ => {
+                let leases = self.read_leases_with(false).await?;
+                lock(&self.state).leases = Some(LeaseCache { generation, pass, leases: leases.clone() });
+                Ok(leases)
+            }
+        }
     }
 
     /// One lease pass: read, decide, take / steal / free / complete, and
@@ -113,7 +164,7 @@ impl Coordinator {
         let mut taken = HashSet::new();
         for (shard, seen) in &first.take {
             let expired = view.leases.iter().any(|l| &l.shard == shard && l.owner.is_some());
-            match self.update(&items::take_lease(self.stream(), shard, *seen, &me)).await? {
+            match self.write_lease(&items::take_lease(self.stream(), shard, *seen, &me), true).await? {
                 UpdateOutcome::Applied(item) => {
                     self.stats.taken.fetch_add(1, Ordering::Relaxed);
                     metrics::counter!("zigzag_lease_taken_total", "from" => if expired { "expired" } else { "unowned" })
@@ -130,7 +181,7 @@ impl Coordinator {
         }
         self.settle_newly_held(&mut view, &taken).await?;
         if let Some((shard, seen, owner)) = &first.steal {
-            if self.update(&items::request_handoff(self.stream(), shard, *seen, &me)).await?.applied() {
+            if self.write_lease(&items::request_handoff(self.stream(), shard, *seen, &me), true).await?.applied() {
                 self.stats.steals_requested.fetch_add(1, Ordering::Relaxed);
                 metrics::counter!("zigzag_lease_steals_requested_total").increment(1);
                 tracing::info!(shard = %shard, from = %owner, "asked for a lease (balancing)");
@@ -138,8 +189,15 @@ impl Coordinator {
         }
         let after = plan(&view, &me);
         // Blocked held shards and pending completions are settled by the
-        // lane items: read them next pass.
-        lock(&self.state).want_lanes = !after.complete.is_empty() || after.ready.len() < after.held.len();
+        // lane items: read them next pass; and the leases, after anything
+        // this pass asked for or changed.
+        let pending = !after.complete.is_empty() || after.ready.len() < after.held.len();
+        let acted =
+            !first.take.is_empty() || first.steal.is_some() || !first.free.is_empty() || !after.handoffs.is_empty();
+        let mut st = lock(&self.state);
+        st.want_lanes = pending;
+        st.want_leases = pending || acted;
+        drop(st);
         metrics::gauge!("zigzag_leases_held").set(after.held.len() as f64);
         metrics::gauge!("zigzag_lease_target").set(after.target as f64);
         metrics::gauge!("zigzag_lease_live_workers").set(after.live_workers as f64);
@@ -190,4 +248,10 @@ impl Coordinator {
         view.lanes = lanes;
         Ok(())
     }
+}
+
+/// The observer's clock: tokio's, which is the monotonic clock except on a
+/// paused runtime (the lease simulation runs hours of virtual time).
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
 }

@@ -63,7 +63,7 @@ pub(super) async fn passes(
     poke: Arc<Notify>,
     stop: CancellationToken,
 ) {
-    let every = coord.options().pass_every();
+    let options = coord.options().clone();
     let mut listed_at: Option<Instant> = None;
     let mut listing = None;
     let mut relist_now = true;
@@ -110,7 +110,7 @@ pub(super) async fn passes(
         listing = None;
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(every) => relist_now = false,
+            _ = tokio::time::sleep(options.next_pass()) => relist_now = false,
             _ = poke.notified() => relist_now = true,
         }
     }

@@ -169,14 +169,15 @@ impl BeatWatch {
             let mut previous_read = None;
             while !token.is_cancelled() {
                 let started = Instant::now();
-                let req = QueryRequest::new(LANES_PK, SortKeyCondition::Any);
+                // Beats are written to the lanes' beat items.
+                let req = QueryRequest::new(zigzag_lease::items::BEATS_PK, SortKeyCondition::Any);
                 if let Ok(page) = table.query(&QueryRequest { consistent: true, ..req }).await {
                     let beat = page
                         .items
                         .iter()
-                        .filter_map(|i| Lane::from_item(i).ok())
-                        .find(|l| l.worker_id() == Some(worker))
-                        .map(|l| l.beat);
+                        .filter_map(|i| zigzag_lease::Beat::from_item(i).ok())
+                        .find(|b| b.owner.as_deref().map(zigzag_lease::owner::worker_id) == Some(worker))
+                        .map(|b| b.beat);
                     if let (Some(b), Some(before)) = (beat, last) {
                         if b != before {
                             written_after = previous_read;

@@ -351,7 +351,7 @@ impl Faulty {
             // its proof; a lease pass reading them later, while the flush
             // validates, is not (a crash there may let the validate apply).
             pk if pk == shards_pk(STREAM) && self.process.open.swap(false, Ordering::SeqCst) => Phase::Proof,
-            pk if pk == shards_pk(STREAM) => Phase::ReadLeases,
+            pk if pk == shards_pk(STREAM) || pk == zigzag_lease::items::generation_pk(STREAM) => Phase::ReadLeases,
             _ => Phase::ReadLegacy,
         };
         let (call, effect) = self.faults.on_call(phase, false, None);

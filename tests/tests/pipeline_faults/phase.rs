@@ -66,6 +66,9 @@ pub(crate) enum Phase {
     Epoch,
     /// Where a shard's first reader began, recorded in its lease.
     RecordStart,
+    /// The stream's lease generation moved on (after a lease write the
+    /// other workers' passes must see).
+    Generation,
     /// Other reads of the lease table (passes, joining, the legacy check).
     ReadLanes,
     ReadLeases,
@@ -113,6 +116,8 @@ pub(crate) fn lease_table_phase(req: &UpdateRequest) -> Phase {
             None if action(req, "beat").is_some() => Phase::Heartbeat,
             None => panic!("an unknown beat update: {req:?}"),
         }
+    } else if req.pk == zigzag_lease::items::generation_pk(STREAM) {
+        Phase::Generation
     } else if req.pk == zigzag_lease::epoch::EPOCH_PK || req.pk == zigzag_lease::stream::STREAMS_PK {
         Phase::Epoch
     } else if req.pk == shards_pk(STREAM) {
