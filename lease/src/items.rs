@@ -16,7 +16,7 @@
 //!
 //! **Lane** — pk `#lanes`, sk = the lane number (4 bytes, big-endian): a
 //! writer slot of the aggregate table. `owner` fences its intents; its
-//! liveness is the lane's [beat item](beats) (a heartbeat writes a few
+//! liveness is the lane's beat item (`items/beats.rs`; a heartbeat writes a few
 //! bytes there, never the intent's ranges). Its flushes are numbered (`flush` = last committed) and each is an
 //! [`Intent`]: `k` (its number), `state` (open → valid → done), `ranges`
 //! (JSON: per shard the lease it was held under and the records `(from,
