@@ -107,6 +107,13 @@ impl<T: SortedTable + ?Sized> SortedTable for Paced<'_, T> {
     async fn update(&self, _req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
         Err(read_only())
     }
+
+    async fn delete(
+        &self,
+        _req: &zigzag_core::table::DeleteRequest,
+    ) -> Result<zigzag_core::table::DeleteOutcome, TableError> {
+        Err(read_only())
+    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub struct View {
     pub leases: Vec<ShardLease>,
     /// Shard ids the stream listed last (None: not listed yet).
     pub listed: Option<HashSet<String>>,
+    /// Per shard, its children as the stream listed them last.
+    pub children: HashMap<String, Vec<String>>,
     /// Every lane of the table (all streams).
     pub lanes: Vec<Lane>,
     /// Lanes whose beat has not moved for the failover time.
@@ -75,6 +77,8 @@ pub struct Plan {
     pub free: Vec<(u32, String, u64)>,
     /// Committed ranges whose checkpoint is still to be moved.
     pub complete: Vec<ShardRange>,
+    /// Finished leases no longer needed, to delete: (shard, counter seen).
+    pub retire: Vec<(String, u64)>,
     /// Held shards that may be read.
     pub ready: Vec<Ready>,
     /// Held shards (shard → lease counter), readable or not.
@@ -146,14 +150,17 @@ pub fn plan(view: &View, me: &str) -> Plan {
     // not read (nothing is left to read), and it no longer holds back its
     // children, leased or not.
     let aged_out = |id: &str| view.listed.as_ref().is_some_and(|listed| !listed.contains(id));
-    let parent_done = |p: &String| by_id.get(p.as_str()).is_some_and(|l| l.finished) || aged_out(p);
+    // A child that started (every item set checkpointed) needs no parent:
+    // its parent's lease may have been retired (below).
+    let parent_done =
+        |p: &String, child: &ShardLease| by_id.get(p.as_str()).map_or(started(child), |l| l.finished) || aged_out(p);
     plan.aged_out = view.leases.iter().filter(|l| !l.finished && aged_out(&l.shard)).count();
     let readable: Vec<&ShardLease> = view
         .leases
         .iter()
         .filter(|l| !l.finished && !aged_out(&l.shard))
         .filter(|l| {
-            let ok = l.parents.iter().all(parent_done);
+            let ok = l.parents.iter().all(|p| parent_done(p, l));
             if !ok {
                 plan.waiting_for_parents += 1;
             }
@@ -219,6 +226,8 @@ pub fn plan(view: &View, me: &str) -> Plan {
         }
     }
 
+    plan.retire = retirable(view, &by_id, &blocked);
+
     for l in readable.iter().filter(|l| l.owner.as_deref() == Some(me) && !blocked.contains(l.shard.as_str())) {
         let from_trim_horizon =
             l.checkpoint.earliest().is_none() && l.parents.iter().any(|p| by_id.contains_key(p.as_str()));
@@ -227,6 +236,45 @@ pub fn plan(view: &View, me: &str) -> Plan {
         plan.ready.push(Ready { shard: l.shard.clone(), lease: l.lease, checkpoint, from_trim_horizon, start_ms });
     }
     plan
+}
+
+/// Whether a shard's reading began on every item set (or ended).
+pub fn started(l: &ShardLease) -> bool {
+    l.finished || l.checkpoint.earliest().is_some()
+}
+
+/// Finished leases nothing needs any more, so a stream resharded for years
+/// keeps only the leases of its recent shards: a finished shard that aged
+/// out of the listing, or whose children (as listed) all have leases that
+/// started (they no longer look at their parents, and the creator never
+/// makes its lease again: `consumed`). Never one a lane's intent still
+/// covers.
+fn retirable(view: &View, by_id: &HashMap<&str, &ShardLease>, blocked: &HashSet<&str>) -> Vec<(String, u64)> {
+    let Some(listed) = &view.listed else { return Vec::new() };
+    view.leases
+        .iter()
+        .filter(|l| l.finished && !blocked.contains(l.shard.as_str()))
+        .filter(|l| {
+            if !listed.contains(&l.shard) {
+                return true;
+            }
+            let children = view.children.get(&l.shard).map_or(&[][..], Vec::as_slice);
+            !children.is_empty() && children.iter().all(|c| by_id.get(c.as_str()).is_some_and(|c| started(c)))
+        })
+        .map(|l| (l.shard.clone(), l.lease))
+        .collect()
+}
+
+/// Whether a listed shard without a lease was read and its lease retired:
+/// one of its listed children has a lease that started, or was itself
+/// consumed. Its lease must never be made again (it would be read twice).
+pub fn consumed(shard: &str, children: &HashMap<String, Vec<String>>, by_id: &HashMap<&str, &ShardLease>) -> bool {
+    children.get(shard).is_some_and(|cs| {
+        cs.iter().any(|c| match by_id.get(c.as_str()) {
+            Some(l) => started(l),
+            None => consumed(c, children, by_id),
+        })
+    })
 }
 
 fn spread(me: &str, shard: &str) -> u64 {

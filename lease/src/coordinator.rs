@@ -14,7 +14,7 @@
 use crate::items::{self, Beat, Lane, ShardLease, ShardRange, BEATS_PK, LANES_PK};
 use crate::observer::Observer;
 use crate::LeaseError;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -128,6 +128,11 @@ pub(crate) struct State {
     pub(crate) leases: Option<LeaseCache>,
     /// The last pass left work that the next one must see the leases for.
     pub(crate) want_leases: bool,
+    /// Per shard, its children as last listed.
+    pub(crate) children: HashMap<String, Vec<String>>,
+    /// This worker is on the stream's lowest live lane: it creates missing
+    /// leases and retires finished ones.
+    pub(crate) creator: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -193,6 +198,8 @@ impl Coordinator {
                 lease_bytes: (0, 0),
                 leases: None,
                 want_leases: false,
+                children: HashMap::new(),
+                creator: false,
             }),
             stats: LeaseStats::default(),
         }
@@ -404,6 +411,25 @@ impl Coordinator {
             }
         }
         Ok(leases)
+    }
+
+    /// Deletes a lease nothing needs any more (finished, at counter `seen`).
+    pub(crate) async fn retire_lease(&self, shard: &str, seen: u64) -> Result<bool, LeaseError> {
+        let req = items::retire_lease(self.stream(), shard, seen);
+        let out = self
+            .opts
+            .retry
+            .run(&self.stats.retries, || {
+                self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                self.table.delete(&req)
+            })
+            .await?;
+        if out.deleted() {
+            if let Some(cache) = lock(&self.state).leases.as_mut() {
+                cache.leases.retain(|l| l.shard != shard);
+            }
+        }
+        Ok(out.deleted())
     }
 
     /// Every beat item (a few bytes a lane).

@@ -31,7 +31,7 @@
 use crate::checkpoint::{Checkpoint, ItemSet};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
-use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
+use zigzag_core::table::{AttrValue, CmpOp, DeleteRequest, Item, UpdateRequest};
 use zigzag_model::Position;
 
 pub const LANES_PK: &str = "#lanes";
@@ -192,6 +192,14 @@ pub fn create_lease(stream: &str, shard: &str, parents: &[String]) -> UpdateRequ
         req = req.set_if_absent(PARENTS, parents.join(",").as_str());
     }
     req
+}
+
+/// Deletes a finished lease last seen at counter `seen` (`balance.rs`
+/// says which are no longer needed).
+pub fn retire_lease(stream: &str, shard: &str, seen: u64) -> DeleteRequest {
+    DeleteRequest::new(shards_pk(stream), shard.as_bytes())
+        .guard(FINISHED, CmpOp::Eq, AttrValue::Bool(true), false)
+        .guard(LEASE, CmpOp::Eq, n(seen), false)
 }
 
 /// Takes a lease last seen at counter `seen` (unowned, expired, or handed

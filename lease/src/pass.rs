@@ -27,7 +27,7 @@ use crate::balance::{plan, Plan, View};
 use crate::coordinator::{lock, replace, with_beats, Coordinator, LanesRead, LeaseCache};
 use crate::items::{self, ShardLease};
 use crate::{LeaseError, ShardInfo};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use zigzag_core::table::UpdateOutcome;
 
@@ -94,21 +94,65 @@ impl Coordinator {
             let live = lanes.iter().filter(|l| l.stream == self.stream() && l.beater.is_some());
             live.filter(|l| !expired.contains(&l.lane)).map(|l| l.lane).min().is_none_or(|low| low >= m)
         });
-        if let Some(listed) = listed.filter(|_| creator) {
-            self.create_missing(listed, &mut leases).await?;
+        if let Some(listed) = listed {
+            let mut children: HashMap<String, Vec<String>> = HashMap::new();
+            for s in listed {
+                for p in &s.parents {
+                    children.entry(p.clone()).or_default().push(s.id.clone());
+                }
+            }
+            lock(&self.state).children = children;
+            if creator {
+                self.create_missing(listed, &mut leases).await?;
+            }
         }
         let mut st = lock(&self.state);
+        st.creator = creator;
         st.lanes = lanes.clone();
         if let Some(l) = listed {
             st.listed = Some(l.iter().map(|s| s.id.clone()).collect());
         }
-        Ok(View { stream: self.stream().to_string(), leases, listed: st.listed.clone(), lanes, expired, my_lane: mine })
+        Ok(View {
+            stream: self.stream().to_string(),
+            leases,
+            listed: st.listed.clone(),
+            children: st.children.clone(),
+            lanes,
+            expired,
+            my_lane: mine,
+        })
+    }
+
+    /// Deletes finished leases nothing needs any more (the creator does, so
+    /// one worker, not all), and tells the others once.
+    async fn retire(&self, retire: &[(String, u64)]) -> Result<(), LeaseError> {
+        if !lock(&self.state).creator || retire.is_empty() {
+            return Ok(());
+        }
+        let mut retired = 0;
+        for (shard, seen) in retire {
+            if self.retire_lease(shard, *seen).await? {
+                retired += 1;
+                tracing::info!(shard = %shard, "retired a finished lease (its children all started)");
+            }
+        }
+        metrics::counter!("zigzag_lease_retired_total").increment(retired);
+        if retired > 0 {
+            self.tell_others(self.stream()).await;
+        }
+        Ok(())
     }
 
     /// Creates the leases of listed shards that have none.
     async fn create_missing(&self, listed: &[ShardInfo], leases: &mut Vec<ShardLease>) -> Result<(), LeaseError> {
-        let known: HashSet<&str> = leases.iter().map(|l| l.shard.as_str()).collect();
-        let missing: Vec<&ShardInfo> = listed.iter().filter(|s| !known.contains(s.id.as_str())).collect();
+        let by_id: HashMap<&str, &ShardLease> = leases.iter().map(|l| (l.shard.as_str(), l)).collect();
+        let children = lock(&self.state).children.clone();
+        // A shard whose lease was retired (read to its end, its children
+        // started) is never given a lease again: it would be read twice.
+        let missing: Vec<&ShardInfo> = listed
+            .iter()
+            .filter(|s| !by_id.contains_key(s.id.as_str()) && !crate::balance::consumed(&s.id, &children, &by_id))
+            .collect();
         let created = !missing.is_empty();
         for s in missing {
             if let UpdateOutcome::Applied(item) =
@@ -161,6 +205,7 @@ impl Coordinator {
                 replace(&mut view.leases, lease);
             }
         }
+        self.retire(&first.retire).await?;
         let mut taken = HashSet::new();
         for (shard, seen) in &first.take {
             let expired = view.leases.iter().any(|l| &l.shard == shard && l.owner.is_some());

@@ -60,6 +60,12 @@ impl SortedTable for BeforeTake {
     async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
         self.inner.update_batch(reqs).await
     }
+    async fn delete(
+        &self,
+        req: &zigzag_core::table::DeleteRequest,
+    ) -> Result<zigzag_core::table::DeleteOutcome, TableError> {
+        self.inner.delete(req).await
+    }
 }
 
 fn options(stream: &str, worker: &str) -> LeaseOptions {
@@ -240,4 +246,35 @@ async fn an_abandoned_flush_is_committed_as_it_stands_and_its_shards_move_on() {
     assert_eq!((lane.owner.as_deref(), lane.flush, lane.in_flight().is_none()), (None, 1, true), "{lane:?}");
     let after = op.read_leases().await.unwrap();
     assert_eq!(after[0].checkpoint.earliest(), Some(Position::at(5)), "read again after the range: {after:?}");
+}
+
+/// A stream resharded again and again keeps only the leases it needs: a
+/// parent read to its end is retired once its children started, by one
+/// worker, and never made again while the stream still lists it.
+#[tokio::test]
+async fn finished_parents_are_retired_once_their_children_started_and_never_made_again() {
+    let table: Arc<dyn SortedTable> = Arc::new(MemoryTable::new());
+    let w = Coordinator::new(table.clone(), options("st", "w"));
+    w.join().await.unwrap();
+    let child = |id: &str, parent: &str| ShardInfo { id: id.into(), parents: vec![parent.into()] };
+    // Ten generations: s0 -> s1 -> ... -> s9, each listed with all before it.
+    let mut listing = vec![shard("s0")];
+    for g in 1..10 {
+        listing.push(child(&format!("s{g}"), &format!("s{}", g - 1)));
+    }
+    w.pass(Some(&listing)).await.unwrap();
+    assert_eq!(w.read_leases().await.unwrap().len(), 10, "one lease per listed shard");
+    // Every generation but the last is read to its end; the last started.
+    for g in 0..10u64 {
+        let to: zigzag_lease::Checkpoint = Some(Position::at(g + 1)).into();
+        let req = items::advance_checkpoint("st", &format!("s{g}"), &zigzag_lease::Checkpoint::none(), &to, g < 9);
+        assert!(table.update(&req).await.unwrap().applied());
+    }
+    w.pass(Some(&listing)).await.unwrap();
+    w.pass(Some(&listing)).await.unwrap();
+    let left: Vec<String> = w.read_leases().await.unwrap().into_iter().map(|l| l.shard).collect();
+    assert_eq!(left, vec!["s9".to_string()], "every finished ancestor retired, none made again");
+    let plan = w.pass(Some(&listing)).await.unwrap();
+    assert_eq!(plan.ready.iter().map(|r| r.shard.as_str()).collect::<Vec<_>>(), vec!["s9"], "{plan:?}");
+    assert_eq!(w.read_leases().await.unwrap().len(), 1, "listed ancestors stay retired");
 }

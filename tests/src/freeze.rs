@@ -68,6 +68,13 @@ impl SortedTable for Freezer {
         self.wait(None).await;
         self.inner.update(req).await
     }
+    async fn delete(
+        &self,
+        req: &zigzag_core::table::DeleteRequest,
+    ) -> Result<zigzag_core::table::DeleteOutcome, TableError> {
+        self.wait(None).await;
+        self.inner.delete(req).await
+    }
     async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
         let n = self.batches.fetch_add(1, Ordering::SeqCst) + 1;
         if Some(n) == self.freeze_at {

@@ -85,6 +85,7 @@ pub async fn run_except<T: SortedTable + ?Sized>(table: &T, namespace: &str, exc
     check!("update-guards", failed_guards_change_nothing);
     check!("update-concurrent", concurrent_adds_all_apply);
     check!("update-batch", batch_updates_succeed_or_fail_one_by_one);
+    check!("delete", deletes_only_when_every_guard_holds);
     for name in except {
         if !excepted.contains(name) {
             failures.push(("exceptions", format!("no check is named {name:?}")));
@@ -411,4 +412,43 @@ async fn batch_updates_succeed_or_fail_one_by_one<T: SortedTable + ?Sized>(t: &T
     );
     ensure!(t.get(pk, &[3]).await.map_err(e)?.is_some(), "the update after a failed one was lost");
     Ok(())
+}
+
+async fn deletes_only_when_every_guard_holds<T: SortedTable + ?Sized>(t: &T, pk: &str) -> Check {
+    let req = UpdateRequest::new(pk, vec![1]).add("n", Decimal::from(5)).set("fin", AttrValue::Bool(true));
+    t.update(&req).await.map_err(e)?;
+    t.update(&UpdateRequest::new(pk, vec![2]).add("n", Decimal::from(1))).await.map_err(e)?;
+    let guarded = |sk: u8, n: i64| {
+        DeleteRequest::new(pk, vec![sk]).guard("fin", CmpOp::Eq, AttrValue::Bool(true), false).guard(
+            "n",
+            CmpOp::Eq,
+            AttrValue::N(Decimal::from(n)),
+            false,
+        )
+    };
+    let refused = t.delete(&guarded(1, 4)).await.map_err(e)?;
+    ensure!(
+        matches!(&refused, DeleteOutcome::ConditionFailed(Some(i)) if i.sk == vec![1]),
+        "a failed guard refuses and returns the item: {refused:?}"
+    );
+    let refused = t.delete(&guarded(2, 1)).await.map_err(e)?;
+    ensure!(!refused.deleted(), "every guard must hold (fin is absent): {refused:?}");
+    let (items, _) = query_all(t, QueryRequest::new(pk, SortKeyCondition::Any)).await?;
+    ensure!(items.len() == 2, "a refused delete changes nothing: {} items", items.len());
+    let deleted = t.delete(&guarded(1, 5)).await.map_err(e)?;
+    ensure!(
+        matches!(&deleted, DeleteOutcome::Deleted(Some(i)) if i.attrs.get("n") == Some(&AttrValue::N(Decimal::from(5)))),
+        "a delete whose guards hold returns the item as it was: {deleted:?}"
+    );
+    let (items, _) = query_all(t, QueryRequest::new(pk, SortKeyCondition::Any)).await?;
+    ensure!(keys_of(&items) == vec![vec![2]], "only the deleted item is gone: {:?}", keys_of(&items));
+    let again = t.delete(&guarded(1, 5)).await.map_err(e)?;
+    ensure!(!again.deleted(), "a guarded delete of an absent item is refused: {again:?}");
+    let absent = t.delete(&DeleteRequest::new(pk, vec![9])).await.map_err(e)?;
+    ensure!(absent == DeleteOutcome::Deleted(None), "an unguarded delete of an absent item succeeds: {absent:?}");
+    Ok(())
+}
+
+fn keys_of(items: &[Item]) -> Vec<Vec<u8>> {
+    items.iter().map(|i| i.sk.clone()).collect()
 }

@@ -3,8 +3,8 @@
 
 use super::request::evaluate_page;
 use super::{
-    apply_update, Item, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError, UpdateOutcome,
-    UpdateRequest,
+    apply_update, check_delete, DeleteOutcome, DeleteRequest, Item, QueryPage, QueryRequest, SortKeyCondition,
+    SortedTable, TableError, UpdateOutcome, UpdateRequest,
 };
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
@@ -98,6 +98,19 @@ impl SortedTable for MemoryTable {
         let outcome = apply_update(part.get(&req.sk).cloned(), req)?;
         if let UpdateOutcome::Applied(item) = &outcome {
             part.insert(req.sk.clone(), item.clone());
+        }
+        Ok(outcome)
+    }
+
+    async fn delete(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        req.validate()?;
+        let mut parts = self.partitions.write().unwrap_or_else(|e| e.into_inner());
+        let current = parts.get(&req.pk).and_then(|p| p.get(&req.sk)).cloned();
+        let outcome = check_delete(current, req);
+        if outcome.deleted() {
+            if let Some(part) = parts.get_mut(&req.pk) {
+                part.remove(&req.sk);
+            }
         }
         Ok(outcome)
     }

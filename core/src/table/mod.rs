@@ -8,11 +8,13 @@
 //! [`conformance::run`]. Query strategies are written against this trait only.
 
 pub mod conformance;
+mod delete;
 mod item;
 mod memory;
 mod request;
 mod update;
 
+pub use delete::{check_delete, DeleteOutcome, DeleteRequest};
 pub use item::{AttrValue, Item, PK_ATTR, SK_ATTR};
 pub use memory::MemoryTable;
 pub use request::{
@@ -71,6 +73,10 @@ pub trait SortedTable: Send + Sync {
     async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
         Ok(futures::future::join_all(reqs.iter().map(|r| self.update(r))).await)
     }
+
+    /// One atomic conditional delete of one item (DynamoDB DeleteItem with
+    /// a condition).
+    async fn delete(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError>;
 
     /// How many `update_batch` calls are worth running at once: 1 for a
     /// store that serializes writes anyway (SQLite, memory); more for a

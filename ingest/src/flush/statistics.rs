@@ -175,6 +175,12 @@ mod tests {
         async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
             self.inner.update(req).await
         }
+        async fn delete(
+            &self,
+            req: &zigzag_core::table::DeleteRequest,
+        ) -> Result<zigzag_core::table::DeleteOutcome, TableError> {
+            self.inner.delete(req).await
+        }
         async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
             if take(&self.whole) {
                 self.injected.fetch_add(reqs.len() as u64, Ordering::SeqCst);

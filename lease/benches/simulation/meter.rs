@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use zigzag_core::table::{
-    Item, MemoryTable, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest,
+    DeleteOutcome, DeleteRequest, Item, MemoryTable, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome,
+    UpdateRequest,
 };
 
 /// Capacity one worker consumed.
@@ -106,5 +107,11 @@ impl SortedTable for Metered {
         self.meter.largest.fetch_max(after, Ordering::Relaxed);
         self.meter.charge(&req.pk, 0.0, write_units(before.max(after)), &self.account);
         Ok(out)
+    }
+
+    async fn delete(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        let before = self.inner.get(&req.pk, &req.sk).await?.map_or(0, |i| i.size());
+        self.meter.charge(&req.pk, 0.0, write_units(before), &self.account);
+        self.inner.delete(req).await
     }
 }

@@ -31,7 +31,15 @@ fn lane(n: u32, owner: &str) -> Lane {
 }
 
 fn view(leases: Vec<ShardLease>, lanes: Vec<Lane>) -> View {
-    View { stream: "st".into(), leases, listed: None, lanes, expired: HashSet::new(), my_lane: None }
+    View {
+        stream: "st".into(),
+        leases,
+        listed: None,
+        children: Default::default(),
+        lanes,
+        expired: HashSet::new(),
+        my_lane: None,
+    }
 }
 
 fn shards(n: usize) -> Vec<String> {
@@ -258,4 +266,62 @@ fn no_worker_takes_more_than_an_intent_can_list_and_the_rest_is_counted() {
     v.lanes.push(lane(2, "other"));
     let p = plan(&v, "me");
     assert_eq!((p.target, p.over_capacity), ((max + 300).div_ceil(2), 0));
+}
+
+/// A lease read to `to` on every item set.
+fn started_at(mut l: ShardLease, to: u64) -> ShardLease {
+    l.checkpoint = Some(Position::at(to)).into();
+    l
+}
+
+#[test]
+fn a_finished_lease_is_retired_once_every_listed_child_started_and_never_before() {
+    let mut parent = lease("p", None);
+    parent.finished = true;
+    let mut c1 = lease("c1", Some("me"));
+    c1.parents = vec!["p".into()];
+    let mut c2 = lease("c2", Some("me"));
+    c2.parents = vec!["p".into()];
+    let mut v = view(vec![parent.clone(), c1.clone(), c2.clone()], vec![lane(0, "me")]);
+    assert!(plan(&v, "me").retire.is_empty(), "never without a listing");
+    v.listed = Some(["p", "c1", "c2"].map(String::from).into());
+    v.children = [("p".to_string(), vec!["c1".to_string(), "c2".to_string()])].into();
+    assert!(plan(&v, "me").retire.is_empty(), "no child started");
+    v.leases = vec![parent.clone(), started_at(c1.clone(), 3), c2.clone()];
+    assert!(plan(&v, "me").retire.is_empty(), "one child of two started");
+    v.leases = vec![parent.clone(), started_at(c1.clone(), 3), started_at(c2.clone(), 4)];
+    assert_eq!(plan(&v, "me").retire, vec![("p".to_string(), 1)], "both started");
+    // Retired: the children are read from their checkpoints as before.
+    v.leases = vec![started_at(c1.clone(), 3), started_at(c2.clone(), 4)];
+    let p = plan(&v, "me");
+    assert_eq!(p.ready.len(), 2, "a started child needs no parent lease: {p:?}");
+    assert_eq!(p.waiting_for_parents, 0);
+    // A child that has not started still waits for a parent that is listed
+    // and has no lease (made, not yet seen): it cannot know it was read.
+    v.leases = vec![c1.clone()];
+    assert_eq!(plan(&v, "me").waiting_for_parents, 1);
+    // Aged out of the listing and finished: retired whatever its children.
+    let mut old = lease("old", None);
+    old.finished = true;
+    v.leases = vec![old.clone(), c1.clone()];
+    assert_eq!(plan(&v, "me").retire, vec![("old".to_string(), 1)]);
+    // Unfinished: never.
+    old.finished = false;
+    v.leases = vec![old, c1];
+    assert!(plan(&v, "me").retire.is_empty());
+}
+
+#[test]
+fn a_retired_shard_is_consumed_through_its_descendants_and_a_new_one_is_not() {
+    // g -> c -> k: k started; c and g were retired.
+    let k = started_at(lease("k", Some("me")), 7);
+    let children: HashMap<String, Vec<String>> =
+        [("g".to_string(), vec!["c".to_string()]), ("c".to_string(), vec!["k".to_string()])].into();
+    let by_id: HashMap<&str, &ShardLease> = [("k", &k)].into();
+    assert!(consumed("c", &children, &by_id));
+    assert!(consumed("g", &children, &by_id), "through a retired child");
+    assert!(!consumed("k", &children, &by_id), "a shard without children was not consumed");
+    let fresh = lease("k", None);
+    let by_id: HashMap<&str, &ShardLease> = [("k", &fresh)].into();
+    assert!(!consumed("c", &children, &by_id), "its child has not started: c was not read to its end");
 }

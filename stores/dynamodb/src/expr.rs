@@ -6,7 +6,7 @@ use crate::convert::{to_sdk, AttrMap};
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
-use zigzag_core::table::{Action, AttrValue, Filter, SortKeyCondition, Test, UpdateRequest, PK_ATTR, SK_ATTR};
+use zigzag_core::table::{Action, AttrValue, Filter, Guard, SortKeyCondition, Test, UpdateRequest, PK_ATTR, SK_ATTR};
 
 /// Expression text with its name and value placeholders.
 #[derive(Debug, Default)]
@@ -110,8 +110,13 @@ impl Expressions {
             update.push_str("ADD ");
             update.push_str(&adds.join(", "));
         }
-        let guards: Vec<String> = req
-            .guards
+        let condition = self.condition(&req.guards);
+        (update, condition)
+    }
+
+    /// The `ConditionExpression` of guards (None when there are none).
+    pub fn condition(&mut self, guards: &[Guard]) -> Option<String> {
+        let guards: Vec<String> = guards
             .iter()
             .map(|g| {
                 let n = self.name(&g.attr);
@@ -123,8 +128,7 @@ impl Expressions {
                 }
             })
             .collect();
-        let condition = (!guards.is_empty()).then(|| guards.join(" AND "));
-        (update, condition)
+        (!guards.is_empty()).then(|| guards.join(" AND "))
     }
 }
 

@@ -28,6 +28,7 @@ pub use capacity::Capacity;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     PutRequest, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest,
@@ -43,7 +44,8 @@ use tokio::sync::Semaphore;
 use zigzag_aws::{classify, describe, AwsOptions, ErrorClass};
 use zigzag_core::retry::RetryPolicy;
 use zigzag_core::table::{
-    Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest, PK_ATTR, SK_ATTR,
+    DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome,
+    UpdateRequest, PK_ATTR, SK_ATTR,
 };
 
 /// Updates in flight at once in [`SortedTable::update_batch`].
@@ -279,6 +281,43 @@ impl SortedTable for DynamoTable {
         // `update`); failures come back per item for the caller to retry.
         let calls: Vec<_> = reqs.iter().map(|r| self.update(r)).collect();
         Ok(futures::stream::iter(calls).buffered(self.concurrency).collect().await)
+    }
+
+    async fn delete(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        req.validate()?;
+        let mut e = Expressions::default();
+        let condition = e.condition(&req.guards);
+        let (names, values) = (e.names, e.values);
+        let _permit = self.in_flight.acquire().await.map_err(|e| TableError::Store(e.into()))?;
+        let sent = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(&req.pk, &req.sk)))
+            .set_condition_expression(condition)
+            // DynamoDB refuses empty maps: an unguarded delete has none.
+            .set_expression_attribute_names((!names.is_empty()).then_some(names))
+            .set_expression_attribute_values((!values.is_empty()).then_some(values))
+            .return_values(ReturnValue::AllOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match sent {
+            Ok(out) => {
+                self.record(Kind::Write, out.consumed_capacity());
+                let old = out.attributes.map(|m| item_from_sdk(&m)).transpose()?;
+                Ok(DeleteOutcome::Deleted(old))
+            }
+            Err(err) => {
+                if let Some(DeleteItemError::ConditionalCheckFailedException(failed)) = err.as_service_error() {
+                    self.meter.record(&self.table, Kind::Write, Some(1.0));
+                    let old = failed.item().map(item_from_sdk).transpose()?;
+                    return Ok(DeleteOutcome::ConditionFailed(old));
+                }
+                Err(self.error(err))
+            }
+        }
     }
 
     fn write_parallelism(&self) -> usize {

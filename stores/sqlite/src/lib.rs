@@ -25,8 +25,8 @@ use rusqlite::{params_from_iter, Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use zigzag_core::table::{
-    apply_update, evaluate_page, Item, ItemResult, QueryPage, QueryRequest, SortKeyCondition, SortedTable, TableError,
-    UpdateOutcome, UpdateRequest,
+    apply_update, check_delete, evaluate_page, DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest,
+    SortKeyCondition, SortedTable, TableError, UpdateOutcome, UpdateRequest,
 };
 
 pub use codec::CorruptAttributes;
@@ -228,6 +228,37 @@ impl SqliteTable {
         tx.commit().map_err(sqlite_err)?;
         Ok(outcomes)
     }
+
+    /// A conditional delete in one IMMEDIATE transaction.
+    pub fn delete_sync(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        req.validate()?;
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(sqlite_err)?;
+        let outcome = {
+            let mut select = tx
+                .prepare_cached(&format!("SELECT attrs FROM {} WHERE pk = ?1 AND sk = ?2", self.table))
+                .map_err(sqlite_err)?;
+            let mut rows = select.query(rusqlite::params![req.pk, req.sk]).map_err(sqlite_err)?;
+            let current = match rows.next().map_err(sqlite_err)? {
+                Some(row) => {
+                    let blob: Vec<u8> = row.get(0).map_err(sqlite_err)?;
+                    let attrs = codec::decode(&blob).map_err(store_err)?;
+                    Some(Item { pk: req.pk.clone(), sk: req.sk.clone(), attrs })
+                }
+                None => None,
+            };
+            check_delete(current, req)
+        };
+        if outcome.deleted() {
+            tx.execute(
+                &format!("DELETE FROM {} WHERE pk = ?1 AND sk = ?2", self.table),
+                rusqlite::params![req.pk, req.sk],
+            )
+            .map_err(sqlite_err)?;
+        }
+        tx.commit().map_err(sqlite_err)?;
+        Ok(outcome)
+    }
 }
 
 /// The smallest key greater than every key with this prefix, if any.
@@ -354,6 +385,11 @@ impl SortedTable for SqliteTable {
         let reqs = reqs.to_vec();
         let outcomes = self.write(move |me| me.update_batch_sync(&reqs)).await?;
         Ok(outcomes.into_iter().map(Ok).collect())
+    }
+
+    async fn delete(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        let req = req.clone();
+        self.write(move |me| me.delete_sync(&req)).await
     }
 }
 

@@ -374,6 +374,31 @@ impl Faulty {
             Some(e) => panic!("{e:?} is not a fault of a read"),
         }
     }
+
+    /// A lease retired (a conditional delete): crashes like a read.
+    pub(crate) async fn retire(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        self.before_call()?;
+        assert!(!self.aggregates, "the pipeline deletes no aggregate item: {req:?}");
+        let (call, effect) = self.faults.on_call(Phase::Retire, false, None);
+        match effect {
+            None => self.inner.delete(req).await,
+            Some(Effect::Crash) => {
+                self.process.crash();
+                let name = self.process.name.clone();
+                *self.faults.fired.lock().unwrap() = Some(Fired {
+                    call,
+                    phase: Phase::Retire,
+                    process: name.clone(),
+                    reqs: Vec::new(),
+                    outcomes: Vec::new(),
+                    replay: None,
+                    stolen: None,
+                });
+                Err(injected(format!("{name} died at call {call}, retiring a lease")))
+            }
+            Some(e) => panic!("{e:?} is not a fault of a delete"),
+        }
+    }
 }
 
 #[async_trait]
@@ -397,6 +422,10 @@ impl SortedTable for Faulty {
 
     async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
         self.updates(reqs).await
+    }
+
+    async fn delete(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        self.retire(req).await
     }
 
     fn write_parallelism(&self) -> usize {

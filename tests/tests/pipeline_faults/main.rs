@@ -31,7 +31,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use zigzag_core::table::{
-    Action, AttrValue, Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest,
+    Action, AttrValue, DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest, SortedTable,
+    TableError, UpdateOutcome, UpdateRequest,
 };
 use zigzag_gather::check::{self, Status};
 use zigzag_gather::execute::ExecOptions;

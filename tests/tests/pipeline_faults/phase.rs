@@ -66,6 +66,8 @@ pub(crate) enum Phase {
     Epoch,
     /// Where a shard's first reader began, recorded in its lease.
     RecordStart,
+    /// A finished lease no longer needed deleted (its children all started).
+    Retire,
     /// The stream's lease generation moved on (after a lease write the
     /// other workers' passes must see).
     Generation,
