@@ -83,10 +83,9 @@ pub fn generation_of(item: Option<&Item>) -> Result<u64, CorruptItem> {
     item.map_or(Ok(0), |i| Reader(i).num(GENERATION))
 }
 
-/// The mark attribute of a lane on aggregate items.
-pub fn mark_attr(lane: u32) -> String {
-    format!("w@{lane}")
-}
+/// The mark attribute of a lane on aggregate items (its format's one owner
+/// is `zigzag_model::mark`).
+pub use zigzag_model::mark::mark_attr;
 
 pub fn lane_sk(lane: u32) -> Vec<u8> {
     lane.to_be_bytes().to_vec()

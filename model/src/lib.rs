@@ -26,6 +26,7 @@ pub mod hll;
 pub mod keys;
 pub mod layout;
 pub mod literal;
+pub mod mark;
 pub mod measure;
 pub mod position;
 pub mod projection;

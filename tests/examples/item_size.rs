@@ -133,7 +133,8 @@ fn report(label: &str, items: &[Item], would_be: &HashMap<(Rollup, i64, String, 
     let sizes: Vec<usize> = items.iter().map(Item::size).collect();
     let largest = sizes.iter().copied().max().unwrap_or(0);
     let mean = sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64;
-    let marks = items.iter().map(|i| i.attrs.keys().filter(|k| k.starts_with("w@")).count()).max().unwrap_or(0);
+    let marks =
+        items.iter().map(|i| i.attrs.keys().filter(|k| zigzag_model::mark::is_mark(k)).count()).max().unwrap_or(0);
     // Per-shard marks: "w#" + shard id, and a flush number (~2 bytes).
     let mark_bytes = |shards: &HashSet<String>| shards.iter().map(|s| 2 + s.len() + 2).sum::<usize>();
     let lane_mark = 3 + 2;

@@ -179,7 +179,7 @@ impl MeasureSet {
             if s.name.is_empty() || !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return bad(format!("measure name {:?}: use letters, digits and _", s.name));
             }
-            if RESERVED.contains(&s.name.as_str()) || s.name.starts_with("w@") {
+            if RESERVED.contains(&s.name.as_str()) || crate::mark::is_mark(&s.name) {
                 return bad(format!("measure name {:?} is reserved", s.name));
             }
             if measures.iter().any(|m| m.name == s.name) {

@@ -342,7 +342,7 @@ pub fn validate(input: &InputSpec, fields: &[FieldSpec]) -> Result<(), ConfigErr
         if f.name.is_empty() || !f.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return bad(format!("field name {:?}: use letters, digits and _", f.name));
         }
-        if f.name.starts_with("w@") || ["t", "pk", "sk"].contains(&f.name.as_str()) {
+        if crate::mark::is_mark(&f.name) || ["t", "pk", "sk"].contains(&f.name.as_str()) {
             return bad(format!("field name {:?} is reserved", f.name));
         }
         if fields[..i].iter().any(|g| g.name == f.name) {

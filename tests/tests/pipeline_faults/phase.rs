@@ -160,7 +160,7 @@ pub(crate) fn item_mark(req: &UpdateRequest) -> (u32, u64) {
     req.actions
         .iter()
         .find_map(|(attr, act)| {
-            let lane = attr.strip_prefix("w@")?.parse().ok()?;
+            let lane = zigzag_model::mark::mark_lane(attr)?;
             match act {
                 Action::Set(AttrValue::N(k)) => Some((lane, u64::try_from(*k).ok()?)),
                 _ => None,

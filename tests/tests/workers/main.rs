@@ -160,7 +160,7 @@ async fn leases(t: &dyn SortedTable, stream: &str) -> Vec<ShardLease> {
 /// The largest number of lane marks on any aggregate item.
 async fn most_marks(db: &Path) -> usize {
     let items = all_items(db).await;
-    items.iter().map(|i| i.attrs.keys().filter(|k| k.starts_with("w@")).count()).max().unwrap_or(0)
+    items.iter().map(|i| i.attrs.keys().filter(|k| zigzag_model::mark::is_mark(k)).count()).max().unwrap_or(0)
 }
 
 /// Every aggregate item of the generators' days (small test tables), read
@@ -430,7 +430,8 @@ async fn two_streams_with_the_same_shard_ids_add_up_in_one_table() {
     // Both streams' writers left their own mark on shared items.
     let items = all_items(&db).await;
     assert!(!items.is_empty());
-    let shared = items.iter().filter(|i| i.attrs.keys().filter(|k| k.starts_with("w@")).count() == 2).count();
+    let shared =
+        items.iter().filter(|i| i.attrs.keys().filter(|k| zigzag_model::mark::is_mark(k)).count() == 2).count();
     assert!(shared > 0, "some items were written by both streams' workers, each under its own lane's mark");
 }
 
