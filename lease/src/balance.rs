@@ -89,7 +89,8 @@ pub struct Plan {
     pub live_workers: usize,
     /// Unfinished shards waiting for a parent.
     pub waiting_for_parents: usize,
-    /// Leases not finished (0: every shard of the stream was read to its end).
+    /// Shards not finished: leases not finished, and listed shards without a
+    /// lease yet (0: every shard of the stream was read to its end).
     pub unfinished: usize,
     /// Unfinished leases of shards the stream no longer lists (aged out of
     /// retention before they were read to the end: their rest is lost).
@@ -187,7 +188,13 @@ pub fn plan(view: &View, me: &str) -> Plan {
             _ => available.push(*l),
         }
     }
-    plan.unfinished = view.leases.iter().filter(|l| !l.finished).count();
+    // Listed shards without a lease are unfinished too (another worker
+    // creates their leases), unless they were read and retired; and nothing
+    // is known finished before the stream was listed or a lease seen.
+    let unleased = view.listed.as_ref().map_or(usize::from(view.leases.is_empty()), |listed| {
+        listed.iter().filter(|s| !by_id.contains_key(s.as_str()) && !consumed(s, &view.children, &by_id)).count()
+    });
+    plan.unfinished = view.leases.iter().filter(|l| !l.finished).count() + unleased;
     // Every owned unfinished lease counts as held, readable or not (a lost
     // lease is noticed even while the shard waits).
     for l in view.leases.iter().filter(|l| l.owner.as_deref() == Some(me) && !l.finished) {

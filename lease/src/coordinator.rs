@@ -209,6 +209,11 @@ impl Coordinator {
         &self.opts
     }
 
+    /// The lease table.
+    pub(crate) fn table(&self) -> &Arc<dyn SortedTable> {
+        &self.table
+    }
+
     /// The owner this process writes on lanes and leases: its worker id's
     /// incarnation (`owner.rs`).
     pub fn worker(&self) -> &str {

@@ -16,6 +16,8 @@
 //!   a lane, many workers at once; `pass`: a lease pass and what it reads
 //!   (cheap at 1,000 shards: lane items on demand); `recovery`: dead
 //!   workers' lanes freed or recovered;
+//! - [`lifecycle`]: what precedes the first join, and the heartbeat and
+//!   pass loops, reporting [`lifecycle::LeaseEvent`]s to the pipeline;
 //! - [`epoch`]: the lease table bound to the aggregate table (a reset or
 //!   foreign lease table is refused before anything is written);
 //! - [`stream`]: lease state per incarnation of a stream (a stream
@@ -33,6 +35,7 @@ mod intent;
 pub mod items;
 mod join;
 pub mod legacy;
+pub mod lifecycle;
 pub mod observer;
 pub mod owner;
 mod pass;

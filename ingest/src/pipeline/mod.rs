@@ -3,8 +3,9 @@
 //! swaps the generation out on an interval or when it holds `max_keys` keys
 //! or `max_memory_mb` of memory,
 //! and flushes it (`flushing`, `job`: intent → items → commit →
-//! checkpoints); two background loops keep the lease protocol going
-//! (`leases`: heartbeat and lease passes). `options`: what a worker is told
+//! checkpoints); the lease crate's two background loops keep the lease
+//! protocol going (`zigzag_lease::lifecycle`: heartbeat and lease passes,
+//! reported here as events). `options`: what a worker is told
 //! and what it reports. Memory stays bounded at about two generations: readers
 //! wait while a full one is being written, and nothing is dropped.
 //!
@@ -20,7 +21,6 @@
 mod cadence;
 mod flushing;
 mod job;
-mod leases;
 mod main_loop;
 mod options;
 mod reader;
@@ -43,6 +43,7 @@ use tokio::sync::{mpsc, watch, Notify, RwLock};
 use tokio_util::sync::CancellationToken;
 use zigzag_core::retry::Retryable;
 use zigzag_core::table::SortedTable;
+use zigzag_lease::lifecycle::{self, LeaseEvent};
 use zigzag_lease::{Checkpoint, Coordinator, LeaseError, LeaseOptions, Plan};
 use zigzag_model::{ConfigError, Position, Projections};
 
@@ -137,6 +138,17 @@ impl Counters {
     }
 }
 
+/// What the lease loops (`zigzag_lease::lifecycle`) report.
+impl From<LeaseEvent> for Event {
+    fn from(e: LeaseEvent) -> Event {
+        match e {
+            LeaseEvent::Plan { plan, read_at } => Event::Leases { plan, read_at },
+            LeaseEvent::LaneLost { lane, joined } => Event::LaneLost { lane, joined },
+            LeaseEvent::Fatal(e) => Event::Fatal(e),
+        }
+    }
+}
+
 /// The closed set of things the main loop reacts to.
 #[derive(Debug)]
 enum Event {
@@ -222,7 +234,6 @@ pub struct Pipeline {
     aggregator: Aggregator,
     coord: Arc<Coordinator>,
     aggregates: Arc<dyn SortedTable>,
-    lease_table: Arc<dyn SortedTable>,
     opts: PipelineOptions,
     /// `Config::layout_digest` of the configuration writing the items.
     layout: String,
@@ -281,9 +292,8 @@ impl Pipeline {
             flusher,
             cadences,
             aggregator,
-            coord: Arc::new(Coordinator::new(leases.clone(), lease_opts)),
+            coord: Arc::new(Coordinator::new(leases, lease_opts)),
             aggregates,
-            lease_table: leases,
             layout: opts.config.layout_digest(),
             opts,
             dead: Mutex::new(dead),
@@ -334,8 +344,8 @@ impl Pipeline {
         let heartbeat = CancellationToken::new();
         let taking = stop.child_token();
         let poke = Arc::new(Notify::new());
-        let beating = tokio::spawn(leases::heartbeat(self.coord.clone(), events_tx.clone(), heartbeat.clone()));
-        let passes = tokio::spawn(leases::passes(
+        let beating = tokio::spawn(lifecycle::heartbeat(self.coord.clone(), events_tx.clone(), heartbeat.clone()));
+        let passes = tokio::spawn(lifecycle::passes(
             self.coord.clone(),
             self.source.clone(),
             self.opts.relist,
@@ -408,10 +418,8 @@ impl Pipeline {
         loop {
             let joined = async {
                 if self.coord.joined() == 0 {
-                    zigzag_lease::legacy::migrate(&self.lease_table, &self.opts.stream).await?;
                     zigzag_model::layout::ensure(self.aggregates.as_ref(), &layout).await?;
-                    zigzag_lease::epoch::check(self.lease_table.as_ref(), self.aggregates.as_ref()).await?;
-                    self.coord.resolve_stream(self.source.identity().await?).await?;
+                    self.coord.prepare(self.aggregates.as_ref(), self.source.identity().await?).await?;
                 }
                 self.coord.join().await?;
                 Ok::<(), PipelineError>(())
@@ -489,7 +497,7 @@ mod send_checks {
     fn futures_are_send(p: Arc<Pipeline>, merged: &crate::flush::Merged, job: &mut FlushJob) {
         is_send(&p.flusher.write(merged, crate::flush::Writer { lane: 0, k: 1 }));
         is_send(&job.drive(&p));
-        is_send(&zigzag_lease::legacy::migrate(&p.lease_table, "s"));
+        is_send(&p.coord.prepare(p.aggregates.as_ref(), None));
         is_send(&p.coord.pass(None));
         is_send(&p.recover(0));
         is_send(&p.clone().run(CancellationToken::new()));

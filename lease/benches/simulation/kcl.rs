@@ -6,8 +6,9 @@
 //! conditional write per lease) and, every 2 x failover, scans the whole
 //! table (eventually consistent), takes expired or unowned leases up to its
 //! target and steals at most one (`maxLeasesToStealAtOneTime` = 1).
-//! Left out: checkpoints (none while idle), the shard-sync leader election
-//! and lease cleanup, which add reads of their own.
+//! While busy, every held lease is checkpointed every flush interval (a
+//! conditional write). Left out: the shard-sync leader election and lease
+//! cleanup, which add reads of their own.
 
 use crate::meter::{Account, Meter, Metered};
 use rust_decimal::Decimal;
@@ -66,7 +67,26 @@ pub async fn worker(
     let mut held: HashMap<String, u64> = HashMap::new();
     let mut seen: HashMap<String, (u64, tokio::time::Instant)> = HashMap::new();
     let mut next_take = tokio::time::Instant::now();
+    let mut next_checkpoint = tokio::time::Instant::now();
+    let mut position = 0u64;
     loop {
+        // Busy: a checkpoint of every held lease every flush interval (KCL
+        // checkpoints through the lease: a conditional write on its owner
+        // and counter).
+        if crate::BUSY.load(std::sync::atomic::Ordering::Relaxed) && tokio::time::Instant::now() >= next_checkpoint {
+            next_checkpoint = tokio::time::Instant::now() + crate::FLUSH_EVERY;
+            position += 100;
+            for (shard, counter) in held.iter() {
+                let req = UpdateRequest::new(shard.as_str(), LEASE_SK.to_vec())
+                    .set(
+                        "checkpoint",
+                        format!("4959033827149025660855969253836157109592157598913658{position:04}").as_str(),
+                    )
+                    .guard(COUNTER, CmpOp::Eq, n(*counter), false)
+                    .guard(OWNER, CmpOp::Eq, me.as_str(), false);
+                let _ = table.update(&req).await;
+            }
+        }
         // Renew every held lease.
         let mut lost = Vec::new();
         for (shard, counter) in held.iter_mut() {

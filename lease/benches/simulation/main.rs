@@ -16,13 +16,15 @@ mod kcl;
 mod meter;
 
 use meter::{Account, Meter, Metered};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use zigzag_core::table::{MemoryTable, SortedTable};
 use zigzag_lease::items::shards_pk;
-use zigzag_lease::{Coordinator, LeaseError, LeaseOptions, ShardInfo, ShardLease};
+use zigzag_lease::{Checkpoint, Coordinator, LeaseError, LeaseOptions, ShardInfo, ShardLease, ShardRange};
+use zigzag_model::Position;
 
 const STREAM: &str = "clicks";
 const FAILOVER: Duration = Duration::from_secs(10);
@@ -37,6 +39,51 @@ struct Worker {
 /// One Zigzag worker's lease loops, as `ingest` runs them (heartbeat every
 /// failover / 3; a pass every failover / 2 +- 25 % with a listing every 60 s;
 /// handoffs given at once, as an idle worker has nothing to flush first).
+/// Set while workers flush (the busy window): every [`FLUSH_EVERY`] each
+/// worker flushes 100 more records of every shard it reads.
+pub(crate) static BUSY: AtomicBool = AtomicBool::new(false);
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(10);
+
+/// The shards a worker reads: lease counter and committed checkpoint.
+type Reading = Arc<std::sync::Mutex<BTreeMap<String, (u64, Checkpoint)>>>;
+
+/// One flush of every shard read, as `ingest` makes it: the intent
+/// (open, proof, validate), commit, then the checkpoints.
+async fn flush(c: &Coordinator, reading: &Reading) {
+    let ranges: Vec<ShardRange> = reading
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(shard, (lease, from))| {
+            let at = from.single().flatten().and_then(|p| p.seq.as_u64()).unwrap_or(0);
+            ShardRange {
+                shard: shard.clone(),
+                lease: *lease,
+                from: from.clone(),
+                sets: None,
+                of: 0,
+                first: (at == 0).then(|| Position::at(1)),
+                to: Position::at(at + 100),
+                ends: false,
+                behind_ms: None,
+            }
+        })
+        .collect();
+    if ranges.is_empty() {
+        return;
+    }
+    let Ok(began) = c.begin(ranges, "layout").await else { return };
+    if c.commit(&began).await.is_err() || c.complete(&began.ranges).await.is_err() {
+        return;
+    }
+    let mut reading = reading.lock().unwrap();
+    for r in &began.ranges {
+        if let Some(s) = reading.get_mut(&r.shard) {
+            s.1 = r.completed();
+        }
+    }
+}
+
 fn zigzag_worker(inner: Arc<MemoryTable>, meter: Arc<Meter>, id: String, shards: Arc<Vec<ShardInfo>>) -> Worker {
     let account = Arc::new(Account::default());
     let table: Arc<dyn SortedTable> = Arc::new(Metered { inner, meter, account: account.clone() });
@@ -50,6 +97,16 @@ fn zigzag_worker(inner: Arc<MemoryTable>, meter: Arc<Meter>, id: String, shards:
         loop {
             tokio::time::sleep(c.options().renew_every()).await;
             let _ = c.heartbeat().await;
+        }
+    });
+    let reading: Reading = Arc::default();
+    let (c, r) = (coord.clone(), reading.clone());
+    let flushes = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(FLUSH_EVERY).await;
+            if BUSY.load(Ordering::Relaxed) {
+                flush(&c, &r).await;
+            }
         }
     });
     let c = coord;
@@ -69,6 +126,16 @@ fn zigzag_worker(inner: Arc<MemoryTable>, meter: Arc<Meter>, id: String, shards:
                 listed_at = Some(tokio::time::Instant::now());
             }
             if let Ok(plan) = c.pass(relist.then_some(shards.as_slice())).await {
+                {
+                    let mut r = reading.lock().unwrap();
+                    r.retain(|s, (lease, _)| plan.held.get(s) == Some(lease));
+                    for ready in &plan.ready {
+                        r.entry(ready.shard.clone()).or_insert((ready.lease, ready.checkpoint.clone()));
+                    }
+                    for (shard, _, _) in &plan.handoffs {
+                        r.remove(shard);
+                    }
+                }
                 for (shard, lease, to) in &plan.handoffs {
                     let _ = c.give(shard, *lease, to).await;
                 }
@@ -76,7 +143,7 @@ fn zigzag_worker(inner: Arc<MemoryTable>, meter: Arc<Meter>, id: String, shards:
             tokio::time::sleep(c.options().next_pass()).await;
         }
     });
-    Worker { id, account, tasks: vec![beats, passes] }
+    Worker { id, account, tasks: vec![beats, flushes, passes] }
 }
 
 fn kcl_worker(inner: Arc<MemoryTable>, meter: Arc<Meter>, id: String, shards: Arc<Vec<String>>) -> Worker {
@@ -119,6 +186,25 @@ async fn zigzag_owners(inner: &MemoryTable) -> Vec<String> {
         .collect()
 }
 
+/// Per worker, (RCU/s, WCU/s) since `before`.
+fn rates_since(all: &[Worker], before: &[(f64, f64)], secs: f64) -> Vec<(f64, f64)> {
+    all.iter()
+        .zip(before)
+        .map(|(w, b)| {
+            let a = w.account.snapshot();
+            ((a.0 - b.0) / secs, (a.1 - b.1) / secs)
+        })
+        .collect()
+}
+
+fn mean(rates: &[(f64, f64)], f: fn(&(f64, f64)) -> f64) -> f64 {
+    rates.iter().map(f).sum::<f64>() / rates.len().max(1) as f64
+}
+
+fn max(rates: &[(f64, f64)], f: fn(&(f64, f64)) -> f64) -> f64 {
+    rates.iter().map(f).fold(0.0, f64::max)
+}
+
 #[derive(Default)]
 struct Report {
     converged_s: f64,
@@ -128,6 +214,11 @@ struct Report {
     hottest_rcu: (f64, String),
     hottest_wcu: (f64, String),
     largest: usize,
+    busy_rcu: (f64, f64),
+    busy_wcu: (f64, f64),
+    busy_hottest_rcu: (f64, String),
+    busy_hottest_wcu: (f64, String),
+    busy_largest: usize,
     orphans_held_s: f64,
     rebalanced_s: f64,
 }
@@ -170,21 +261,24 @@ async fn simulate(
     let from = meter.now_s();
     tokio::time::sleep(Duration::from_secs(minutes * 60)).await;
     let to = meter.now_s();
-    let secs = (to - from) as f64;
-    let rates: Vec<(f64, f64)> = all
-        .iter()
-        .zip(&before)
-        .map(|(w, b)| {
-            let a = w.account.snapshot();
-            ((a.0 - b.0) / secs, (a.1 - b.1) / secs)
-        })
-        .collect();
-    let mean = |f: &dyn Fn(&(f64, f64)) -> f64| rates.iter().map(f).sum::<f64>() / rates.len() as f64;
-    let max = |f: &dyn Fn(&(f64, f64)) -> f64| rates.iter().map(f).fold(0.0, f64::max);
-    report.idle_rcu = (mean(&|r| r.0), max(&|r| r.0));
-    report.idle_wcu = (mean(&|r| r.1), max(&|r| r.1));
+    let rates = rates_since(&all, &before, (to - from) as f64);
+    report.idle_rcu = (mean(&rates, |r| r.0), max(&rates, |r| r.0));
+    report.idle_wcu = (mean(&rates, |r| r.1), max(&rates, |r| r.1));
     (report.hottest_rcu, report.hottest_wcu) = meter.hottest(from, to);
-    report.largest = meter.largest.load(std::sync::atomic::Ordering::Relaxed);
+    report.largest = meter.largest.load(Ordering::Relaxed);
+    // Busy window: every worker flushes every shard it reads every 10 s.
+    BUSY.store(true, Ordering::Relaxed);
+    tokio::time::sleep(FLUSH_EVERY * 2).await;
+    let before: Vec<(f64, f64)> = all.iter().map(|w| w.account.snapshot()).collect();
+    let from = meter.now_s();
+    tokio::time::sleep(Duration::from_secs(minutes * 60)).await;
+    let to = meter.now_s();
+    let rates = rates_since(&all, &before, (to - from) as f64);
+    report.busy_rcu = (mean(&rates, |r| r.0), max(&rates, |r| r.0));
+    report.busy_wcu = (mean(&rates, |r| r.1), max(&rates, |r| r.1));
+    (report.busy_hottest_rcu, report.busy_hottest_wcu) = meter.hottest(from, to);
+    report.busy_largest = meter.largest.load(Ordering::Relaxed);
+    BUSY.store(false, Ordering::Relaxed);
     // Kill 10 workers.
     for w in all.drain(..KILLED) {
         for t in &w.tasks {
@@ -293,7 +387,14 @@ fn main() {
         format!("{:.1} ({})", z.hottest_wcu.0, z.hottest_wcu.1),
         format!("{:.1} ({})", k.hottest_wcu.0, k.hottest_wcu.1),
     );
-    row("largest lease-table item (bytes)", z.largest.to_string(), k.largest.to_string());
+    row("idle: largest lease-table item (bytes)", z.largest.to_string(), k.largest.to_string());
+    let pair = |a: (f64, f64)| format!("{:.2} ({:.2})", a.0, a.1);
+    let hot = |a: &(f64, String)| format!("{:.1} ({})", a.0, a.1);
+    row("busy (a flush every 10 s): RCU/s per worker, mean (max)", pair(z.busy_rcu), pair(k.busy_rcu));
+    row("busy: WCU/s per worker, mean (max)", pair(z.busy_wcu), pair(k.busy_wcu));
+    row("busy: hottest partition RCU in one second", hot(&z.busy_hottest_rcu), hot(&k.busy_hottest_rcu));
+    row("busy: hottest partition WCU in one second", hot(&z.busy_hottest_wcu), hot(&k.busy_hottest_wcu));
+    row("busy: largest lease-table item (bytes)", z.busy_largest.to_string(), k.busy_largest.to_string());
     row(
         &format!("{KILLED} killed: their shards held again (s)"),
         format!("{:.0}", z.orphans_held_s),

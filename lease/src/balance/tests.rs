@@ -325,3 +325,17 @@ fn a_retired_shard_is_consumed_through_its_descendants_and_a_new_one_is_not() {
     let by_id: HashMap<&str, &ShardLease> = [("k", &fresh)].into();
     assert!(!consumed("c", &children, &by_id), "its child has not started: c was not read to its end");
 }
+
+#[test]
+fn listed_shards_without_leases_are_unfinished_unless_retired() {
+    let mut v = view(vec![], vec![lane(0, "me")]);
+    assert_eq!(plan(&v, "me").unfinished, 1, "nothing listed, no lease: not known finished");
+    v.listed = Some(["a", "b"].map(String::from).into());
+    assert_eq!(plan(&v, "me").unfinished, 2, "another worker makes their leases: not finished");
+    let mut b = started_at(lease("b", None), 9);
+    b.finished = true;
+    b.parents = vec!["a".into()];
+    v.leases = vec![b];
+    v.children = [("a".to_string(), vec!["b".to_string()])].into();
+    assert_eq!(plan(&v, "me").unfinished, 0, "a retired parent and a finished child: the stream is read");
+}
