@@ -15,7 +15,8 @@
 //!   heartbeat, flush intents, handoff, release; `join`: taking
 //!   a lane, many workers at once; `pass`: a lease pass and what it reads
 //!   (cheap at 1,000 shards: lane items on demand); `recovery`: dead
-//!   workers' lanes freed or recovered;
+//!   workers' lanes freed or recovered; `table_io`: its reads and writes
+//!   of the lease table, retried and counted;
 //! - [`lifecycle`]: what precedes the first join, and the heartbeat and
 //!   pass loops, reporting [`lifecycle::LeaseEvent`]s to the pipeline;
 //! - [`epoch`]: the lease table bound to the aggregate table (a reset or
@@ -42,6 +43,7 @@ mod pass;
 mod recovery;
 pub mod report;
 pub mod stream;
+mod table_io;
 
 pub use balance::{Plan, Ready, View};
 pub use checkpoint::{Checkpoint, ItemSet};
