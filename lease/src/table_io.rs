@@ -11,19 +11,27 @@ use crate::LeaseError;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use zigzag_core::query::run_key_range;
-use zigzag_core::table::{Item, QueryRequest, SortKeyCondition, UpdateOutcome, UpdateRequest};
+use zigzag_core::table::{Item, QueryRequest, SortKeyCondition, SortedTable, TableError, UpdateOutcome, UpdateRequest};
 
 impl Coordinator {
-    pub(crate) async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, LeaseError> {
+    /// One request to the lease table, retried (bounded) and counted.
+    async fn call<'a, T, Fut>(&'a self, request: impl Fn(&'a dyn SortedTable) -> Fut) -> Result<T, LeaseError>
+    where
+        Fut: std::future::Future<Output = Result<T, TableError>> + 'a,
+    {
         let out = self
             .opts
             .retry
             .run(&self.stats.retries, || {
                 self.stats.requests.fetch_add(1, Ordering::Relaxed);
-                self.table.update(req)
+                request(self.table.as_ref())
             })
             .await?;
         Ok(out)
+    }
+
+    pub(crate) async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, LeaseError> {
+        self.call(|t| t.update(req)).await
     }
 
     /// Every item of a partition, every page (a page that fails retryably
@@ -87,14 +95,7 @@ impl Coordinator {
         let mut req =
             QueryRequest::new(items::generation_pk(self.stream()), SortKeyCondition::Eq(items::GENERATION_SK.to_vec()));
         req.consistent = false;
-        let page = self
-            .opts
-            .retry
-            .run(&self.stats.retries, || {
-                self.stats.requests.fetch_add(1, Ordering::Relaxed);
-                self.table.query(&req)
-            })
-            .await?;
+        let page = self.call(|t| t.query(&req)).await?;
         Ok(items::generation_of(page.items.first())?)
     }
 
@@ -121,19 +122,7 @@ impl Coordinator {
             return Ok(self.read_leases().await?.into_iter().filter(|l| wanted.contains(l.shard.as_str())).collect());
         }
         let pk = items::shards_pk(self.stream());
-        let gets = futures::future::join_all(shards.iter().map(|s| {
-            let pk = &pk;
-            async move {
-                self.opts
-                    .retry
-                    .run(&self.stats.retries, || {
-                        self.stats.requests.fetch_add(1, Ordering::Relaxed);
-                        self.table.get(pk, s.as_bytes())
-                    })
-                    .await
-            }
-        }))
-        .await;
+        let gets = futures::future::join_all(shards.iter().map(|s| self.call(|t| t.get(&pk, s.as_bytes())))).await;
         let mut leases = Vec::with_capacity(shards.len());
         for got in gets {
             if let Some(item) = got? {
@@ -146,14 +135,7 @@ impl Coordinator {
     /// Deletes a lease nothing needs any more (finished, at counter `seen`).
     pub(crate) async fn retire_lease(&self, shard: &str, seen: u64) -> Result<bool, LeaseError> {
         let req = items::retire_lease(self.stream(), shard, seen);
-        let out = self
-            .opts
-            .retry
-            .run(&self.stats.retries, || {
-                self.stats.requests.fetch_add(1, Ordering::Relaxed);
-                self.table.delete(&req)
-            })
-            .await?;
+        let out = self.call(|t| t.delete(&req)).await?;
         if out.deleted() {
             if let Some(cache) = lock(&self.state).leases.as_mut() {
                 cache.leases.retain(|l| l.shard != shard);

@@ -161,13 +161,7 @@ async fn take(
         if wanted == 0 {
             break;
         }
-        let counter = num(l, COUNTER);
-        let req = UpdateRequest::new(l.pk.as_str(), LEASE_SK.to_vec())
-            .set(OWNER, me)
-            .set(COUNTER, n(counter + 1))
-            .guard(COUNTER, CmpOp::Eq, n(counter), false);
-        if table.update(&req).await.is_ok_and(|o| o.applied()) {
-            held.insert(l.pk.clone(), counter + 1);
+        if take_one(table, me, l, held).await {
             wanted -= 1;
         }
     }
@@ -175,17 +169,25 @@ async fn take(
         // Steal one from the most loaded worker above the target.
         let victim = load.iter().filter(|(o, _)| o.as_str() != me).max_by_key(|(_, v)| v.len());
         if let Some((_, leases)) = victim.filter(|(_, v)| v.len() > target) {
-            let l = leases[0];
-            let counter = num(l, COUNTER);
-            let req = UpdateRequest::new(l.pk.as_str(), LEASE_SK.to_vec())
-                .set(OWNER, me)
-                .set(COUNTER, n(counter + 1))
-                .guard(COUNTER, CmpOp::Eq, n(counter), false);
-            if table.update(&req).await.is_ok_and(|o| o.applied()) {
-                held.insert(l.pk.clone(), counter + 1);
-            }
+            take_one(table, me, leases[0], held).await;
         }
     }
+}
+
+/// Takes one lease from the counter seen (expired, unowned or stolen).
+async fn take_one(table: &Metered, me: &str, l: &Item, held: &mut HashMap<String, u64>) -> bool {
+    let counter = num(l, COUNTER);
+    let req = UpdateRequest::new(l.pk.as_str(), LEASE_SK.to_vec()).set(OWNER, me).set(COUNTER, n(counter + 1)).guard(
+        COUNTER,
+        CmpOp::Eq,
+        n(counter),
+        false,
+    );
+    let taken = table.update(&req).await.is_ok_and(|o| o.applied());
+    if taken {
+        held.insert(l.pk.clone(), counter + 1);
+    }
+    taken
 }
 
 /// Owner of every lease (for convergence checks; not metered).
