@@ -1,14 +1,17 @@
 //! [`ParentOrder`]: a source wrapper that checks the resharding rule as it
 //! happens. Whenever a shard is opened, every parent the stream lists for
-//! it must already have a finished lease (read to SHARD_END and
-//! checkpointed) in the lease table; a violation is recorded with the
-//! shard's name. Recoveries re-read ranges of shards that were already
-//! readable, so they never trip it.
+//! it must have a finished lease (read to SHARD_END and checkpointed) in
+//! the lease table, or be retired: gone, which is legal only once the
+//! child's own lease has started (retirement waits for every child to
+//! start, so a child reopened later by a handoff finds its parent gone).
+//! A violation is recorded with the shard's name. Recoveries re-read
+//! ranges of shards that were already readable, so they never trip it.
 
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use zigzag_core::table::SortedTable;
+use zigzag_lease::balance::started;
 use zigzag_lease::items::shards_pk;
 use zigzag_lease::ShardLease;
 use zigzag_model::source::{ShardInfo, ShardReader, Source, SourceError, StartAt};
@@ -54,10 +57,18 @@ impl Source for ParentOrder {
 
     async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
         let parents = lock(&self.parents).get(shard).cloned().unwrap_or_default();
+        let pk = shards_pk(&self.stream);
         for p in parents {
-            let item = self.leases.get(&shards_pk(&self.stream), p.as_bytes()).await;
-            let finished = matches!(&item, Ok(Some(i)) if ShardLease::from_item(i).is_ok_and(|l| l.finished));
-            if !finished {
+            let ok = match self.leases.get(&pk, p.as_bytes()).await {
+                Ok(Some(i)) => ShardLease::from_item(&i).is_ok_and(|l| l.finished),
+                // Retired: only legal once this child had started.
+                Ok(None) => match self.leases.get(&pk, shard.as_bytes()).await {
+                    Ok(Some(c)) => ShardLease::from_item(&c).is_ok_and(|c| started(&c)),
+                    _ => false,
+                },
+                Err(_) => false,
+            };
+            if !ok {
                 lock(&self.violations).push(format!("{shard} opened while its parent {p} was not finished"));
             }
         }
