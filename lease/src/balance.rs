@@ -8,7 +8,10 @@
 //!   lists aged out of retention) and every parent is finished or aged out;
 //! - a shard is *blocked* while a lane has an intent in flight that covers
 //!   it, or a committed intent whose range starts at the shard's checkpoint
-//!   (its completion is pending; anyone may complete it);
+//!   (its completion is pending; the shard's holder completes it: a pass's
+//!   leases may be older than its lanes, and a worker completing what it
+//!   does not hold would mostly rewrite checkpoints already moved — 910
+//!   refused writes in one second in the simulation);
 //! - a lease is *available* when it is unowned, or its owner has no live
 //!   lane (none, or one whose beat has not moved for the failover time as
 //!   this observer measured it);
@@ -140,7 +143,9 @@ pub fn plan(view: &View, me: &str) -> Plan {
                     if lease.checkpoint == r.from && (r.from != r.completed() || r.finishes() != lease.finished) =>
                 {
                     blocked.insert(&lease.shard);
-                    plan.complete.push(r.clone());
+                    if lease.owner.as_deref() == Some(me) {
+                        plan.complete.push(r.clone());
+                    }
                 }
                 IntentState::Done => {}
             }

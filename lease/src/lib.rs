@@ -47,7 +47,7 @@ mod table_io;
 
 pub use balance::{Plan, Ready, View};
 pub use checkpoint::{Checkpoint, ItemSet};
-pub use coordinator::{Coordinator, LeaseOptions, LeaseStats, Recovery};
+pub use coordinator::{first_flush_after, Coordinator, LeaseOptions, LeaseStats, Recovery};
 pub use intent::Began;
 pub use items::{mark_attr, Beat, CorruptItem, Intent, IntentState, Lane, ShardLease, ShardRange};
 pub use join::JOIN_ROUNDS;

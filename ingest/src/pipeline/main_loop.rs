@@ -24,9 +24,10 @@ impl Pipeline {
         stop: &CancellationToken,
         producer_done: &CancellationToken,
     ) -> Result<(), PipelineError> {
-        let mut interval = tokio::time::interval(Duration::from_millis(self.opts.config.flush.interval_ms));
+        let every = Duration::from_millis(self.opts.config.flush.interval_ms);
+        let first = tokio::time::Instant::now() + zigzag_lease::first_flush_after(every);
+        let mut interval = tokio::time::interval_at(first, every);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        interval.tick().await;
         loop {
             let event = tokio::select! {
                 _ = stop.cancelled() => Event::Stop,

@@ -102,11 +102,13 @@ fn zigzag_worker(inner: Arc<MemoryTable>, meter: Arc<Meter>, id: String, shards:
     let reading: Reading = Arc::default();
     let (c, r) = (coord.clone(), reading.clone());
     let flushes = tokio::spawn(async move {
+        // As ingest: the first flush at a random point of the interval.
+        tokio::time::sleep(zigzag_lease::first_flush_after(FLUSH_EVERY)).await;
         loop {
-            tokio::time::sleep(FLUSH_EVERY).await;
             if BUSY.load(Ordering::Relaxed) {
                 flush(&c, &r).await;
             }
+            tokio::time::sleep(FLUSH_EVERY).await;
         }
     });
     let c = coord;

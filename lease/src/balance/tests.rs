@@ -147,8 +147,12 @@ fn intents_in_flight_block_their_shards_and_committed_ranges_get_completed() {
     other.intent.as_mut().unwrap().state = IntentState::Done;
     v.lanes[1] = other;
     let p = plan(&v, "me");
-    assert_eq!(p.complete, vec![range]);
+    assert_eq!(p.complete, vec![range.clone()]);
     assert!(p.ready.is_empty(), "blocked until completed");
+    // Another worker's view: blocked for it too, but only the holder
+    // completes (its leases may be older than the lanes it just read).
+    let theirs = plan(&v, "them");
+    assert!(theirs.complete.is_empty(), "a shard it does not hold: {:?}", theirs.complete);
     held.checkpoint = Some(Position::at(9)).into();
     v.leases = vec![held];
     let p = plan(&v, "me");
