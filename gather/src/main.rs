@@ -4,11 +4,11 @@
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
-use zigzag_core::query::{AdaptiveConfig, ElasticConfig, Strategy};
+use zigzag_core::query::{AdaptiveConfig, AutoConfig, ElasticConfig, Strategy};
 use zigzag_core::schema::{Encoding, Schema};
 use zigzag_core::table::SortedTable;
 use zigzag_dynamodb::cli::DynamoArgs;
-use zigzag_gather::execute::{ExecOptions, StrategyChoice, DEFAULT_CONCURRENCY};
+use zigzag_gather::execute::{ExecOptions, DEFAULT_CONCURRENCY};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
@@ -165,9 +165,10 @@ struct Common {
     /// Strongly consistent reads (twice the RCU)
     #[arg(long)]
     consistent: bool,
-    /// Z-query strategy: auto (naive for boxes covering a whole time bin, else elastic),
-    /// naive (one key range), precise (exact sub-ranges, budget 64), page-jump (Limit 40), adaptive
-    #[arg(long, default_value = "auto", value_parser = ["auto", "naive", "precise", "page-jump", "adaptive", "elastic"])]
+    /// Z-query strategy: auto (a box of a few exact Z-runs range by range, else page-jump in
+    /// 4 KB read units), naive (one key range), precise (exact sub-ranges, budget 64),
+    /// page-jump (Limit 40), adaptive, elastic
+    #[arg(long, default_value = "auto", value_parser = Strategy::NAMES)]
     strategy: String,
     /// Read this projection (a name from the layout, `base` for the base);
     /// default: the cheapest that answers the report exactly (--explain lists them)
@@ -260,7 +261,8 @@ fn exec_options(c: &Common) -> Result<ExecOptions> {
         concurrency: c.concurrency.max(1),
         rcu_per_sec: c.rcu_per_sec,
         consistent: c.consistent,
-        strategy: StrategyChoice::parse(&c.strategy).with_context(|| format!("--strategy {}", c.strategy))?,
+        strategy: Strategy::named(&c.strategy)
+            .with_context(|| format!("--strategy {}: one of {}", c.strategy, Strategy::NAMES.join(", ")))?,
     })
 }
 
@@ -460,6 +462,7 @@ async fn zbench_cmd(args: ZbenchArgs) -> Result<()> {
         Strategy::PageJump { limit: args.page_limit },
         Strategy::Adaptive(AdaptiveConfig { garbage_per_request: args.garbage, ..Default::default() }),
         Strategy::Elastic(ElasticConfig::default()),
+        Strategy::Auto(AutoConfig::default()),
     ];
     let report = zbench::run(&schema, &data, order_by, &queries, &strategies)
         .await

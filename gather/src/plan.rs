@@ -70,8 +70,6 @@ pub struct Plan {
     pub rollup_reason: String,
     pub step: Option<i64>,
     pub boxes: Vec<BinnedBox>,
-    /// Per box: it covers its whole time bin (every bucket of the partition).
-    pub whole_bin: Vec<bool>,
     pub prefixes: u32,
     pub queries: Vec<PlannedQuery>,
     /// Store-side filter mirroring the `--where` predicates.
@@ -210,11 +208,8 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         })?),
     };
     let mut queries = Vec::with_capacity(boxes.len() * km.prefixes() as usize);
-    let mut whole_bin = Vec::with_capacity(boxes.len());
     for (i, b) in boxes.iter().enumerate() {
         let bin_start = b.bin_start.ok_or_else(|| GatherError::Config("rollup schemas are binned by time".into()))?;
-        let buckets = (rollup.bin().next_start(bin_start) - bin_start) / rollup.unit_ms();
-        whole_bin.push(b.zbox.lo()[time] == 0 && b.zbox.hi()[time] + 1 >= buckets as u128);
         for prefix in 0..km.prefixes() {
             match &values {
                 None => {
@@ -241,7 +236,6 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         rollup_reason,
         step,
         boxes,
-        whole_bin,
         prefixes: km.prefixes(),
         queries,
         server_filter,
@@ -308,9 +302,6 @@ mod tests {
         let p = plan_source(&km, r).unwrap();
         assert_eq!((p.rollup, p.boxes.len(), p.queries.len()), (Rollup::Minute, 2, 32), "two day bins");
         assert_eq!(p.queries[16].pk, "000#minute#2025-11-21");
-        assert_eq!(p.whole_bin, vec![false, false], "an hour of each day");
-        let p = plan_source(&km, req(day, day + 24 * H, Some(60_000), true)).unwrap();
-        assert_eq!((p.rollup, p.whole_bin.clone()), (Rollup::Minute, vec![true]));
     }
 
     #[test]

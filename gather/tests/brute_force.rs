@@ -9,9 +9,9 @@ use common::Field;
 use common::*;
 use proptest::prelude::*;
 use std::sync::OnceLock;
-use zigzag_core::query::{AdaptiveConfig, Strategy as ZStrategy};
+use zigzag_core::query::{AdaptiveConfig, AutoConfig, Strategy as ZStrategy};
 use zigzag_core::table::{MemoryTable, SortedTable};
-use zigzag_gather::execute::{ExecOptions, StrategyChoice};
+use zigzag_gather::execute::ExecOptions;
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::report;
@@ -180,10 +180,10 @@ fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
         source: Default::default(),
     };
     let strategy = match c.strategy {
-        0 => StrategyChoice::Auto,
-        1 => StrategyChoice::Fixed(ZStrategy::Adaptive(AdaptiveConfig::default())),
-        2 => StrategyChoice::Fixed(ZStrategy::PageJump { limit: 3 }),
-        _ => StrategyChoice::Fixed(ZStrategy::Naive),
+        0 => ZStrategy::Auto(AutoConfig::default()),
+        1 => ZStrategy::Adaptive(AdaptiveConfig::default()),
+        2 => ZStrategy::PageJump { limit: 3 },
+        _ => ZStrategy::Naive,
     };
     let opts = ExecOptions { concurrency: c.concurrency, strategy, ..ExecOptions::default() };
     let g = w
@@ -269,7 +269,7 @@ fn rcu_budget_paces_reads() {
 
         source: Default::default(),
     };
-    let strategy = StrategyChoice::Fixed(ZStrategy::PageJump { limit: 3 });
+    let strategy = ZStrategy::PageJump { limit: 3 };
     let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };
     let paced = w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &store.config, req, vec![], &opts)).unwrap();
     assert_eq!(paced.aggregation.groups.values().next().map(common::Measures::of).as_ref(), free.values().next());

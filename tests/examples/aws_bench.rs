@@ -21,9 +21,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use zigzag_aws::emulator;
+use zigzag_core::query::{AutoConfig, Strategy};
 use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
 use zigzag_dynamodb::{ensure_table, Billing, DynamoTable};
-use zigzag_gather::execute::{ExecOptions, StrategyChoice};
+use zigzag_gather::execute::ExecOptions;
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::merge::{bucket_of, Aggregation};
 use zigzag_gather::plan::PlanRequest;
@@ -147,7 +148,12 @@ async fn gather_bench(records: u64) {
     println!("{:<34} {:>9} {:>9} {:>11} {:>10}", "gatherer", "wall s", "requests", "items read", "RCU");
     let mut reference: Option<MeasureValues> = None;
     for concurrency in [1, 8, 32, 128] {
-        let opts = ExecOptions { concurrency, strategy: StrategyChoice::Auto, rcu_per_sec: None, consistent: false };
+        let opts = ExecOptions {
+            concurrency,
+            strategy: Strategy::Auto(AutoConfig::default()),
+            rcu_per_sec: None,
+            consistent: false,
+        };
         let g = zigzag_gather::gather(&aggregates, &config, request(), vec![], &opts).await.expect("gather");
         let total = g.aggregation.total();
         if let Some(r) = &reference {

@@ -10,16 +10,22 @@
 //! - **adaptive**: see `adaptive.rs`; sizes each request from the density
 //!   observed so far, so it behaves like precise on dense data and like naive
 //!   on sparse data.
+//! - **elastic**: see `elastic.rs`; page-jump whose Limit follows how much
+//!   of each page was inside the box.
+//! - **auto**: see `auto.rs`; a box of a few exact runs range by range,
+//!   else page-jump with pages sized in read units from the items seen.
 //!
 //! Sort keys are the Z-address bytes, optionally followed by a suffix that
 //! makes them unique (`suffixed`); then a range's upper key bound is the
 //! successor of its last Z-address, as a bare prefix.
 
 mod adaptive;
+mod auto;
 mod elastic;
 mod reader;
 
 pub use adaptive::{AdaptiveConfig, Density};
+pub use auto::{Auto, AutoConfig};
 pub use elastic::{Elastic, ElasticConfig};
 
 use crate::table::{Filter, Item, QueryRequest, SortKeyCondition, SortedTable, TableError};
@@ -56,6 +62,7 @@ pub enum Strategy {
     PageJump { limit: u32 },
     Adaptive(AdaptiveConfig),
     Elastic(ElasticConfig),
+    Auto(AutoConfig),
 }
 
 impl Strategy {
@@ -66,8 +73,26 @@ impl Strategy {
             Strategy::PageJump { limit } => format!("page-jump(N={limit})"),
             Strategy::Adaptive(_) => "adaptive".into(),
             Strategy::Elastic(c) => format!("elastic(N={}..{})", c.min_limit, c.max_limit),
+            Strategy::Auto(_) => "auto".into(),
         }
     }
+
+    /// The strategies by name, with the parameters `gather --strategy`
+    /// and the benchmarks use.
+    pub fn named(name: &str) -> Option<Strategy> {
+        Some(match name {
+            "naive" => Strategy::Naive,
+            "precise" => Strategy::Precise { budget: 64 },
+            "page-jump" => Strategy::PageJump { limit: 40 },
+            "adaptive" => Strategy::Adaptive(AdaptiveConfig::default()),
+            "elastic" => Strategy::Elastic(ElasticConfig { start_limit: 32, min_limit: 16, max_limit: 1024 }),
+            "auto" => Strategy::Auto(AutoConfig::default()),
+            _ => return None,
+        })
+    }
+
+    /// Every name [`Strategy::named`] knows.
+    pub const NAMES: [&'static str; 6] = ["auto", "naive", "precise", "page-jump", "adaptive", "elastic"];
 }
 
 /// Cost of one query run.
@@ -116,6 +141,7 @@ pub async fn run_query<T: SortedTable + ?Sized>(
 pub struct Observed {
     pub density: Density,
     pub elastic: Elastic,
+    pub auto: Auto,
 }
 
 /// [`run_query`] for one box of several (e.g. one per time bin): `seen`
@@ -142,6 +168,7 @@ pub async fn run_query_with<T: SortedTable + ?Sized>(
         }
         Strategy::Adaptive(cfg) => adaptive::run(&mut reader, cfg, &mut seen.density).await?,
         Strategy::Elastic(cfg) => elastic::run(&mut reader, cfg, &mut seen.elastic).await?,
+        Strategy::Auto(cfg) => auto::run(&mut reader, cfg, &mut seen.auto).await?,
     }
     Ok(reader.finish())
 }

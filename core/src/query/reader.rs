@@ -12,12 +12,15 @@ pub(super) struct Reader<'a, T: SortedTable + ?Sized> {
     bits: u32,
     items: Vec<Item>,
     stats: QueryStats,
+    /// Items the store returned (inside the box or not) and their bytes:
+    /// the item size that sizes pages in read units.
+    sized: (u64, u64),
 }
 
 impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
     pub fn new(table: &'a T, query: &'a ZQuery<'a>) -> Self {
         let bits = query.zbox.layout().total_bits();
-        Reader { table, query, bits, items: Vec::new(), stats: QueryStats::default() }
+        Reader { table, query, bits, items: Vec::new(), stats: QueryStats::default(), sized: (0, 0) }
     }
 
     pub fn zbox(&self) -> &'a ZBox {
@@ -26,6 +29,11 @@ impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
 
     pub fn stats(&self) -> &QueryStats {
         &self.stats
+    }
+
+    /// Mean bytes of the items the store returned so far (None before any).
+    pub fn mean_item_bytes(&self) -> Option<f64> {
+        (self.sized.0 > 0).then(|| self.sized.1 as f64 / self.sized.0 as f64)
     }
 
     /// The Z-address a sort key starts with.
@@ -54,6 +62,8 @@ impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
         self.stats.scanned += page.scanned_count as u64;
         self.stats.rcu += page.consumed_rcu;
         for item in page.items {
+            self.sized.0 += 1;
+            self.sized.1 += item.size() as u64;
             if self.query.zbox.is_relevant(&self.z_of(&item.sk)?) {
                 self.stats.returned += 1;
                 self.items.push(item);

@@ -28,6 +28,11 @@ fn strategies() -> Vec<Strategy> {
         Strategy::Adaptive(AdaptiveConfig { probe_limit: 3, garbage_per_request: 50.0, min_limit: 2 }),
         Strategy::Elastic(ElasticConfig::default()),
         Strategy::Elastic(ElasticConfig { start_limit: 1, min_limit: 1, max_limit: 4 }),
+        Strategy::Auto(AutoConfig::default()),
+        // Read units of a few small items: pages grow, stop at run ends
+        // and read through gaps; no box is read as exact ranges.
+        Strategy::Auto(AutoConfig { probe_limit: 1, exact_ranges: 1, max_limit: 64, unit_bytes: 64 }),
+        Strategy::Auto(AutoConfig { probe_limit: 2, exact_ranges: 1, max_limit: 16, unit_bytes: 200 }),
     ]
 }
 

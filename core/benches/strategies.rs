@@ -1,0 +1,224 @@
+//! Z-query strategies on varied data: what each costs per query, and how
+//! far `auto` is from the best fixed strategy on each.
+//!
+//!     cargo bench -p zigzag-core --bench strategies            # the table
+//!     cargo bench -p zigzag-core --bench strategies -- --quick # smaller data
+//!
+//! Data sets (one partition each, items of 80-400 bytes, eventually
+//! consistent reads metered by DynamoDB's rules on the in-memory table):
+//! uniform in 2 dimensions; Gaussian clusters in 3; power-law skew in 4;
+//! aggregate-like (dense minutes, low-cardinality hashed campaign and
+//! country, Zipf referrers over a wide hashed dimension). Query shapes on
+//! each, two random instances of each: a full scan, a point, one dimension
+//! bound to a range, one to a single value, two bound, all bound (wide and
+//! small), and all but one bound. Results are recorded in BENCHMARKS.md.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+use zigzag_core::query::{run_query, Strategy, ZQuery};
+use zigzag_core::table::{AttrValue, Filter, Item, MemoryTable, SortedTable};
+use zigzag_core::zorder::{Layout, ZBox};
+
+const PK: &str = "bench";
+const FIXED: [&str; 5] = ["naive", "precise", "page-jump", "adaptive", "elastic"];
+
+struct DataSet {
+    name: &'static str,
+    layout: Arc<Layout>,
+    points: Vec<Vec<u128>>,
+}
+
+fn max_of(bits: u32) -> u128 {
+    (1u128 << bits) - 1
+}
+
+/// A value of `bits` bits hashed from `v` (a string dimension's encoding).
+fn hashed(v: u64, bits: u32) -> u128 {
+    let h = v.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (v >> 7).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    u128::from(h) & max_of(bits)
+}
+
+/// Index in `0..n` with Zipf(1)-like weights.
+fn zipf(rng: &mut ChaCha8Rng, n: u64) -> u64 {
+    let u: f64 = rng.gen_range(0.0..1.0);
+    ((n as f64).powf(u) - 1.0).floor().min((n - 1) as f64) as u64
+}
+
+fn data_sets(n: usize) -> Vec<DataSet> {
+    let mut rng = ChaCha8Rng::seed_from_u64(20261124);
+    let mut sets = Vec::new();
+
+    let layout = Arc::new(Layout::new(&[20, 20]).expect("layout"));
+    let points = (0..n).map(|_| vec![rng.gen_range(0..=max_of(20)), rng.gen_range(0..=max_of(20))]).collect();
+    sets.push(DataSet { name: "uniform 2-d", layout, points });
+
+    let layout = Arc::new(Layout::new(&[16, 16, 16]).expect("layout"));
+    let centres: Vec<Vec<f64>> = (0..12).map(|_| (0..3).map(|_| rng.gen_range(0.1..0.9)).collect()).collect();
+    let points = (0..n)
+        .map(|_| {
+            let c = &centres[rng.gen_range(0..centres.len())];
+            c.iter()
+                .map(|&m| {
+                    // Box-Muller: a normal with sd 1 % of the range.
+                    let (u1, u2): (f64, f64) = (rng.gen_range(1e-9..1.0), rng.gen_range(0.0..1.0));
+                    let g = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    ((m + 0.01 * g).clamp(0.0, 1.0) * max_of(16) as f64) as u128
+                })
+                .collect()
+        })
+        .collect();
+    sets.push(DataSet { name: "clustered 3-d", layout, points });
+
+    let layout = Arc::new(Layout::new(&[12, 12, 12, 12]).expect("layout"));
+    let points = (0..n)
+        .map(|_| (0..4).map(|_| (rng.gen_range(0.0f64..1.0).powi(4) * max_of(12) as f64) as u128).collect())
+        .collect();
+    sets.push(DataSet { name: "power-law 4-d", layout, points });
+
+    // minute (11 bits), campaign (16, 40 values), country (16, 12 values),
+    // referrer (32, 5,000 values, Zipf).
+    let layout = Arc::new(Layout::new(&[11, 16, 16, 32]).expect("layout"));
+    let points = (0..n)
+        .map(|_| {
+            vec![
+                rng.gen_range(0..1440),
+                hashed(1_000 + zipf(&mut rng, 40), 16),
+                hashed(2_000 + zipf(&mut rng, 12), 16),
+                hashed(3_000 + zipf(&mut rng, 5_000), 32),
+            ]
+        })
+        .collect();
+    sets.push(DataSet { name: "aggregate-like 4-d", layout, points });
+    sets
+}
+
+async fn load(set: &DataSet, rng: &mut ChaCha8Rng) -> MemoryTable {
+    let table = MemoryTable::new();
+    let bits = set.layout.total_bits();
+    for (row, p) in set.points.iter().enumerate() {
+        let mut sk = set.layout.interleave(p).to_bytes(bits);
+        sk.extend_from_slice(&(row as u32).to_be_bytes());
+        let mut item = Item::new(PK, sk);
+        let payload = "x".repeat(rng.gen_range(40..360));
+        item.attrs.insert("v".into(), AttrValue::S(payload));
+        table.put(item).await.expect("put");
+    }
+    table
+}
+
+/// (shape, lo, hi) per query: every shape twice, placed at random.
+fn queries(set: &DataSet, rng: &mut ChaCha8Rng) -> Vec<(String, Vec<u128>, Vec<u128>)> {
+    let widths = set.layout.widths().to_vec();
+    let dims = widths.len();
+    let full_hi: Vec<u128> = widths.iter().map(|&w| max_of(w)).collect();
+    let range_around = |v: u128, w: u32, frac: f64| {
+        let half = ((max_of(w) as f64 * frac / 2.0) as u128).max(1);
+        (v.saturating_sub(half), (v + half).min(max_of(w)))
+    };
+    let mut out = Vec::new();
+    out.push(("full scan".to_string(), vec![0; dims], full_hi.clone()));
+    for i in 0..2 {
+        let p = &set.points[rng.gen_range(0..set.points.len())];
+        out.push((format!("point #{i}"), p.clone(), p.clone()));
+        let (mut lo, mut hi) = (vec![0; dims], full_hi.clone());
+        (lo[0], hi[0]) = range_around(p[0], widths[0], 0.1);
+        out.push((format!("dim 0 in 10 % #{i}"), lo, hi));
+        let (mut lo, mut hi) = (vec![0; dims], full_hi.clone());
+        let d = 1 + i % (dims - 1);
+        (lo[d], hi[d]) = (p[d], p[d]);
+        out.push((format!("dim {d} = value #{i}"), lo, hi));
+        let (mut lo, mut hi) = (vec![0; dims], full_hi.clone());
+        for d in 0..2 {
+            (lo[d], hi[d]) = range_around(p[d], widths[d], 0.25);
+        }
+        out.push((format!("2 dims in 25 % #{i}"), lo, hi));
+        let (mut lo, mut hi) = (vec![0; dims], full_hi.clone());
+        for d in 0..dims {
+            (lo[d], hi[d]) = range_around(p[d], widths[d], 0.3);
+        }
+        out.push((format!("all dims in 30 % #{i}"), lo, hi));
+        let (mut lo, mut hi) = (vec![0; dims], full_hi.clone());
+        for d in 0..dims {
+            (lo[d], hi[d]) = range_around(p[d], widths[d], 0.03);
+        }
+        out.push((format!("all dims in 3 % #{i}"), lo, hi));
+        if dims > 2 {
+            let (mut lo, mut hi) = (vec![0; dims], full_hi.clone());
+            for d in 0..dims - 1 {
+                (lo[d], hi[d]) = range_around(p[d], widths[d], 0.2);
+            }
+            out.push((format!("all but the last in 20 % #{i}"), lo, hi));
+        }
+    }
+    out
+}
+
+struct Row {
+    rcu: f64,
+    requests: u64,
+    scanned: u64,
+    returned: u64,
+}
+
+async fn run(table: &MemoryTable, zbox: &ZBox, name: &str) -> Row {
+    let q = ZQuery { pk: PK.into(), zbox, filter: Filter::default(), suffixed: true, consistent: false };
+    let strategy = Strategy::named(name).expect("a strategy");
+    let out = run_query(table, &q, &strategy).await.expect("query");
+    Row { rcu: out.stats.rcu, requests: out.stats.requests, scanned: out.stats.scanned, returned: out.stats.returned }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let n = if quick { 20_000 } else { 100_000 };
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut worst: (f64, String) = (0.0, String::new());
+    let (mut over, mut total) = (0, 0);
+    println!("{n} items per data set; RCU (eventually consistent), requests; best = the cheapest of {FIXED:?}\n");
+    println!("| data | query | returned | auto RCU | requests | scanned | best fixed | its RCU | requests | scanned | auto / best |");
+    println!("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|");
+    for set in data_sets(n) {
+        let table = load(&set, &mut rng).await;
+        for (shape, lo, hi) in queries(&set, &mut rng) {
+            let zbox = ZBox::new(set.layout.clone(), lo, hi).expect("box");
+            let auto = run(&table, &zbox, "auto").await;
+            let mut best: Option<(&str, Row)> = None;
+            for name in FIXED {
+                let r = run(&table, &zbox, name).await;
+                assert_eq!(r.returned, auto.returned, "{} {shape}: {name} and auto return the same items", set.name);
+                if best.as_ref().is_none_or(|(_, b)| r.rcu < b.rcu) {
+                    best = Some((name, r));
+                }
+            }
+            let (best_name, best) = best.expect("strategies");
+            let ratio = auto.rcu / best.rcu;
+            total += 1;
+            if ratio > 1.1 {
+                over += 1;
+            }
+            if ratio > worst.0 {
+                worst = (ratio, format!("{} / {shape}", set.name));
+            }
+            println!(
+                "| {} | {shape} | {} | {} | {} | {} | {best_name} | {} | {} | {} | {:.2}{} |",
+                set.name,
+                auto.returned,
+                auto.rcu,
+                auto.requests,
+                auto.scanned,
+                best.rcu,
+                best.requests,
+                best.scanned,
+                ratio,
+                if ratio > 1.1 { " **over 1.1**" } else { "" }
+            );
+        }
+    }
+    println!(
+        "\n{total} queries; auto within 1.1x of the best fixed strategy on {}; worst {:.2} ({})",
+        total - over,
+        worst.0,
+        worst.1
+    );
+}

@@ -1,0 +1,193 @@
+//! The `auto` strategy: read a box for as few read units as the other
+//! strategies manage, without a model of where the data lies.
+//!
+//! DynamoDB bills a Query page by its bytes in 4 KB units, at least one.
+//! So a page of `u` items, where `u` items fill one unit, costs what a page
+//! of one item costs: the cheapest way to look past the end of a run of
+//! the box is to read a unit's worth of items, not fewer (fewer saves
+//! nothing) and not many more (garbage bought in bulk). The rule:
+//! - **few runs**: when the box is exactly a few Z-ranges
+//!   (`decompose(box, EXACT_RANGES)` is exact), read each range whole: no
+//!   garbage at all, one request per range (point queries, a box that is a
+//!   run of the curve, a whole time bin);
+//! - **otherwise page-jump in read units**: `Limit = u × m`, `u` from the
+//!   mean size of the items seen so far (before any: `probe_limit`), `m`
+//!   doubling while pages come back full and useful (≥ 3/4 inside the
+//!   box: a dense run, where bigger pages cost fewer requests and less
+//!   rounding) and back to 1 after a page that was mostly garbage (< 1/4:
+//!   the run ended, and the next page should find the next run's start for
+//!   one unit). After each page: continue from a LastEvaluatedKey inside
+//!   the box, else jump to BIGMIN of it.
+//!
+//! `u` and `m` carry from box to box of one query ([`Auto`]).
+
+use super::reader::Reader;
+use super::QueryError;
+use crate::table::SortedTable;
+use crate::zorder::{decompose, span_end_within_garbage, ZAddress};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoConfig {
+    /// Limit of the first page, before any item size is known.
+    pub probe_limit: u32,
+    /// A box that is exactly this many Z-ranges or fewer is read range by
+    /// range.
+    pub exact_ranges: usize,
+    pub max_limit: u32,
+    /// The store's read unit: DynamoDB's 4 KB (smaller in tests, so that
+    /// small items fill several units).
+    pub unit_bytes: u32,
+}
+
+impl Default for AutoConfig {
+    fn default() -> Self {
+        AutoConfig { probe_limit: 16, exact_ranges: 4, max_limit: 4096, unit_bytes: 4096 }
+    }
+}
+
+/// What `auto` learned so far in one query.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Auto {
+    /// Items per read unit, once an item was seen.
+    unit: Option<u32>,
+    /// Units per page.
+    units: u32,
+    /// Items inside the box, and the addresses they were found in, over
+    /// the pages bounded by a run's end.
+    seen: (f64, f64),
+}
+
+impl Auto {
+    fn density(&self) -> Option<f64> {
+        (self.seen.0 > 0.0 && self.seen.1 > 0.0).then(|| self.seen.0 / self.seen.1)
+    }
+}
+
+/// Items that fit in one read unit at `mean` bytes each. Sized for items a
+/// fifth larger than the mean, so that a page of varied items rarely spills
+/// into a second unit.
+fn items_per_unit(unit_bytes: u32, mean: f64) -> u32 {
+    ((f64::from(unit_bytes) / (mean.max(1.0) * 1.2)).floor() as u32).max(1)
+}
+
+/// Units per page after a page of `scanned` items (`limit` asked), of
+/// which `useful` were inside the box.
+fn next_units(units: u32, limit: u32, scanned: u64, useful: u64, max_units: u32) -> u32 {
+    if scanned >= u64::from(limit) && useful * 4 >= scanned * 3 {
+        units.saturating_mul(2).min(max_units.max(1))
+    } else if useful * 4 < scanned {
+        1
+    } else {
+        units
+    }
+}
+
+pub(super) async fn run<T: SortedTable + ?Sized>(
+    reader: &mut Reader<'_, T>,
+    cfg: &AutoConfig,
+    state: &mut Auto,
+) -> Result<(), QueryError> {
+    let zbox = reader.zbox();
+    let d = decompose(zbox, cfg.exact_ranges);
+    if d.exact {
+        for r in &d.ranges {
+            reader.read_range(&r.lo, &r.hi, None).await?;
+        }
+        if let Some(mean) = reader.mean_item_bytes() {
+            state.unit = Some(items_per_unit(cfg.unit_bytes, mean));
+        }
+        return Ok(());
+    }
+    let bits = zbox.layout().total_bits();
+    let mut lo = zbox.min().clone();
+    let mut after: Option<Vec<u8>> = None;
+    let mut bounded_from: Option<ZAddress>;
+    state.units = state.units.max(1);
+    loop {
+        let limit = match state.unit {
+            Some(u) => u.saturating_mul(state.units).min(cfg.max_limit),
+            None => cfg.probe_limit,
+        };
+        // A page of several units stops at the end of the box's run it is
+        // in: past it, it would buy garbage by the unit.
+        let hi = if state.units > 1 {
+            let from = match &after {
+                Some(k) => reader.z_of(k)?,
+                None => lo.clone(),
+            };
+            // Gaps where half a unit of items is expected are read through
+            // rather than paid for with another request.
+            let gap = match (state.unit, state.density()) {
+                (Some(u), Some(rho)) => f64::from(u) / rho,
+                _ => 0.0,
+            };
+            bounded_from = Some(from.clone());
+            span_end_within_garbage(zbox, &from, zbox.max(), gap)
+        } else {
+            bounded_from = None;
+            zbox.max().clone()
+        };
+        let before = *reader.stats();
+        let last = reader.page(&lo, &hi, after.take(), Some(limit)).await?;
+        let now = reader.stats();
+        if let Some(mean) = reader.mean_item_bytes() {
+            let unit = items_per_unit(cfg.unit_bytes, mean);
+            state.unit = Some(unit);
+            let max_units = (cfg.max_limit / unit).max(1);
+            let (scanned, useful) = (now.scanned - before.scanned, now.returned - before.returned);
+            state.units = next_units(state.units, limit, scanned, useful, max_units);
+        }
+        if let Some(from) = &bounded_from {
+            // Items per address of the runs read so far, from what this
+            // page covered: up to its last key, or its whole range.
+            let end = match &last {
+                Some(k) => reader.z_of(k)?,
+                None => hi.clone(),
+            };
+            state.seen.0 += (now.returned - before.returned) as f64;
+            state.seen.1 += end.span_f64(from) + 1.0;
+        }
+        let next = match last {
+            Some(last) => {
+                let z = reader.z_of(&last)?;
+                if zbox.is_relevant(&z) {
+                    after = Some(last);
+                    continue;
+                }
+                zbox.next_jump_in(&z)
+            }
+            // The run is read. Where the next one starts and how full it
+            // is are unknown: one unit, unbounded, looks for it.
+            None => {
+                state.units = 1;
+                hi.checked_next(bits).filter(|_| hi < *zbox.max()).and_then(|n| zbox.next_jump_in(&n))
+            }
+        };
+        match next {
+            Some(next) => lo = next,
+            None => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_unit_holds_items_a_fifth_larger_than_the_mean() {
+        assert_eq!(items_per_unit(4096, 100.0), 34, "4096 / 120");
+        assert_eq!(items_per_unit(4096, 4096.0), 1);
+        assert_eq!(items_per_unit(4096, 100_000.0), 1, "an item over 4 KB: one per page");
+        assert_eq!(items_per_unit(4096, 0.0), 3413, "no size: as if one byte");
+    }
+
+    #[test]
+    fn pages_grow_only_when_full_and_useful_and_drop_to_one_unit_on_garbage() {
+        assert_eq!(next_units(2, 68, 68, 60, 64), 4, "full and useful: double");
+        assert_eq!(next_units(2, 68, 40, 40, 64), 2, "not full (the range ended): keep");
+        assert_eq!(next_units(32, 68, 68, 68, 40), 40, "capped");
+        assert_eq!(next_units(8, 68, 68, 10, 64), 1, "mostly garbage: one unit");
+        assert_eq!(next_units(8, 68, 68, 34, 64), 8, "in between: keep");
+    }
+}
