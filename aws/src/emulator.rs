@@ -25,6 +25,38 @@ impl std::fmt::Display for NotConfigured {
 
 impl std::error::Error for NotConfigured {}
 
+/// Set by `./test.sh`: a test that needs the emulators fails when they are
+/// not configured, instead of being skipped.
+pub const REQUIRE_VAR: &str = "ZIGZAG_REQUIRE_EMULATORS";
+
+/// Whether a test that needs the emulators runs: true when
+/// `deploy/local/up.sh`'s environment is set (`./test.sh` sets it). Without
+/// it, `cargo test` on a bare machine skips the test and says so on stderr;
+/// with [`REQUIRE_VAR`] set, a missing emulator is a failure, so the full
+/// suite can never pass by skipping.
+pub fn gate(test: &str) -> bool {
+    let missing = ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_KINESIS", "ZIGZAG_KINESALITE_ENDPOINT"]
+        .into_iter()
+        .filter_map(|var| endpoint_in(var).err())
+        .map(|e| e.0)
+        .collect::<Vec<_>>();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var_os(REQUIRE_VAR).is_some_and(|v| !v.is_empty() && v != "0") {
+        panic!("{test} needs the emulators and {REQUIRE_VAR} is set: {}", missing.join("; "));
+    }
+    // Written to stderr directly: the test harness captures `eprintln!` of
+    // a passing test, and a skip must be seen.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {test}: it needs the local AWS emulators (./test.sh starts them): {}",
+        missing[0]
+    );
+    false
+}
+
 /// The endpoint in `AWS_ENDPOINT_URL_<SERVICE>` (e.g. `DYNAMODB`,
 /// `KINESIS`), which must be `http://127.0.0.1:<port>`.
 pub fn endpoint(service: &str) -> Result<String, NotConfigured> {

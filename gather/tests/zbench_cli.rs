@@ -91,7 +91,7 @@ fn every_strategy_returns_the_brute_force_matches() {
     assert_eq!(report["rows"], 5000);
     for (q, want) in queries.iter().zip(expected) {
         let runs = q["runs"].as_array().unwrap();
-        assert_eq!(runs.len(), 6, "timestamp index + five strategies");
+        assert_eq!(runs.len(), 7, "timestamp index + six strategies");
         for r in runs {
             assert_eq!(r["returned"].as_u64().unwrap() as usize, want, "{} / {}", q["name"], r["strategy"]);
             assert!(r["scanned"].as_u64() >= r["returned"].as_u64());

@@ -104,6 +104,9 @@ async fn assert_matches_truth(table: &DynamoTable, truth: &Truth) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kinesis_local_to_dynamodb_local_exactly_with_a_restart() {
+    if !zigzag_aws::emulator::gate("kinesis_local_to_dynamodb_local_exactly_with_a_restart") {
+        return;
+    }
     let name = unique("e2e");
     let kinesis = zigzag_kinesis::client(&emulator::options("KINESIS").unwrap_or_else(|e| panic!("{e}"))).await;
     ensure_stream(&kinesis, &name, 4).await.expect("create stream");
@@ -184,6 +187,9 @@ async fn kinesis_local_to_dynamodb_local_exactly_with_a_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kinesalite_kpl_aggregated_records_count_exactly() {
+    if !zigzag_aws::emulator::gate("kinesalite_kpl_aggregated_records_count_exactly") {
+        return;
+    }
     let url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
     let kinesis = zigzag_kinesis::client(&emulator::options_at(url)).await;
     let name = unique("kpl");
@@ -212,6 +218,9 @@ async fn kinesalite_kpl_aggregated_records_count_exactly() {
 /// Local (conditional writes racing for lanes; issue 20).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_workers_starting_at_once_all_join_on_dynamodb_local() {
+    if !zigzag_aws::emulator::gate("fifty_workers_starting_at_once_all_join_on_dynamodb_local") {
+        return;
+    }
     let tables = dynamodb_tables(&unique("joins")).await;
     zigzag_tests::joins::all_join_at_once(50, || Arc::new(tables.checkpoints.clone())).await;
 }

@@ -46,6 +46,9 @@ use harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_workers_shards_all_resume_and_totals_stay_exact() {
+    if !zigzag_aws::emulator::gate("killed_workers_shards_all_resume_and_totals_stay_exact") {
+        return;
+    }
     let _serial = ONE_AT_A_TIME.lock().await;
     let failover = Duration::from_secs(4);
     let env = Env::new("kill9", 8, failover).await;
@@ -122,6 +125,9 @@ async fn killed_workers_shards_all_resume_and_totals_stay_exact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
+    if !zigzag_aws::emulator::gate("a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues") {
+        return;
+    }
     let _serial = ONE_AT_A_TIME.lock().await;
     let failover = Duration::from_secs(3);
     let env = Env::new("sigstop", 4, failover).await;
@@ -197,6 +203,9 @@ async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_expiry() {
+    if !zigzag_aws::emulator::gate("a_rolling_sigterm_restart_hands_every_lease_over_without_waiting_for_expiry") {
+        return;
+    }
     let _serial = ONE_AT_A_TIME.lock().await;
     let failover = Duration::from_secs(6);
     let env = Env::new("rolling", 6, failover).await;
