@@ -19,75 +19,33 @@
 //! or — for a bounded source (files, a generator) — every shard finished.
 
 mod cadence;
+mod error;
 mod flushing;
 mod job;
 mod main_loop;
 mod options;
 mod reader;
 
+pub use error::PipelineError;
 pub use options::{worker_id, PipelineOptions, RunSummary};
 
-use crate::aggregate::{Aggregator, BatchCounts, Generation, IdentityCollision, Rejected};
+use crate::aggregate::{Aggregator, BatchCounts, Generation, Rejected};
 use crate::deadletter::DeadLetters;
-use crate::flush::{FlushError, Flusher};
+use crate::flush::Flusher;
 use crate::source::{RecordBatch, Source, SourceError};
 use job::FlushJob;
 use reader::ReaderHandle;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use thiserror::Error;
 use tokio::sync::{mpsc, watch, Notify, RwLock};
 use tokio_util::sync::CancellationToken;
 use zigzag_core::retry::Retryable;
 use zigzag_core::table::SortedTable;
 use zigzag_lease::lifecycle::{self, LeaseEvent};
 use zigzag_lease::{Checkpoint, Coordinator, LeaseError, LeaseOptions, Plan};
-use zigzag_model::{ConfigError, Position, Projections};
-
-#[derive(Debug, Error)]
-pub enum PipelineError {
-    #[error("source: {0}")]
-    Source(#[from] SourceError),
-    #[error("flush: {0}")]
-    Flush(#[from] FlushError),
-    #[error("lease table: {0}")]
-    Lease(#[from] LeaseError),
-    #[error("{0}")]
-    Config(#[from] ConfigError),
-    #[error("shard {shard}: the source ends at {reached:?} but a flush to recover covers up to {end}")]
-    MissingRecords { shard: String, end: Box<Position>, reached: Option<Box<Position>> },
-    #[error("dead-letter file {path}: {error}")]
-    DeadLetter { path: PathBuf, error: std::io::Error },
-    #[error(transparent)]
-    Collision(#[from] IdentityCollision),
-    #[error(
-        "lane {lane}: flush {flush} was begun under another configuration (rollups, dimensions, measures or \
-         scatter changed); run once with the previous configuration to finish it, then change it"
-    )]
-    LayoutChanged { lane: u32, flush: u64 },
-    #[error(transparent)]
-    Layout(#[from] zigzag_model::layout::LayoutError),
-    #[error(
-        "the final flush did not complete: the store stayed unavailable for {waited:?}; the leases expire and \
-         another worker recovers it"
-    )]
-    FinalFlush { waited: Duration },
-}
-
-impl Retryable for PipelineError {
-    fn is_retryable(&self) -> bool {
-        match self {
-            PipelineError::Source(e) => e.is_retryable(),
-            PipelineError::Flush(e) => e.is_retryable(),
-            PipelineError::Lease(e) => e.is_retryable(),
-            PipelineError::Layout(e) => e.is_retryable(),
-            _ => false,
-        }
-    }
-}
+use zigzag_model::{Position, Projections};
 
 /// Read progress of one shard within a generation.
 #[derive(Debug, Default, Clone, Copy)]
