@@ -18,6 +18,8 @@ use zigzag_kinesis::{KinesisSource, StartingPosition};
 use zigzag_model::Config;
 use zigzag_sqlite::SqliteTable;
 
+mod probes;
+
 #[derive(Parser)]
 #[command(
     name = "ingest",
@@ -63,7 +65,10 @@ struct Cli {
     #[arg(long, default_value_t = 1000)]
     batch: usize,
     /// Serve Prometheus metrics (records, dead letters by reason, flushes,
-    /// write requests, retries, lag) at http://ADDR/metrics, e.g. 127.0.0.1:9898.
+    /// write requests, retries, lag) at http://ADDR/metrics, e.g. 127.0.0.1:9898,
+    /// with /health (alive) and /ready (joined, lease renewed, flushes not
+    /// paused; 503 with the reason otherwise). Give a loopback address unless
+    /// something else must scrape it.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
@@ -205,11 +210,10 @@ async fn main() -> Result<()> {
         }
         None => {}
     }
+    let watched = probes::Watched::default();
     if let Some(addr) = cli.metrics_addr {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(addr)
-            .install()
-            .with_context(|| format!("serving metrics on {addr}"))?;
+        let bound = probes::serve(addr, watched.clone()).await.with_context(|| format!("serving metrics on {addr}"))?;
+        eprintln!("ingest: serving /metrics, /health and /ready on http://{bound}");
     }
     let config = load_config(cli.config.as_ref())?;
     let stop = CancellationToken::new();
@@ -236,6 +240,7 @@ async fn main() -> Result<()> {
     let opts = cli.worker.apply(opts).map_err(anyhow::Error::msg)?;
     tracing::info!(worker = %opts.worker, "starting");
     let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts)?);
+    let _ = watched.set(pipeline.clone());
     tokio::spawn(stop_on_signal(stop.clone()));
     let started = std::time::Instant::now();
     let s = pipeline.run(stop).await?;

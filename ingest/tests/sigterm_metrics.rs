@@ -1,5 +1,5 @@
 //! A long-lived `ingest` (`--follow`: shards never end) serves Prometheus
-//! metrics on loopback, and on SIGTERM flushes, checkpoints and hands its
+//! metrics, `/health` and `/ready` on loopback, and on SIGTERM flushes, checkpoints and hands its
 //! leases and lane back before it exits: with a flush interval far longer
 //! than the test, the final flush is the only one, so exact totals prove it
 //! happened.
@@ -15,13 +15,19 @@ use zigzag_model::Config;
 use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::Reaped;
 
-fn scrape(port: u16) -> Option<String> {
+/// GET `path`: the status code and the whole response.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
     let mut body = String::new();
     s.read_to_string(&mut body).ok()?;
-    Some(body)
+    let code = body.split(' ').nth(1)?.parse().ok()?;
+    Some((code, body))
+}
+
+fn scrape(port: u16) -> Option<String> {
+    get(port, "/metrics").filter(|(code, _)| *code == 200).map(|(_, body)| body)
 }
 
 fn metric(body: &str, name: &str) -> Option<u64> {
@@ -81,6 +87,14 @@ fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
     }
     assert_eq!(read, Some(truth.records), "records_total never reached the input size");
     assert_eq!(child.try_wait().unwrap(), None, "--follow must keep running");
+    let (code, body) = get(port, "/health").expect("/health answers");
+    assert_eq!(code, 200, "alive: {body}");
+    // Joined, its lane renewed, nothing paused: ready (the join precedes
+    // the first record read, so it is ready now).
+    let (code, body) = get(port, "/ready").expect("/ready answers");
+    assert_eq!(code, 200, "ready once reading: {body}");
+    assert!(body.ends_with("ready\n"), "{body}");
+    assert_eq!(get(port, "/nothing").map(|r| r.0), Some(404), "only the three paths");
 
     let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
     assert!(status.success());

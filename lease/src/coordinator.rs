@@ -102,6 +102,8 @@ pub(crate) struct MyLane {
     pub(crate) flush: u64,
     /// Which join of this worker took it (1, 2, ...).
     pub(crate) joined: u64,
+    /// When its beat last moved (the join, then each heartbeat).
+    pub(crate) renewed: std::time::Instant,
 }
 
 pub(crate) struct State {
@@ -315,8 +317,16 @@ impl Coordinator {
         let Some(beat) = self.beat(my.lane, my.beat).await? else { return Err(self.lost_lane(my.lane)) };
         if let Some(l) = lock(&self.state).lane.as_mut().filter(|l| l.lane == my.lane) {
             l.beat = beat;
+            l.renewed = std::time::Instant::now();
         }
         Ok(())
+    }
+
+    /// How long ago this worker's lane beat last (None: not joined). Other
+    /// workers take its shards once it is older than the failover time:
+    /// what a readiness check asks.
+    pub fn renewed_ago(&self) -> Option<Duration> {
+        lock(&self.state).lane.as_ref().map(|l| l.renewed.elapsed())
     }
 
     /// Moves `lane`'s beat on from `seen`: the new beat, or None if the lane

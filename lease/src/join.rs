@@ -45,7 +45,13 @@ impl Coordinator {
                 }
                 st.joins += 1;
                 st.lost = None;
-                st.lane = Some(MyLane { lane: n, beat, flush: taken.flush, joined: st.joins });
+                st.lane = Some(MyLane {
+                    lane: n,
+                    beat,
+                    flush: taken.flush,
+                    joined: st.joins,
+                    renewed: std::time::Instant::now(),
+                });
                 drop(st);
                 tracing::info!(lane = n, worker = %me, "joined");
                 return Ok(n);

@@ -33,6 +33,7 @@ impl Pipeline {
                 run.job_failures = 0;
                 run.retry_at = None;
                 metrics::gauge!("zigzag_ingest_flush_paused").set(0.0);
+                self.counters.flush_paused.store(false, Ordering::Relaxed);
                 // A range the proof dropped: the lease moved on (lost, or this
                 // reader started from a stale checkpoint). Stop it; a plan read
                 // from now on says whether and where to read it again.
@@ -69,6 +70,7 @@ impl Pipeline {
                 let wait = self.pause_after(run.job_failures);
                 run.retry_at = Some(Instant::now() + wait);
                 metrics::gauge!("zigzag_ingest_flush_paused").set(1.0);
+                self.counters.flush_paused.store(true, Ordering::Relaxed);
                 metrics::counter!("zigzag_ingest_flush_pauses_total").increment(1);
                 self.counters.flush_pauses.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "flush paused: store unavailable");

@@ -36,7 +36,7 @@ use crate::source::{RecordBatch, Source, SourceError};
 use job::FlushJob;
 use reader::ReaderHandle;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Notify, RwLock};
@@ -84,6 +84,8 @@ struct Counters {
     /// Joins tried again after a retryable failure (the store's other
     /// retries are counted by the flusher and the coordinator).
     join_retries: AtomicU64,
+    /// Flushes are paused on a failing store (readiness).
+    flush_paused: AtomicBool,
 }
 
 impl Counters {
@@ -414,6 +416,29 @@ impl Pipeline {
             metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => r.error.reason()).increment(1);
         }
         dead.sync().map_err(io)
+    }
+
+    /// Whether this worker is doing its job, for a readiness probe: joined
+    /// to a lane, the lane's beat renewed within half the failover time
+    /// (other workers take its shards after the whole of it), and flushes
+    /// not paused on a failing store. Err says what is wrong.
+    pub fn readiness(&self) -> Result<(), String> {
+        let failover = self.coord.options().failover;
+        match self.coord.renewed_ago() {
+            None => return Err("not joined to a lane (starting, or rejoining after losing it)".into()),
+            Some(ago) if ago > failover / 2 => {
+                return Err(format!(
+                    "the lane's beat was last renewed {:.1} s ago (failover {:.1} s): the lease table is failing",
+                    ago.as_secs_f64(),
+                    failover.as_secs_f64()
+                ))
+            }
+            Some(_) => {}
+        }
+        if self.counters.flush_paused.load(Ordering::Relaxed) {
+            return Err("flushes are paused: the aggregate store is failing".into());
+        }
+        Ok(())
     }
 
     fn summary(&self, shards: usize) -> RunSummary {
