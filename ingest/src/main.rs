@@ -71,6 +71,11 @@ struct Cli {
     /// something else must scrape it.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Log lines on stderr: text (coloured on a terminal) or json (one
+    /// object per line, for a log service; the run summary too). RUST_LOG
+    /// filters them (default: info).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(flatten)]
     worker: WorkerArgs,
     #[command(flatten)]
@@ -193,16 +198,38 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn init_logs(format: LogFormat) {
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    match format {
         // Colour only for a person: logs sent to a file, a journal or a log
         // service keep their fields greppable.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().init(),
+    }
+}
+
+/// A line of the run's own output (the listener, the summary): as it is
+/// in text mode, as a log event in JSON mode (a log service reads one
+/// format).
+fn say(format: LogFormat, line: &str) {
+    match format {
+        LogFormat::Text => eprintln!("{line}"),
+        LogFormat::Json => tracing::info!(target: "ingest", "{line}"),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
     let cli = Cli::parse();
+    init_logs(cli.log_format);
     match &cli.command {
         Some(Command::Leases { stream, db }) => return print_leases(stream, db, &cli.dynamo).await,
         Some(Command::AbandonFlush { stream, lane, failover, db }) => {
@@ -213,7 +240,7 @@ async fn main() -> Result<()> {
     let watched = probes::Watched::default();
     if let Some(addr) = cli.metrics_addr {
         let bound = probes::serve(addr, watched.clone()).await.with_context(|| format!("serving metrics on {addr}"))?;
-        eprintln!("ingest: serving /metrics, /health and /ready on http://{bound}");
+        say(cli.log_format, &format!("ingest: serving /metrics, /health and /ready on http://{bound}"));
     }
     let config = load_config(cli.config.as_ref())?;
     let stop = CancellationToken::new();
@@ -246,7 +273,7 @@ async fn main() -> Result<()> {
     let s = pipeline.run(stop).await?;
     let secs = started.elapsed().as_secs_f64();
     let headers = if s.headers > 0 { format!(", {} CSV header rows skipped", s.headers) } else { String::new() };
-    eprintln!(
+    let summary = format!(
         "ingest: {} records ({} valid, {} dead-lettered to {}{headers}) from {} shards in {:.1}s ({:.0}/s); \
          {} flushes ({} recovered), {} items, {} write requests, {} replayed writes skipped, {} retries; \
          leases: {} taken, {} lost, {} handed over, {} lease-table requests",
@@ -268,10 +295,11 @@ async fn main() -> Result<()> {
         s.leases_handed_off,
         s.lease_requests
     );
+    say(cli.log_format, &summary);
     if let Some(t) = &dynamo {
         for table in [&t.aggregates, &t.checkpoints] {
             let c = table.capacity();
-            eprintln!(
+            let line = format!(
                 "ingest: DynamoDB {}: {} requests, {:.1} WCU + {:.1} RCU consumed, {} throttled/failed calls retried",
                 table.name(),
                 c.requests,
@@ -279,6 +307,7 @@ async fn main() -> Result<()> {
                 c.read_units,
                 c.retryable_errors
             );
+            say(cli.log_format, &line);
         }
     }
     Ok(())
