@@ -1,26 +1,14 @@
 //! `ingest --log-format json`: every line on stderr is one JSON log event
 //! (a log service reads one format), the run summary included.
 
-use std::io::Write;
 use std::process::Command;
-use zigzag_loadgen::{GenConfig, Generator};
+use zigzag_loadgen::{write_shard_files, GenConfig, Generator};
 
 #[test]
 fn every_stderr_line_is_a_json_event_and_the_summary_is_one_of_them() {
     let dir = tempfile::tempdir().unwrap();
     let gen = Generator::new(GenConfig { seed: 9, shards: 2, records: 2_000, ..Default::default() });
-    let mut inputs = Vec::new();
-    let mut buf = Vec::new();
-    for s in 0..2 {
-        let path = dir.path().join(format!("{}.jsonl", Generator::shard_id(s)));
-        let mut out = std::fs::File::create(&path).unwrap();
-        for seq in 1..=gen.shard_len(s) {
-            gen.record(s, seq, &mut buf);
-            out.write_all(&buf).unwrap();
-            out.write_all(b"\n").unwrap();
-        }
-        inputs.push(path);
-    }
+    let inputs = write_shard_files(&gen, dir.path(), || {}).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
         .arg("--db")
         .arg(dir.path().join("zigzag.db"))

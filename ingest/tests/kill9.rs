@@ -8,7 +8,6 @@
 
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,30 +18,13 @@ use zigzag_gather::gather;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::window::WindowSpec;
 use zigzag_loadgen::generator::Generated;
-use zigzag_loadgen::{truth, GenConfig, Generator};
+use zigzag_loadgen::{truth, write_shard_files, GenConfig, Generator};
 use zigzag_model::{Config, KeyModel};
 use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::Reaped;
 
 const KILLS: usize = 20;
 const STREAM: &str = "kill9";
-
-fn write_shards(gen: &Generator, dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut buf = Vec::new();
-    (0..gen.config().shards)
-        .map(|s| {
-            let path = dir.join(format!("{}.jsonl", Generator::shard_id(s)));
-            let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-            for seq in 1..=gen.shard_len(s) {
-                gen.record(s, seq, &mut buf);
-                out.write_all(&buf).unwrap();
-                out.write_all(b"\n").unwrap();
-            }
-            out.flush().unwrap();
-            path
-        })
-        .collect()
-}
 
 /// Every item of one lease-table partition, read from the file as it is.
 fn lease_items(db: &Path, pk: &str) -> Vec<zigzag_core::table::Item> {
@@ -111,7 +93,7 @@ fn totals_are_exact_after_repeated_kill_9() {
         ..Default::default()
     });
     let truth = truth::compute(&gen);
-    let inputs = write_shards(&gen, dir.path());
+    let inputs = write_shard_files(&gen, dir.path(), || {}).unwrap();
     // Small generations and a short interval: many flushes, so kills land
     // before, during and after flushes.
     let config_path = dir.path().join("zigzag.toml");
@@ -136,7 +118,9 @@ fn totals_are_exact_after_repeated_kill_9() {
     std::fs::create_dir(&calib_dir).unwrap();
     let small = Generator::new(GenConfig { records: gen.config().records / 10, ..gen.config().clone() });
     let started = Instant::now();
-    let out = spawn(&calib_dir.join("zigzag.db"), &write_shards(&small, &calib_dir)).wait_with_output().unwrap();
+    let out = spawn(&calib_dir.join("zigzag.db"), &write_shard_files(&small, &calib_dir, || {}).unwrap())
+        .wait_with_output()
+        .unwrap();
     assert!(out.status.success(), "calibration run failed: {}", String::from_utf8_lossy(&out.stderr));
     let whole_run_ms = started.elapsed().as_millis() as u64 * 10;
     let mut mean_ms = (whole_run_ms / (2 * KILLS as u64)).max(10);

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use zigzag_gather::check::check;
 use zigzag_gather::execute::ExecOptions;
-use zigzag_loadgen::{truth, GenConfig, Generator};
+use zigzag_loadgen::{truth, write_shard_files, GenConfig, Generator};
 use zigzag_model::Config;
 use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::Reaped;
@@ -39,18 +39,7 @@ fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
     let dir = tempfile::tempdir().unwrap();
     let gen = Generator::new(GenConfig { seed: 5, shards: 2, records: 5_000, ..Default::default() });
     let truth = truth::compute(&gen);
-    let mut inputs = Vec::new();
-    let mut buf = Vec::new();
-    for s in 0..2 {
-        let path = dir.path().join(format!("{}.jsonl", Generator::shard_id(s)));
-        let mut out = std::fs::File::create(&path).unwrap();
-        for seq in 1..=gen.shard_len(s) {
-            gen.record(s, seq, &mut buf);
-            out.write_all(&buf).unwrap();
-            out.write_all(b"\n").unwrap();
-        }
-        inputs.push(path);
-    }
+    let inputs = write_shard_files(&gen, dir.path(), || {}).unwrap();
     let config = dir.path().join("zigzag.toml");
     std::fs::write(&config, "[flush]\ninterval_ms = 3600000\n").unwrap();
     let db = dir.path().join("zigzag.db");

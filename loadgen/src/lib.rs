@@ -22,4 +22,4 @@ pub mod truth;
 pub use declared::SchemaGenerator;
 pub use generator::{Generated, Generator};
 pub use synthetic::SyntheticSource;
-pub use traffic::{Drawn, DrawnEvent, GenConfig, Traffic};
+pub use traffic::{write_shard_files, Drawn, DrawnEvent, GenConfig, Traffic};

@@ -18,7 +18,7 @@ use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::Producer;
 use zigzag_loadgen::declared::traffic_file::TrafficFile;
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
-use zigzag_loadgen::{truth, GenConfig, Generator, SchemaGenerator, SyntheticSource, Traffic};
+use zigzag_loadgen::{truth, write_shard_files, GenConfig, Generator, SchemaGenerator, SyntheticSource, Traffic};
 use zigzag_model::Config;
 use zigzag_sqlite::SqliteTable;
 
@@ -214,19 +214,8 @@ fn write_records(gen: &dyn Traffic, target: &str) -> Result<()> {
         out.flush()?;
     } else {
         let dir = PathBuf::from(target);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        for shard in 0..gen.config().shards {
-            let path = dir.join(format!("{}.{}", GenConfig::shard_id(shard), gen.file_extension()));
-            let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-            let mut out = std::io::BufWriter::new(file);
-            for seq in 1..=gen.shard_len(shard) {
-                gen.write(shard, seq, &mut buf);
-                out.write_all(&buf)?;
-                out.write_all(b"\n")?;
-                bar.inc(1);
-            }
-            out.flush()?;
-        }
+        write_shard_files(gen, &dir, || bar.inc(1))
+            .with_context(|| format!("writing shard files to {}", dir.display()))?;
     }
     bar.finish_and_clear();
     Ok(())

@@ -132,3 +132,31 @@ pub trait Traffic: Send + Sync {
         "jsonl"
     }
 }
+
+/// Writes every shard of `gen` to `dir` as one file per shard, named by its
+/// shard id (`shardId-000000000000.jsonl`: what `ingest --input` reads, the
+/// line number being the sequence number); `each` is called once per
+/// record (a progress bar). Returns the files in shard order.
+pub fn write_shard_files(
+    gen: &dyn Traffic,
+    dir: &std::path::Path,
+    mut each: impl FnMut(),
+) -> std::io::Result<Vec<std::path::PathBuf>> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let mut buf = Vec::with_capacity(256);
+    let mut files = Vec::new();
+    for shard in 0..gen.config().shards {
+        let path = dir.join(format!("{}.{}", GenConfig::shard_id(shard), gen.file_extension()));
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        for seq in 1..=gen.shard_len(shard) {
+            gen.write(shard, seq, &mut buf);
+            out.write_all(&buf)?;
+            out.write_all(b"\n")?;
+            each();
+        }
+        out.flush()?;
+        files.push(path);
+    }
+    Ok(files)
+}
