@@ -22,7 +22,7 @@
 //! The first request knows nothing: it is a page-jump probe of
 //! `probe_limit` items from the box minimum.
 
-use super::reader::Reader;
+use super::reader::{Next, Reader};
 use super::QueryError;
 use crate::table::SortedTable;
 use crate::zorder::{span_end_within_garbage, ZAddress};
@@ -68,7 +68,6 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
     seen: &mut Density,
 ) -> Result<(), QueryError> {
     let zbox = reader.zbox();
-    let bits = zbox.layout().total_bits();
     let zmax = zbox.max();
     // `lo`: lower bound of the current key range (inside the box).
     // `after`: LastEvaluatedKey to continue from, and its Z-address.
@@ -90,27 +89,20 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
         let before = reader.stats().scanned;
         let last = reader.page(&lo, &hi, after.take().map(|(k, _)| k), Some(limit)).await?;
         seen.scanned += (reader.stats().scanned - before) as f64;
-        match last {
+        let next = match last {
             Some(key) => {
-                let z = reader.z_of(&key)?;
-                seen.covered += z.span_f64(&from) + 1.0;
-                if zbox.is_relevant(&z) {
-                    after = Some((key, z));
-                } else {
-                    match zbox.next_jump_in(&z) {
-                        Some(next) => lo = next,
-                        None => return Ok(()),
-                    }
-                }
+                seen.covered += reader.z_of(&key)?.span_f64(&from) + 1.0;
+                reader.after_page(key)?
             }
             None => {
                 seen.covered += hi.span_f64(&from) + 1.0;
-                let next = hi.checked_next(bits).and_then(|n| zbox.next_jump_in(&n));
-                match next {
-                    Some(next) => lo = next,
-                    None => return Ok(()),
-                }
+                reader.past(&hi)
             }
+        };
+        match next {
+            Next::After(key, z) => after = Some((key, z)),
+            Next::Jump(next) => lo = next,
+            Next::Done => return Ok(()),
         }
     }
 }

@@ -31,7 +31,7 @@
 //!
 //! `u` and `m` carry from box to box of one query ([`Auto`]).
 
-use super::reader::Reader;
+use super::reader::{Next, Reader};
 use super::QueryError;
 use crate::table::SortedTable;
 use crate::zorder::{decompose, span_end_within_garbage, ZAddress};
@@ -108,7 +108,6 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
         }
         return Ok(());
     }
-    let bits = zbox.layout().total_bits();
     let mut lo = zbox.min().clone();
     let mut after: Option<Vec<u8>> = None;
     let mut bounded_from: Option<ZAddress>;
@@ -159,24 +158,18 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
             state.seen.1 += end.span_f64(from) + 1.0;
         }
         let next = match last {
-            Some(last) => {
-                let z = reader.z_of(&last)?;
-                if zbox.is_relevant(&z) {
-                    after = Some(last);
-                    continue;
-                }
-                zbox.next_jump_in(&z)
-            }
+            Some(last) => reader.after_page(last)?,
             // The run is read. Where the next one starts and how full it
             // is are unknown: one unit, unbounded, looks for it.
             None => {
                 state.units = 1;
-                hi.checked_next(bits).filter(|_| hi < *zbox.max()).and_then(|n| zbox.next_jump_in(&n))
+                reader.past(&hi)
             }
         };
         match next {
-            Some(next) => lo = next,
-            None => return Ok(()),
+            Next::After(key, _) => after = Some(key),
+            Next::Jump(next) => lo = next,
+            Next::Done => return Ok(()),
         }
     }
 }

@@ -17,7 +17,7 @@
 //! limit stays. Carry the limit across the boxes of one query ([`Elastic`]),
 //! as the adaptive strategy carries its density.
 
-use super::reader::Reader;
+use super::reader::{Next, Reader};
 use super::QueryError;
 use crate::table::SortedTable;
 
@@ -78,14 +78,10 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
         limit = next_limit(cfg, limit, now.scanned - before.scanned, now.returned - before.returned);
         state.limit = Some(limit);
         let Some(last) = last else { return Ok(()) };
-        let z = reader.z_of(&last)?;
-        if zbox.is_relevant(&z) {
-            after = Some(last);
-        } else {
-            match zbox.next_jump_in(&z) {
-                Some(next) => lo = next,
-                None => return Ok(()),
-            }
+        match reader.after_page(last)? {
+            Next::After(key, _) => after = Some(key),
+            Next::Jump(next) => lo = next,
+            Next::Done => return Ok(()),
         }
     }
 }

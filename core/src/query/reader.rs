@@ -17,6 +17,16 @@ pub(super) struct Reader<'a, T: SortedTable + ?Sized> {
     sized: (u64, u64),
 }
 
+/// The next read of a page-jumping strategy.
+pub(super) enum Next {
+    /// Continue after this key (a LastEvaluatedKey inside the box; its Z).
+    After(Vec<u8>, ZAddress),
+    /// Start a new range here (inside the box).
+    Jump(ZAddress),
+    /// The box is read.
+    Done,
+}
+
 impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
     pub fn new(table: &'a T, query: &'a ZQuery<'a>) -> Self {
         let bits = query.zbox.layout().total_bits();
@@ -81,6 +91,25 @@ impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
                 None => return Ok(()),
             }
         }
+    }
+
+    /// Where page-jump goes after a page that stopped at `last` (seed 000,
+    /// steps 5-6): on from `last` while it is inside the box, else to the
+    /// box's next address after it (BIGMIN), or nowhere.
+    pub fn after_page(&self, last: Vec<u8>) -> Result<Next, QueryError> {
+        let z = self.z_of(&last)?;
+        if self.zbox().is_relevant(&z) {
+            return Ok(Next::After(last, z));
+        }
+        Ok(self.zbox().next_jump_in(&z).map_or(Next::Done, Next::Jump))
+    }
+
+    /// Where reading goes once `[.., hi]` is read to its end: the box's
+    /// next address past `hi`, or nowhere.
+    pub fn past(&self, hi: &ZAddress) -> Next {
+        let zbox = self.zbox();
+        let next = hi.checked_next(self.bits).filter(|_| hi < zbox.max()).and_then(|n| zbox.next_jump_in(&n));
+        next.map_or(Next::Done, Next::Jump)
     }
 
     pub fn finish(self) -> QueryOutcome {
