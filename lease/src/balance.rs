@@ -66,6 +66,8 @@ pub struct Ready {
     pub from_trim_horizon: bool,
     /// Without a checkpoint: where its first reader began, if recorded.
     pub start_ms: Option<i64>,
+    /// The seal its checkpoint's records were read under (`seal.rs`).
+    pub seal: i64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -245,7 +247,14 @@ pub fn plan(view: &View, me: &str) -> Plan {
             l.checkpoint.earliest().is_none() && l.parents.iter().any(|p| by_id.contains_key(p.as_str()));
         let checkpoint = l.checkpoint.clone();
         let start_ms = l.start_ms;
-        plan.ready.push(Ready { shard: l.shard.clone(), lease: l.lease, checkpoint, from_trim_horizon, start_ms });
+        plan.ready.push(Ready {
+            shard: l.shard.clone(),
+            lease: l.lease,
+            checkpoint,
+            from_trim_horizon,
+            start_ms,
+            seal: l.seal,
+        });
     }
     plan
 }

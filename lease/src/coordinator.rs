@@ -181,6 +181,9 @@ pub struct Coordinator {
     incarnation: std::sync::OnceLock<(Option<String>, String)>,
     pub(crate) state: Mutex<State>,
     pub stats: LeaseStats,
+    /// The seal as last read (`seal.rs`): by every pass, and strongly after
+    /// a join.
+    seal_seen: std::sync::atomic::AtomicI64,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -196,6 +199,7 @@ impl Coordinator {
             opts,
             owner,
             incarnation: std::sync::OnceLock::new(),
+            seal_seen: std::sync::atomic::AtomicI64::new(0),
             state: Mutex::new(State {
                 lane: None,
                 joining: None,
@@ -279,6 +283,30 @@ impl Coordinator {
                 })
             }
             _ => Ok(()),
+        }
+    }
+
+    /// The seal as last read (0: none).
+    pub fn seal_seen(&self) -> i64 {
+        self.seal_seen.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Reads the seal (strongly consistent when asked: after a join, so a
+    /// seal raised before the join is seen before anything is read).
+    pub async fn read_seal(&self, consistent: bool) -> Result<i64, LeaseError> {
+        let seal = self.read_seal_item(consistent).await?;
+        self.seal_seen.fetch_max(seal, std::sync::atomic::Ordering::Relaxed);
+        Ok(self.seal_seen())
+    }
+
+    /// Acknowledges on this worker's lane that it reads under `seal` and
+    /// everything it read under an older one is committed and completed.
+    pub async fn acknowledge_seal(&self, seal: i64) -> Result<(), LeaseError> {
+        let my = self.my_lane()?;
+        let me = self.worker().to_string();
+        match self.update(&crate::seal::acknowledge(my.lane, &me, seal)).await? {
+            UpdateOutcome::Applied(_) => Ok(()),
+            UpdateOutcome::ConditionFailed(_) => Err(self.lost_lane(my.lane)),
         }
     }
 
@@ -434,6 +462,7 @@ pub(crate) fn with_beats(lanes: Vec<Lane>, beats: &[Beat]) -> Vec<Lane> {
             beat: 0,
             flush: 0,
             intent: None,
+            seal: 0,
         });
         lanes.insert(b.lane, lane.with_beat(b));
     }

@@ -132,6 +132,15 @@ impl Reader<'_> {
         }
     }
 
+    /// A signed number (0 when absent).
+    pub(crate) fn int(&self, k: &str) -> Result<i64, CorruptItem> {
+        match self.0.attrs.get(k) {
+            None => Ok(0),
+            Some(AttrValue::N(d)) => i64::try_from(*d).map_err(|_| self.corrupt(format!("{k} = {d} is out of range"))),
+            Some(v) => Err(self.corrupt(format!("{k} is {v:?}, not a number"))),
+        }
+    }
+
     pub(crate) fn owner(&self) -> Result<Option<String>, CorruptItem> {
         Ok(self.str(OWNER)?.filter(|s| !s.is_empty()).map(str::to_string))
     }
@@ -155,6 +164,8 @@ pub struct ShardLease {
     /// Where its first reader began (ms since the epoch), when that was a
     /// time rather than the oldest record.
     pub start_ms: Option<i64>,
+    /// The seal the records up to its checkpoint were read under (`seal.rs`).
+    pub seal: i64,
 }
 
 impl ShardLease {
@@ -185,6 +196,7 @@ impl ShardLease {
             finished: matches!(item.attrs.get(FINISHED), Some(AttrValue::Bool(true))),
             handoff: r.str(HANDOFF)?.filter(|s| !s.is_empty()).map(String::from),
             start_ms: int(START),
+            seal: r.int(crate::seal::SEAL)?,
         })
     }
 }
@@ -266,6 +278,16 @@ pub fn advance_checkpoint(
         _ => req.guard(CHECKPOINT, CmpOp::Eq, from.to_string().as_str(), false),
     };
     req
+}
+
+/// Records the seal a completed range's records were read under (none
+/// written for 0, so tables without seals stay as they were).
+pub fn with_seal(req: UpdateRequest, seal: i64) -> UpdateRequest {
+    if seal > 0 {
+        req.set(crate::seal::SEAL, seal)
+    } else {
+        req
+    }
 }
 
 /// Adds what operators see of a checkpoint: its lag behind the tip and

@@ -23,6 +23,8 @@
 //!   foreign lease table is refused before anything is written);
 //! - [`stream`]: lease state per incarnation of a stream (a stream
 //!   deleted and created again starts fresh);
+//! - [`seal`]: "no event before S any more", raised by `gather compact`,
+//!   adopted and acknowledged by every worker before any bucket is closed;
 //! - [`legacy`]: checkpoints of the single-writer format, migrated;
 //! - [`report`]: the lease table as operators read it (`ingest leases`).
 //!
@@ -42,6 +44,7 @@ pub mod owner;
 mod pass;
 mod recovery;
 pub mod report;
+pub mod seal;
 pub mod stream;
 mod table_io;
 

@@ -45,11 +45,15 @@ impl Coordinator {
     /// moved, the lease table checked to be the one the aggregate table
     /// was written with (`epoch.rs`; the aggregate table's layout item must
     /// exist), and the lease state keyed by the stream's incarnation
-    /// (`stream.rs`). Every step can be repeated.
+    /// (`stream.rs`), registered for seals' barriers (`seal.rs`). Every
+    /// step can be repeated.
     pub async fn prepare(&self, aggregates: &dyn SortedTable, identity: Option<String>) -> Result<(), LeaseError> {
         crate::legacy::migrate(self.table(), &self.options().stream).await?;
         crate::epoch::check(self.table().as_ref(), aggregates).await?;
-        self.resolve_stream(identity).await
+        self.resolve_stream(identity).await?;
+        // A seal's barrier reads the leases of every stream key ever used.
+        self.table().update(&crate::seal::register_stream(self.stream())).await?;
+        Ok(())
     }
 }
 

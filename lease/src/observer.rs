@@ -52,6 +52,7 @@ mod tests {
 
     fn lane(n: u32, owner: &str, beat: u64) -> Lane {
         Lane {
+            seal: 0,
             lane: n,
             owner: Some(owner.into()),
             beater: Some(owner.into()),

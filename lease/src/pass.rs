@@ -194,6 +194,8 @@ impl Coordinator {
     /// One lease pass: read, decide, take / steal / free / complete, and
     /// return the plan as it stands after those writes.
     pub async fn pass(&self, listed: Option<&[ShardInfo]>) -> Result<Plan, LeaseError> {
+        // Half a unit a pass: how a worker learns of a seal (`seal.rs`).
+        self.read_seal(false).await?;
         let mut view = self.view(listed).await?;
         let me = self.worker().to_string();
         let first = plan(&view, &me);

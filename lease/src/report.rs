@@ -103,6 +103,7 @@ mod tests {
 
     fn lease(shard: &str, owner: Option<&str>, parents: &[&str], finished: bool) -> ShardLease {
         ShardLease {
+            seal: 0,
             shard: shard.into(),
             lag_ms: Some(120),
             at_ms: None,
@@ -125,6 +126,7 @@ mod tests {
             lease("s", Some("w2"), &[], false),
         ];
         let range = ShardRange {
+            seal: 0,
             shard: "s".into(),
             lease: 2,
             from: crate::Checkpoint::none(),
@@ -137,6 +139,7 @@ mod tests {
         };
         let lanes = vec![
             Lane {
+                seal: 0,
                 lane: 0,
                 owner: Some("w1".into()),
                 beater: Some("w1".into()),
@@ -146,6 +149,7 @@ mod tests {
                 intent: None,
             },
             Lane {
+                seal: 0,
                 lane: 1,
                 owner: Some("w2".into()),
                 beater: Some("w2".into()),

@@ -30,6 +30,14 @@ impl Coordinator {
         Ok(out)
     }
 
+    /// The seal item's time (0: none).
+    pub(crate) async fn read_seal_item(&self, consistent: bool) -> Result<i64, LeaseError> {
+        let mut req = QueryRequest::new(crate::seal::SEAL_PK, SortKeyCondition::Eq(crate::seal::SEAL_SK.to_vec()));
+        req.consistent = consistent;
+        let page = self.call(|t| t.query(&req)).await?;
+        crate::seal::seal_of(page.items.first())
+    }
+
     pub(crate) async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, LeaseError> {
         self.call(|t| t.update(req)).await
     }

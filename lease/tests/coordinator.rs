@@ -75,6 +75,7 @@ fn options(stream: &str, worker: &str) -> LeaseOptions {
 /// A shard's first range, records 1 to 5, read under lease counter `lease`.
 fn first_range(shard: &str, lease: u64) -> ShardRange {
     ShardRange {
+        seal: 0,
         shard: shard.into(),
         lease,
         from: zigzag_lease::Checkpoint::none(),
@@ -145,6 +146,7 @@ async fn a_lane_freed_by_another_streams_worker_completes_its_committed_ranges_f
     d.pass(Some(&[shard("s1")])).await.unwrap();
     let lease = ShardLease::from_item(&table.get(&shards_pk("Y"), b"s1").await.unwrap().unwrap()).unwrap();
     let range = ShardRange {
+        seal: 0,
         shard: "s1".into(),
         lease: lease.lease,
         from: zigzag_lease::Checkpoint::none(),

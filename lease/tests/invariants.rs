@@ -240,6 +240,7 @@ impl World {
             .iter()
             .filter(|(_, r)| r.to > num(&r.from))
             .map(|(s, r)| ShardRange {
+                seal: 0,
                 shard: s.clone(),
                 lease: r.lease,
                 from: r.from.clone(),

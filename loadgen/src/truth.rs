@@ -15,6 +15,17 @@ pub fn compute(gen: &Generator) -> Truth {
 /// The truth under `config`'s measures and dimensions; its fields must be
 /// the ones `gen` writes.
 pub fn compute_for(gen: &dyn Traffic, config: &Config) -> Result<Truth, ConfigError> {
+    compute_where(gen, config, |_, _, _| true)
+}
+
+/// [`compute_for`] counting only the valid events `accepted(shard, seq,
+/// event ms)` keeps (the others are records, neither valid nor malformed:
+/// e.g. those a seal refuses).
+pub fn compute_where(
+    gen: &dyn Traffic,
+    config: &Config,
+    accepted: impl Fn(u32, u64, i64) -> bool,
+) -> Result<Truth, ConfigError> {
     let set = config.measure_set()?;
     let keys = KeyModel::new(config)?;
     let fields = config.typed_fields()?;
@@ -31,6 +42,7 @@ pub fn compute_for(gen: &dyn Traffic, config: &Config) -> Result<Truth, ConfigEr
         for seq in 1..=gen.shard_len(shard) {
             t.records += 1;
             match gen.draw(shard, seq, &mut buf) {
+                Drawn::Valid(ev) if !accepted(shard, seq, ev.ts_ms) => {}
                 Drawn::Valid(ev) => {
                     t.late += u64::from(ev.late);
                     t.add_event(&set, &keys, &fields, ev.ts_ms, &ev.values);

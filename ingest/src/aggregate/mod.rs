@@ -134,6 +134,20 @@ impl Aggregator {
         batch: &RecordBatch,
         rejected: &mut Vec<Rejected>,
     ) -> Result<BatchCounts, IdentityCollision> {
+        self.add_batch_under(gen, shard, batch, i64::MIN, rejected)
+    }
+
+    /// [`Self::add_batch`] under a seal: events before `seal` (ms) are
+    /// rejected too (`DecodeError::Sealed`), as every reading of the same
+    /// records under the same seal rejects them.
+    pub fn add_batch_under(
+        &self,
+        gen: &Generation,
+        shard: u32,
+        batch: &RecordBatch,
+        seal: i64,
+        rejected: &mut Vec<Rejected>,
+    ) -> Result<BatchCounts, IdentityCollision> {
         let mut counts = BatchCounts::default();
         let part = gen.shard(shard);
         let mut part = generation::lock(&part);
@@ -142,6 +156,10 @@ impl Aggregator {
         let mut values = Values::new();
         for (pos, bytes) in batch.iter() {
             match self.decoder.decode_into(bytes, &mut values) {
+                Ok(ts_ms) if ts_ms < seal => {
+                    counts.rejected += 1;
+                    rejected.push(Rejected { pos, error: DecodeError::Sealed { ts_ms, seal }, record: bytes.to_vec() });
+                }
                 Ok(ts_ms) => {
                     self.add(&mut part, ts_ms, &values, &mut grown, &mut packed)?;
                     counts.valid += 1;

@@ -81,6 +81,10 @@ pub enum DecodeError {
     Field { field: String, error: ValueError },
     #[error("event time {ts_ms} ms is outside the accepted range {min}..{max}")]
     TimestampOutOfRange { ts_ms: i64, min: i64, max: i64 },
+    /// Decoded, but before the seal (`zigzag_lease::seal`): its buckets are
+    /// closed (compacted, or about to be), so it is kept here, not counted.
+    #[error("event time {ts_ms} ms is before the seal at {seal} ms: its buckets are closed (gather compact)")]
+    Sealed { ts_ms: i64, seal: i64 },
 }
 
 impl DecodeError {
@@ -97,6 +101,7 @@ impl DecodeError {
             DecodeError::Duplicate(_) => "duplicate_field",
             DecodeError::Empty(_) => "empty_field",
             DecodeError::TimestampOutOfRange { .. } => "timestamp_out_of_range",
+            DecodeError::Sealed { .. } => "sealed",
             DecodeError::Field { error, .. } => match error {
                 ValueError::WrongType { .. } => "wrong_type",
                 ValueError::TooLong { .. } => "field_too_long",

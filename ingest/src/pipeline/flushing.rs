@@ -19,6 +19,7 @@ impl Pipeline {
         if run.job.is_none() {
             run.job = self.swap(run).await;
             if run.job.is_none() {
+                self.acknowledge_seal(run).await;
                 self.after_flush(run, &[]).await?;
                 return Ok(());
             }
@@ -47,6 +48,7 @@ impl Pipeline {
                     }
                 }
                 let began = job.began.expect("driven");
+                self.acknowledge_seal(run).await;
                 self.after_flush(run, &began.ranges).await
             }
             // A catch-up that could not read its records: only its shard
@@ -92,10 +94,15 @@ impl Pipeline {
         if let Some(job) = self.catch_up(run).filter(|_| !run.stopping) {
             return Some(job);
         }
+        // A seal raised since this generation began (`zigzag_lease::seal`):
+        // this swap writes everything, so nothing read under the old seal
+        // waits in memory, and the next generation is read under the new.
+        let seal = self.coord.seal_seen();
+        let adopting = seal > run.gate.read().await.seal;
         // Everything is written at once when a shard is handed over or
         // ended, or the worker stops (and, below, when a shard with a set
         // that has nothing applied yet made progress).
-        let whole = run.stopping || run.shards.values().any(|s| s.leaving.is_some() || s.ended);
+        let whole = adopting || run.stopping || run.shards.values().any(|s| s.leaving.is_some() || s.ended);
         let full = self.nearly_full(&run.gate);
         let waiting = {
             let mut cadences = lock(&self.cadences);
@@ -107,6 +114,12 @@ impl Pipeline {
         };
         let has_progress = !lock_progress_empty(&run.gate);
         if !has_progress && !waiting.iter().any(|i| run.shards.contains_key(i)) {
+            if adopting {
+                let mut gate = run.gate.write().await;
+                if lock(&gate.progress).is_empty() {
+                    gate.seal = seal; // nothing read under the old one
+                }
+            }
             return None;
         }
         let batch = {
@@ -115,7 +128,8 @@ impl Pipeline {
             // (bounded by the key limit): no rehashing while they fill it,
             // and in the memory of generations flushed before.
             let next = gate.gen.next(self.opts.config.flush.max_keys);
-            std::mem::replace(&mut *gate, Batch { gen: next, ..Default::default() })
+            let seal = if adopting { seal } else { gate.seal };
+            std::mem::replace(&mut *gate, Batch { gen: next, seal, ..Default::default() })
         };
         run.swaps += 1;
         let _ = run.swapped_tx.send(run.swaps);
@@ -153,10 +167,32 @@ impl Pipeline {
                 to,
                 ends: p.ended,
                 behind_ms: p.behind_ms,
+                seal: batch.seal,
             };
             ranges.push((index, range));
         }
         Some(FlushJob::new(batch, ranges, due))
+    }
+
+    /// Acknowledges on the lane the seal the generation is read under, once
+    /// no flush is in flight (so everything read under an older seal is
+    /// committed and completed). A failure is tried again after the next
+    /// flush; until then a `gather compact` waits.
+    async fn acknowledge_seal(&self, run: &mut Run) {
+        if run.job.is_some() {
+            return;
+        }
+        let seal = run.gate.read().await.seal;
+        if seal <= run.acknowledged {
+            return;
+        }
+        match self.coord.acknowledge_seal(seal).await {
+            Ok(()) => {
+                run.acknowledged = seal;
+                tracing::info!(seal, "seal adopted: events before it are dead-lettered (reason `sealed`)");
+            }
+            Err(e) => tracing::warn!(error = %e, "could not acknowledge the seal: trying again after the next flush"),
+        }
     }
 
     /// Whether the generation is near its key or memory bound (readers
@@ -192,6 +228,7 @@ impl Pipeline {
                     to,
                     ends: false,
                     behind_ms: None,
+                    seal: s.seal,
                 };
                 Some((*index, range))
             })

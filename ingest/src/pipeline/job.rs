@@ -243,7 +243,9 @@ impl Pipeline {
                 b.drop_before(first);
             }
             let mut rejected = Vec::new();
-            self.aggregator.add_batch(gen, index, &b, &mut rejected)?;
+            // Under the seal the range was first read under: the same
+            // events are refused (I2).
+            self.aggregator.add_batch_under(gen, index, &b, r.seal, &mut rejected)?;
             lock(&batch.rejected).extend(rejected.into_iter().map(|x| (index, x)));
             reached = b.last_position().or(reached);
             if b.end_of_shard {

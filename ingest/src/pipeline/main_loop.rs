@@ -222,6 +222,7 @@ impl Pipeline {
             id: ready.shard.clone(),
             lease: ready.lease,
             checkpoint: ready.checkpoint.clone(),
+            seal: ready.seal,
             read_to: ready.checkpoint.furthest(),
             catching_up: false,
             catch_up_after: None,
@@ -287,6 +288,8 @@ impl Pipeline {
         run.swaps += 1;
         let _ = run.swapped_tx.send(run.swaps);
         self.join(stop).await?;
+        run.gate.write().await.seal = self.coord.seal_seen();
+        run.acknowledged = self.coord.seal_seen();
         run.poke.notify_one();
         Ok(())
     }

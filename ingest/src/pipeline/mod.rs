@@ -64,6 +64,10 @@ struct Batch {
     rejected: Mutex<Vec<(u32, Rejected)>>,
     /// By shard index.
     progress: Mutex<HashMap<u32, Progress>>,
+    /// The seal its records are read under (`zigzag_lease::seal`): events
+    /// before it are rejected. Changed only by a swap that writes every
+    /// item set, so nothing read under an older seal waits in memory.
+    seal: i64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -150,6 +154,9 @@ struct Shard {
     lease: u64,
     /// Per item set, the last position known committed.
     checkpoint: Checkpoint,
+    /// The seal its checkpoint's records were read under (a catch-up
+    /// reads the sets behind under it).
+    seal: i64,
     /// The last record aggregated (into the generation or waiting in a
     /// slower cadence's memory).
     read_to: Option<Position>,
@@ -224,6 +231,8 @@ struct Run {
     shards_read: std::collections::HashSet<String>,
     /// Stopping: the flushes write every item set.
     stopping: bool,
+    /// The seal acknowledged on this worker's lane (`flushing.rs`).
+    acknowledged: i64,
 }
 
 impl Pipeline {
@@ -276,7 +285,7 @@ impl Pipeline {
     /// for the next ones up to an eighth of the memory bound.
     fn first_batch(&self) -> Batch {
         let budget = self.opts.config.flush.max_memory_mb.saturating_mul(1 << 20) / 8;
-        Batch { gen: Generation::with_spare(budget), ..Default::default() }
+        Batch { gen: Generation::with_spare(budget), seal: self.coord.seal_seen(), ..Default::default() }
     }
 
     /// Runs until `stop` is cancelled (or, on a bounded source, until every
@@ -333,6 +342,7 @@ impl Pipeline {
             drain_after: None,
             shards_read: Default::default(),
             stopping: false,
+            acknowledged: self.coord.seal_seen(),
         };
         let result = self.main_loop(&mut run, &mut events, &stop, &producer_done).await;
         let result = match result {
@@ -367,7 +377,8 @@ impl Pipeline {
         result.map(|()| self.summary(run.shards_read.len()))
     }
 
-    /// Takes a lane, waiting out an outage; the first time, also moves
+    /// Takes a lane and adopts the seal, waiting out an outage; the first
+    /// time, also moves
     /// checkpoints of the old format, checks the table's layout (recording
     /// it if the table has none) and that the lease table is the one the
     /// aggregate table was written with (`zigzag_lease::epoch`), and keys
@@ -382,6 +393,12 @@ impl Pipeline {
                     self.coord.prepare(self.aggregates.as_ref(), self.source.identity().await?).await?;
                 }
                 self.coord.join().await?;
+                // The seal read after the join write: one raised before it
+                // is adopted before anything is read (`zigzag_lease::seal`).
+                let seal = self.coord.read_seal(true).await?;
+                if seal > 0 {
+                    self.coord.acknowledge_seal(seal).await?;
+                }
                 Ok::<(), PipelineError>(())
             };
             match joined.await {

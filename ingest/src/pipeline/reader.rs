@@ -173,7 +173,7 @@ impl ShardTask {
                         let mut rejected = Vec::new();
                         let counts = p
                             .aggregator
-                            .add_batch(&guard.gen, self.index, &batch, &mut rejected)
+                            .add_batch_under(&guard.gen, self.index, &batch, guard.seal, &mut rejected)
                             .map_err(|e| SourceError::Shard { shard: self.id.clone(), message: e.to_string() })?;
                         if !rejected.is_empty() {
                             lock(&guard.rejected).extend(rejected.into_iter().map(|r| (self.index, r)));

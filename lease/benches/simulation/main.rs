@@ -57,6 +57,7 @@ async fn flush(c: &Coordinator, reading: &Reading) {
         .map(|(shard, (lease, from))| {
             let at = from.single().flatten().and_then(|p| p.seq.as_u64()).unwrap_or(0);
             ShardRange {
+                seal: 0,
                 shard: shard.clone(),
                 lease: *lease,
                 from: from.clone(),

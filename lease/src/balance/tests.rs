@@ -5,6 +5,7 @@ use zigzag_model::Position;
 
 fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
     ShardLease {
+        seal: 0,
         shard: shard.into(),
         lag_ms: None,
         at_ms: None,
@@ -20,6 +21,7 @@ fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
 
 fn lane(n: u32, owner: &str) -> Lane {
     Lane {
+        seal: 0,
         lane: n,
         owner: Some(owner.into()),
         beater: Some(owner.into()),
@@ -126,6 +128,7 @@ fn intents_in_flight_block_their_shards_and_committed_ranges_get_completed() {
     let mut held = lease("s", Some("me"));
     held.checkpoint = Some(Position::at(3)).into();
     let range = ShardRange {
+        seal: 0,
         shard: "s".into(),
         lease: 1,
         from: Some(Position::at(3)).into(),

@@ -48,6 +48,14 @@ pub struct ShardRange {
     /// MillisBehindLatest at the range's last read, when the source says.
     #[serde(rename = "m", default, skip_serializing_if = "Option::is_none")]
     pub behind_ms: Option<i64>,
+    /// The seal its records were read under (`seal.rs`): events before it
+    /// were refused, and are refused again when the range is read again.
+    #[serde(rename = "z", default, skip_serializing_if = "is_zero_ms")]
+    pub seal: i64,
+}
+
+fn is_zero_ms(ms: &i64) -> bool {
+    *ms == 0
 }
 
 fn is_zero(n: &ItemSet) -> bool {
@@ -130,6 +138,8 @@ pub struct Lane {
     pub flush: u64,
     /// The current or last intent (None before the first).
     pub intent: Option<Intent>,
+    /// The seal its owner acknowledged reading under (`seal.rs`; 0: none).
+    pub seal: i64,
 }
 
 impl Lane {
@@ -163,6 +173,7 @@ impl Lane {
             beat: r.num(BEAT)?,
             flush: r.num(FLUSH)?,
             intent,
+            seal: r.int(crate::seal::SEAL)?,
         })
     }
 

@@ -18,6 +18,7 @@ fn an_intent_over_the_most_shards_a_worker_holds_fits_in_one_item() {
     let pos = |i: usize, sub: u32| -> Position { format!("{}.{sub}", seq(i)).parse().expect("a position") };
     let ranges: Vec<ShardRange> = (0..MAX_SHARDS_PER_WORKER)
         .map(|i| ShardRange {
+            seal: 0,
             shard: format!("{:x<128}", format!("shardId-{i:012}")),
             lease: u64::MAX / 2,
             from: format!("{}|{}@0,1,2|{}@3,4,5", pos(i, 7), pos(i + 1, 8), pos(i + 2, 9))

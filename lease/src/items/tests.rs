@@ -10,6 +10,7 @@ fn run(item: Option<Item>, req: &UpdateRequest) -> (bool, Option<Item>) {
 
 fn range(shard: &str, from: Option<u64>, to: u64) -> ShardRange {
     ShardRange {
+        seal: 0,
         shard: shard.into(),
         lease: 1,
         from: from.map(Position::at).into(),

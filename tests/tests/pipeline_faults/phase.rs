@@ -61,9 +61,11 @@ pub(crate) enum Phase {
     /// Recording (or checking) the layout in the aggregate table, and the
     /// lease table's epoch there.
     Layout,
-    /// The lease table's epoch made (or read back), or a stream's
-    /// incarnation recorded: once per worker start.
+    /// The lease table's epoch made (or read back), a stream's incarnation
+    /// or its key recorded: once per worker start.
     Epoch,
+    /// A seal acknowledged on the worker's lane.
+    AcknowledgeSeal,
     /// Where a shard's first reader began, recorded in its lease.
     RecordStart,
     /// A finished lease no longer needed deleted (its children all started).
@@ -107,6 +109,7 @@ pub(crate) fn lease_table_phase(req: &UpdateRequest) -> Phase {
                     Phase::Join
                 }
                 Some(_) => Phase::TakeLane,
+                None if action(req, "seal").is_some() => Phase::AcknowledgeSeal,
                 None => panic!("an unknown lane update: {req:?}"),
             },
         }
@@ -120,7 +123,10 @@ pub(crate) fn lease_table_phase(req: &UpdateRequest) -> Phase {
         }
     } else if req.pk == zigzag_lease::items::generation_pk(STREAM) {
         Phase::Generation
-    } else if req.pk == zigzag_lease::epoch::EPOCH_PK || req.pk == zigzag_lease::stream::STREAMS_PK {
+    } else if req.pk == zigzag_lease::epoch::EPOCH_PK
+        || req.pk == zigzag_lease::stream::STREAMS_PK
+        || req.pk == zigzag_lease::seal::STREAM_KEYS_PK
+    {
         Phase::Epoch
     } else if req.pk == shards_pk(STREAM) {
         if action(req, "start_ms").is_some() {
