@@ -6,7 +6,7 @@
 //! whole UTC days from the first event to the last.
 
 use crate::error::{GatherError, Result};
-use crate::execute::{execute, Actual, ExecOptions};
+use crate::execute::{execute_fresh, Actual, ExecOptions};
 use crate::filter::FilterSet;
 use crate::merge::Aggregation;
 use crate::plan::{plan_source, Plan, PlanRequest};
@@ -127,6 +127,8 @@ pub async fn check<T: SortedTable + ?Sized>(
             report.actual.stats.add(&actual.stats);
             report.actual.kept += actual.kept;
             report.actual.retries += actual.retries;
+            report.actual.rereads += actual.rereads;
+            report.actual.compacted_bins += actual.compacted_bins;
             report.actual.wall += actual.wall;
         }
     }
@@ -169,25 +171,29 @@ async fn check_rollup<T: SortedTable + ?Sized>(
         source: Default::default(),
     };
     let plan = plan_source(km, req)?;
-    let mut total = Aggregation::new(None, vec![], set.clone());
-    let mut by_day = Aggregation::new(Some(DAY_MS), vec![], set.clone());
+    let fresh_total = || Aggregation::new(None, vec![], set.clone());
+    let fresh_by_day = || Aggregation::new(Some(DAY_MS), vec![], set.clone());
     // A projection is checked on the dimensions it keeps; the base says
     // which of the truth's are not dimensions at all.
-    let mut by_dim: Vec<(String, Option<Aggregation>)> = truth
-        .by
-        .keys()
-        .filter(|d| km.is_base() || km.dim(d).is_some())
-        .map(|d| (d.clone(), km.dim(d).map(|_| Aggregation::new(None, vec![d.clone()], set.clone()))))
-        .collect();
-    let actual = execute(table, &plan, opts, |item| {
-        total.add_item(item)?;
-        by_day.add_item(item)?;
-        for a in by_dim.iter_mut().filter_map(|(_, a)| a.as_mut()) {
-            a.add_item(item)?;
-        }
-        Ok(())
-    })
-    .await?;
+    let fresh_by_dim = || -> Vec<(String, Option<Aggregation>)> {
+        truth
+            .by
+            .keys()
+            .filter(|d| km.is_base() || km.dim(d).is_some())
+            .map(|d| (d.clone(), km.dim(d).map(|_| Aggregation::new(None, vec![d.clone()], set.clone()))))
+            .collect()
+    };
+    let fresh = || (fresh_total(), fresh_by_day(), fresh_by_dim());
+    let ((total, by_day, by_dim), actual) =
+        execute_fresh(table, &plan, opts, fresh, |(total, by_day, by_dim), item| {
+            total.add_item(item)?;
+            by_day.add_item(item)?;
+            for a in by_dim.iter_mut().filter_map(|(_, a)| a.as_mut()) {
+                a.add_item(item)?;
+            }
+            Ok(())
+        })
+        .await?;
 
     let all = |v: MeasureValues| BTreeMap::from([("all".to_string(), v)]);
     let name = km.name();

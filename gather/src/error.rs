@@ -43,6 +43,14 @@ pub enum GatherError {
     Chart { path: String, why: String },
     #[error("truth file: {0}")]
     Truth(String),
+    /// `gather compact` could not go on (the seal did not hold, a foreign
+    /// lease table, ...).
+    #[error("compact: {0}")]
+    Compact(String),
+    /// A bin read from its scatter prefixes was compacted and its partials
+    /// deleted while the report read: the report reads again.
+    #[error("bin {bin} was compacted while this report read it (read it again)")]
+    CompactedWhileRead { bin: String },
 }
 
 pub type Result<T, E = GatherError> = std::result::Result<T, E>;

@@ -50,11 +50,47 @@ pub struct Actual {
     pub kept: u64,
     /// Requests retried after throttling, a timeout or a 5xx.
     pub retries: u64,
+    /// Times the report was read again because a bin it read from its
+    /// prefixes was compacted meanwhile.
+    pub rereads: u32,
+    /// Bins read from their compacted partitions (`gather compact`).
+    pub compacted_bins: usize,
     pub wall: Duration,
 }
 
-/// Runs every query of `plan`; `sink` receives the items that pass the
-/// plan's exact filters.
+/// [`execute`] into a sink `fresh` makes, made and read again (up to 5
+/// times) when a bin read from its prefixes was compacted meanwhile
+/// (`compact::route`).
+pub async fn execute_fresh<T, S>(
+    table: &T,
+    plan: &Plan,
+    opts: &ExecOptions,
+    mut fresh: impl FnMut() -> S,
+    mut add: impl FnMut(&mut S, &Item) -> Result<()>,
+) -> Result<(S, Actual)>
+where
+    T: SortedTable + ?Sized,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut state = fresh();
+        match execute(table, plan, opts, |item| add(&mut state, item)).await {
+            Ok(mut actual) => {
+                actual.rereads = attempt - 1;
+                return Ok((state, actual));
+            }
+            Err(GatherError::CompactedWhileRead { .. }) if attempt < 5 => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Runs every query of `plan`, routed around compacted bins
+/// (`compact::route`); `sink` receives the items that pass the plan's
+/// exact filters. Err(CompactedWhileRead) when a bin read from its prefixes
+/// was compacted meanwhile: `sink` saw an incomplete read
+/// ([`execute_fresh`] reads again).
 pub async fn execute<T, F>(table: &T, plan: &Plan, opts: &ExecOptions, mut sink: F) -> Result<Actual>
 where
     T: SortedTable + ?Sized,
@@ -63,7 +99,8 @@ where
     let t0 = Instant::now();
     let paced = Paced::new(table, opts.rcu_per_sec);
     let paced = &paced;
-    let runs = stream::iter(plan.queries.iter())
+    let routed = crate::compact::route::route(paced, plan).await?;
+    let runs = stream::iter(routed.queries.iter())
         .map(|q| async move {
             let zq = ZQuery {
                 pk: q.pk.clone(),
@@ -78,7 +115,8 @@ where
         })
         .buffer_unordered(opts.concurrency.max(1));
     futures::pin_mut!(runs);
-    let mut actual = Actual { queries: plan.queries.len(), ..Actual::default() };
+    let mut actual =
+        Actual { queries: routed.queries.len(), compacted_bins: routed.compacted_bins, ..Actual::default() };
     while let Some(outcome) = runs.next().await {
         let outcome = outcome?;
         actual.stats.add(&outcome.stats);
@@ -86,6 +124,11 @@ where
             actual.kept += 1;
             sink(item)?;
         }
+    }
+    let verified = crate::compact::route::verify(paced, plan, &routed).await?;
+    for (requests, rcu) in [routed.cost, verified] {
+        actual.stats.requests += requests;
+        actual.stats.rcu += rcu;
     }
     actual.retries = paced.retries();
     actual.wall = t0.elapsed();

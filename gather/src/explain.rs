@@ -90,6 +90,13 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
     if let Some(a) = actual {
         let _ = writeln!(s, "actual");
         let _ = writeln!(s, "  queries:  {}", a.queries);
+        if a.compacted_bins > 0 || a.rereads > 0 {
+            let _ = writeln!(
+                s,
+                "  compacted: {} bin(s) read from their compacted partitions (one query each); read again {} time(s)",
+                a.compacted_bins, a.rereads
+            );
+        }
         let _ = writeln!(s, "  requests: {}", a.stats.requests);
         let _ = writeln!(s, "  scanned:  {} items", a.stats.scanned);
         let _ = writeln!(s, "  returned: {} items ({} after exact filters)", a.stats.returned, a.kept);

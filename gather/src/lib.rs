@@ -13,12 +13,15 @@
 //! - [`report`]: `timeseries`, `top`, `ctr`, `totals` as typed rows;
 //! - [`render`]: table, CSV, JSON, and SVG/PNG charts;
 //! - [`explain`]: the plan, estimate and actual cost;
-//! - [`check`]: the store against a generator's ground truth.
+//! - [`check`]: the store against a generator's ground truth;
+//! - [`compact`]: closed buckets' partials folded, one item per key
+//!   (`gather compact`), and how reports read around it.
 //!
 //! [`run::gather`] strings plan, execute and merge together. `zbench` is
 //! the schema workbench.
 
 pub mod check;
+pub mod compact;
 pub mod error;
 pub mod execute;
 pub mod explain;

@@ -1,7 +1,7 @@
 //! One report request end to end: plan, execute, merge.
 
 use crate::error::Result;
-use crate::execute::{execute, Actual, ExecOptions};
+use crate::execute::{execute_fresh, Actual, ExecOptions};
 use crate::merge::Aggregation;
 use crate::plan::{plan, Plan, PlanRequest};
 use zigzag_core::table::SortedTable;
@@ -29,7 +29,7 @@ pub async fn gather<T: SortedTable + ?Sized>(
     let paced = crate::throttle::Paced::new(table, opts.rcu_per_sec);
     let plan = plan(&paced, config, &projections, req, &group_by).await?;
     let km = projections.by_name(&plan.projection).expect("planned on one of them");
-    let mut aggregation = Aggregation::new(plan.step, group_by, km.measures().clone());
-    let actual = execute(table, &plan, opts, |item| aggregation.add_item(item)).await?;
+    let fresh = || Aggregation::new(plan.step, group_by.clone(), km.measures().clone());
+    let (aggregation, actual) = execute_fresh(table, &plan, opts, fresh, |a, item| a.add_item(item)).await?;
     Ok(Gathered { plan, aggregation, actual })
 }

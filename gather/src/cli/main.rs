@@ -98,6 +98,28 @@ enum Command {
     },
     /// Compare query strategies (and a single-attribute index) on your data
     Zbench(ZbenchArgs),
+    /// Fold the scatter partials of closed buckets into one item per key
+    /// (seed 003's asynchronous re-gather): seal the table at --before
+    /// (from then on every worker dead-letters events before it, reason
+    /// `sealed`), wait until every worker acknowledged, fold each bin that
+    /// ended by then into a partition of its own (reports switch to it),
+    /// and delete the partials after --grace. Safe to stop and run again
+    Compact {
+        /// Buckets ending at or before this instant are folded: RFC 3339,
+        /// YYYY-MM-DD (UTC) or epoch ms; not in the future
+        #[arg(long, allow_hyphen_values = true)]
+        before: String,
+        /// Between folding a bin and deleting its partials: reports that
+        /// planned before finish without reading again
+        #[arg(long, default_value = "10m")]
+        grace: String,
+        /// How long to wait for every worker to acknowledge the seal
+        #[arg(long, default_value = "5m")]
+        wait: String,
+        /// Requests in flight at once
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+    },
     /// The scatter prefixes each projection and rollup needs by seed 003's
     /// write-rate formula, from the items per bucket the table's statistics
     /// measured, against those it has
@@ -231,6 +253,18 @@ impl Store<'_> {
             bail!("database {} does not exist (run ingest first, or pass --db)", self.db.display());
         }
         Ok(Box::new(SqliteTable::open(self.db).with_context(|| format!("opening the database {}", self.db.display()))?))
+    }
+
+    /// The aggregate table and the lease table of the workers writing it
+    /// (SQLite: the same file; DynamoDB: TABLE-checkpoints).
+    async fn open_with_leases(&self) -> Result<(Box<dyn SortedTable>, Box<dyn SortedTable>)> {
+        if let Some(tables) = self.dynamo.open(None).await.context("opening the DynamoDB tables")? {
+            return Ok((Box::new(tables.aggregates), Box::new(tables.checkpoints)));
+        }
+        let aggregates = self.open().await?;
+        let leases = SqliteTable::open_table(self.db, "checkpoints")
+            .with_context(|| format!("opening the lease table in {}", self.db.display()))?;
+        Ok((aggregates, Box::new(leases)))
     }
 
     /// The table's layout (its first read): if it fails on DynamoDB, a
@@ -409,6 +443,41 @@ async fn check_cmd(
     Ok(report.mismatches() == 0)
 }
 
+async fn compact_cmd(
+    store: &Store<'_>,
+    config: Option<&Path>,
+    before: &str,
+    grace: &str,
+    wait: &str,
+    concurrency: usize,
+) -> Result<()> {
+    use zigzag_gather::compact::{compact, CompactOptions};
+    let before_ms = parse_time("--before", before)?;
+    let now = chrono::Utc::now().timestamp_millis();
+    if before_ms > now {
+        bail!("--before {before} is in the future: the seal would refuse events arriving now");
+    }
+    let millis = |arg, text| parse_duration(arg, text).map(|ms| std::time::Duration::from_millis(ms as u64));
+    let opts = CompactOptions {
+        before: before_ms,
+        grace: millis("--grace", grace)?,
+        wait: millis("--wait", wait)?,
+        concurrency: concurrency.max(1),
+    };
+    let (aggregates, leases) = store.open_with_leases().await?;
+    let config = store.layout(aggregates.as_ref(), config).await?;
+    let projections = Projections::new(&config)?;
+    let mut say = |line: String| eprintln!("compact: {line}");
+    let report = compact(aggregates.as_ref(), leases.as_ref(), &projections, &opts, &mut say).await?;
+    let (partials, items, deleted) =
+        report.bins.iter().fold((0, 0, 0), |(p, i, d), b| (p + b.partials, i + b.items, d + b.deleted));
+    println!(
+        "compacted {} bins before {before}: {partials} partials folded into {items} items; {deleted} partials deleted",
+        report.bins.len()
+    );
+    Ok(())
+}
+
 fn read(path: &Path, what: &str) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading the {what} {}", path.display()))
 }
@@ -431,6 +500,9 @@ async fn main() -> Result<()> {
                 std::process::exit(1);
             }
             Ok(())
+        }
+        Command::Compact { before, grace, wait, concurrency } => {
+            compact_cmd(&store, config, &before, &grace, &wait, concurrency).await
         }
         Command::Scatter { writers, interval } => {
             if writers == 0 || !(interval.is_finite() && interval > 0.0) {

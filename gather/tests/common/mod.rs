@@ -10,6 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use zigzag_core::table::{AttrValue, SortedTable, UpdateOutcome};
 use zigzag_model::measure::update::{plan_update, ItemWrite};
+use zigzag_model::stats::{plan_stats_update, BinStats};
 use zigzag_model::truth::Named;
 use zigzag_model::{Config, KeyModel, MeasureValue, MeasureValues, ScatterMode, Truth};
 
@@ -180,6 +181,26 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
             }
         }
         let rollups: Vec<_> = km.rollups().collect();
+        // The planner's statistics, as a flush keeps them (per rollup and bin).
+        let mut stats: BTreeMap<(u8, i64), BinStats> = BTreeMap::new();
+        for ((ri, bucket, values), _) in &partials {
+            let r = rollups[*ri as usize];
+            let id = KeyModel::identity(values);
+            let prefix = km.prefix(id, r, *bucket, 1, flush);
+            let s = stats.entry((*ri, r.bin().start_of(*bucket))).or_insert_with(|| BinStats::new(*bucket));
+            s.add(prefix, *bucket, id);
+        }
+        for ((ri, bin), s) in &stats {
+            let mut known = None;
+            loop {
+                let req = plan_stats_update(km.name(), rollups[*ri as usize], *bin, s, known.as_ref()).unwrap();
+                let Some(req) = req else { break };
+                match table.update(&req).await.unwrap() {
+                    UpdateOutcome::Applied(_) => break,
+                    UpdateOutcome::ConditionFailed(old) => known = old,
+                }
+            }
+        }
         for ((ri, bucket, values), m) in partials {
             let r = rollups[ri as usize];
             let id = KeyModel::identity(&values);

@@ -28,6 +28,7 @@
 //! readers from two measures, never stored.
 
 pub mod condition;
+pub mod fold;
 mod partial;
 pub mod update;
 pub(crate) mod values;

@@ -1,0 +1,148 @@
+//! How a report reads around compaction: each bin of the plan from its
+//! compacted partition when a marker says it is compacted (one query), else
+//! from its scatter prefixes; then, for the prefix-read bins, the markers
+//! again, strongly consistent. A marker written `deleting` after the first
+//! read may mean a partial was gone when read: the report is read again
+//! ([`crate::execute::execute_fresh`]). `deleting` is written before any
+//! partial is deleted, so a marker read after the items that is not yet
+//! `deleting` proves every partial was there.
+
+use super::marker::{self, compacted_pk};
+use crate::error::{GatherError, Result};
+use crate::plan::{Plan, PlannedQuery};
+use zigzag_core::table::SortedTable;
+
+/// A plan's queries routed around the compacted bins.
+#[derive(Debug, Clone)]
+pub struct Routed {
+    pub queries: Vec<PlannedQuery>,
+    /// Bin starts read from their prefixes.
+    pub prefix_bins: Vec<i64>,
+    /// Bins read from their compacted partitions.
+    pub compacted_bins: usize,
+    /// Reading the markers: requests and RCU.
+    pub cost: (u64, f64),
+}
+
+fn bin_of(plan: &Plan, q: &PlannedQuery) -> Option<i64> {
+    plan.boxes.get(q.box_index).and_then(|b| b.bin_start)
+}
+
+/// Routes `plan`'s queries by the markers of its bins (eventually
+/// consistent: [`verify`] catches a marker read stale).
+pub async fn route<T: SortedTable + ?Sized>(table: &T, plan: &Plan) -> Result<Routed> {
+    let bins: Vec<i64> = plan.boxes.iter().filter_map(|b| b.bin_start).collect();
+    let (Some(&first), Some(&last)) = (bins.iter().min(), bins.iter().max()) else {
+        return Ok(Routed { queries: plan.queries.clone(), prefix_bins: vec![], compacted_bins: 0, cost: (0, 0.0) });
+    };
+    let (markers, cost) = marker::read(table, &plan.projection, plan.rollup, (first, last), false).await?;
+    let mut routed = Routed { queries: Vec::new(), prefix_bins: Vec::new(), compacted_bins: 0, cost };
+    let mut compacted_boxes = Vec::new();
+    for q in &plan.queries {
+        match bin_of(plan, q) {
+            Some(bin) if markers.contains_key(&bin) => {
+                if !compacted_boxes.contains(&q.box_index) {
+                    compacted_boxes.push(q.box_index);
+                    let pk = compacted_pk(&plan.projection, plan.rollup, bin);
+                    routed.queries.push(PlannedQuery { pk, prefix: 0, box_index: q.box_index });
+                }
+            }
+            bin => {
+                if let Some(bin) = bin.filter(|b| !routed.prefix_bins.contains(b)) {
+                    routed.prefix_bins.push(bin);
+                }
+                routed.queries.push(q.clone());
+            }
+        }
+    }
+    routed.compacted_bins = compacted_boxes.len();
+    Ok(routed)
+}
+
+/// After the items were read: Err([`GatherError::CompactedWhileRead`]) if a
+/// prefix-read bin's partials may have been deleted meanwhile; else what
+/// the check cost.
+pub async fn verify<T: SortedTable + ?Sized>(table: &T, plan: &Plan, routed: &Routed) -> Result<(u64, f64)> {
+    let (Some(&first), Some(&last)) = (routed.prefix_bins.iter().min(), routed.prefix_bins.iter().max()) else {
+        return Ok((0, 0.0));
+    };
+    let (markers, cost) = marker::read(table, &plan.projection, plan.rollup, (first, last), true).await?;
+    for bin in &routed.prefix_bins {
+        if markers.get(bin).is_some_and(|m| m.state.deletes()) {
+            return Err(GatherError::CompactedWhileRead { bin: plan.rollup.bin().label(*bin) });
+        }
+    }
+    Ok(cost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compact::marker::{Marker, State};
+    use crate::plan::{plan_source, PlanRequest};
+    use crate::window::WindowSpec;
+    use zigzag_core::table::MemoryTable;
+    use zigzag_model::{Config, KeyModel};
+
+    const DAY: i64 = 86_400_000;
+    const T: i64 = 1_763_596_800_000; // 2025-11-20
+
+    fn two_day_plan() -> Plan {
+        let km = KeyModel::new(&Config::default()).unwrap();
+        let req = PlanRequest {
+            window: WindowSpec::Absolute { from: T.to_string(), to: (T + 2 * DAY).to_string() },
+            rollup: Some(zigzag_model::Rollup::Minute),
+            step: None,
+            timeseries: false,
+            filters: Default::default(),
+            now: T,
+            source: Default::default(),
+        };
+        plan_source(&km, req).unwrap()
+    }
+
+    async fn mark(t: &MemoryTable, bin_start: i64, state: State) {
+        let m = Marker { bin_start, state: State::Compacted, items: 1, partials: 1, seal: 0, at_ms: 0 };
+        t.update(&marker::compacted("base", zigzag_model::Rollup::Minute, &m)).await.unwrap();
+        for s in [State::Deleting, State::Cleaned].into_iter().filter(|s| *s <= state) {
+            t.update(&marker::advance("base", zigzag_model::Rollup::Minute, bin_start, s)).await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_compacted_bin_is_one_query_and_the_others_stay_per_prefix() {
+        let t = MemoryTable::new();
+        let plan = two_day_plan();
+        assert_eq!(plan.queries.len(), 32, "2 day bins x 16 prefixes");
+        mark(&t, T + DAY, State::Compacted).await;
+        let routed = route(&t, &plan).await.unwrap();
+        assert_eq!(routed.queries.len(), 17, "16 prefixes of the first day, one compacted partition");
+        assert_eq!(routed.prefix_bins, vec![T]);
+        assert_eq!(routed.compacted_bins, 1);
+        assert!(routed.queries.iter().any(|q| q.pk == compacted_pk("base", zigzag_model::Rollup::Minute, T + DAY)));
+    }
+
+    #[tokio::test]
+    async fn a_bin_read_from_its_prefixes_that_went_deleting_meanwhile_is_read_again() {
+        let t = MemoryTable::new();
+        let plan = two_day_plan();
+        let routed = route(&t, &plan).await.unwrap();
+        assert_eq!(routed.prefix_bins.len(), 2, "no markers: every bin from its prefixes");
+        verify(&t, &plan, &routed).await.expect("nothing happened meanwhile");
+        // Compacted (not deleting) meanwhile: every partial was still there.
+        mark(&t, T, State::Compacted).await;
+        verify(&t, &plan, &routed).await.expect("compacted, partials intact");
+        // Deleting meanwhile: a partial may have been gone when read.
+        mark(&t, T, State::Deleting).await;
+        match verify(&t, &plan, &routed).await {
+            Err(GatherError::CompactedWhileRead { bin }) => assert_eq!(bin, "2025-11-20"),
+            other => panic!("must be read again: {other:?}"),
+        }
+        mark(&t, T + DAY, State::Cleaned).await;
+        assert!(verify(&t, &plan, &routed).await.is_err(), "cleaned as well");
+        // Read again: both bins from their compacted partitions, nothing to verify.
+        let again = route(&t, &plan).await.unwrap();
+        assert_eq!((again.queries.len(), again.prefix_bins.len()), (2, 0));
+        assert_eq!(verify(&t, &plan, &again).await.unwrap(), (0, 0.0));
+    }
+}
