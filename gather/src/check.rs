@@ -129,6 +129,7 @@ pub async fn check<T: SortedTable + ?Sized>(
             report.actual.retries += actual.retries;
             report.actual.rereads += actual.rereads;
             report.actual.compacted_bins += actual.compacted_bins;
+            report.actual.whole += actual.whole;
             report.actual.wall += actual.wall;
         }
     }

@@ -5,7 +5,7 @@
 //! so memory holds at most `concurrency` queries' items.
 
 use crate::error::{GatherError, Result};
-use crate::plan::Plan;
+use crate::plan::{Plan, PlannedQuery};
 use crate::throttle::Paced;
 use futures::stream::{self, StreamExt};
 use std::time::{Duration, Instant};
@@ -13,6 +13,26 @@ use zigzag_core::query::{run_query, AutoConfig, QueryStats, Strategy, ZQuery};
 use zigzag_core::table::{Item, SortedTable};
 
 pub const DEFAULT_CONCURRENCY: usize = 32;
+
+/// A partition the statistics say holds at most this many bytes is read
+/// whole (`Strategy::Naive`: one request, costing at most its size, a few
+/// read units) rather than by `auto`, whose first page alone is one unit and
+/// which learns the items' size from scratch in every query.
+pub const WHOLE_PARTITION_BYTES: f64 = 16_384.0;
+
+/// How `q` is read: `opts.strategy`, except that `auto` reads a partition
+/// the statistics say is small whole.
+fn strategy_for<'a>(plan: &Plan, q: &PlannedQuery, opts: &'a ExecOptions) -> &'a Strategy {
+    const NAIVE: Strategy = Strategy::Naive;
+    if !matches!(opts.strategy, Strategy::Auto(_)) {
+        return &opts.strategy;
+    }
+    let share = if q.compacted { 1.0 } else { f64::from(plan.prefixes.max(1)) };
+    match plan.bin_items.get(q.box_index).copied().flatten() {
+        Some(items) if items / share * plan.item_bytes <= WHOLE_PARTITION_BYTES => &NAIVE,
+        _ => &opts.strategy,
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ExecOptions {
@@ -55,6 +75,9 @@ pub struct Actual {
     pub rereads: u32,
     /// Bins read from their compacted partitions (`gather compact`).
     pub compacted_bins: usize,
+    /// Queries read whole: their partition small by the statistics
+    /// ([`WHOLE_PARTITION_BYTES`]).
+    pub whole: usize,
     pub wall: Duration,
 }
 
@@ -109,14 +132,16 @@ where
                 suffixed: true,
                 consistent: opts.consistent,
             };
-            run_query(paced, &zq, &opts.strategy)
+            run_query(paced, &zq, strategy_for(plan, q, opts))
                 .await
                 .map_err(|source| GatherError::Query { pk: q.pk.clone(), source })
         })
         .buffer_unordered(opts.concurrency.max(1));
     futures::pin_mut!(runs);
+    let whole = routed.queries.iter().filter(|q| matches!(strategy_for(plan, q, opts), Strategy::Naive)).count();
+    let whole = if matches!(opts.strategy, Strategy::Naive) { 0 } else { whole };
     let mut actual =
-        Actual { queries: routed.queries.len(), compacted_bins: routed.compacted_bins, ..Actual::default() };
+        Actual { queries: routed.queries.len(), compacted_bins: routed.compacted_bins, whole, ..Actual::default() };
     while let Some(outcome) = runs.next().await {
         let outcome = outcome?;
         actual.stats.add(&outcome.stats);
@@ -133,4 +158,52 @@ where
     actual.retries = paced.retries();
     actual.wall = t0.elapsed();
     Ok(actual)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{plan_source, PlanRequest};
+    use crate::window::WindowSpec;
+    use zigzag_model::{Config, KeyModel};
+
+    fn plan(bin_items: Option<f64>) -> Plan {
+        let km = KeyModel::new(&Config::default()).unwrap();
+        let t = 1_763_596_800_000; // 2025-11-20
+        let req = PlanRequest {
+            window: WindowSpec::Absolute { from: t.to_string(), to: (t + 86_400_000).to_string() },
+            rollup: Some(zigzag_model::Rollup::Minute),
+            step: None,
+            timeseries: false,
+            filters: Default::default(),
+            now: t,
+            source: Default::default(),
+        };
+        let mut p = plan_source(&km, req).unwrap();
+        p.bin_items = vec![bin_items; p.boxes.len()];
+        p
+    }
+
+    #[test]
+    fn auto_reads_a_partition_the_statistics_say_is_small_whole_and_nothing_else() {
+        let auto = ExecOptions::default();
+        let p = plan(None);
+        let bytes = p.item_bytes;
+        let q = p.queries[0].clone();
+        assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Auto(_)), "no statistics: auto");
+        // 16 prefixes: a bin of 16 x 100 items of ~item_bytes is ~100 items a partition.
+        let per_partition = (WHOLE_PARTITION_BYTES / bytes).floor();
+        let p = plan(Some(16.0 * per_partition));
+        assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Naive), "at the bound: whole");
+        let compacted = PlannedQuery { compacted: true, ..q.clone() };
+        assert!(
+            matches!(strategy_for(&p, &compacted, &auto), Strategy::Auto(_)),
+            "the compacted partition holds the whole bin: 16 times as much"
+        );
+        let p = plan(Some(16.0 * (per_partition + 2.0)));
+        assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Auto(_)), "past the bound: auto");
+        let forced = ExecOptions { strategy: Strategy::named("elastic").unwrap(), ..ExecOptions::default() };
+        let p = plan(Some(1.0));
+        assert!(matches!(strategy_for(&p, &q, &forced), Strategy::Elastic(_)), "a strategy asked for is kept");
+    }
 }

@@ -90,6 +90,10 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
     if let Some(a) = actual {
         let _ = writeln!(s, "actual");
         let _ = writeln!(s, "  queries:  {}", a.queries);
+        if a.whole > 0 {
+            let kb = crate::execute::WHOLE_PARTITION_BYTES / 1024.0;
+            let _ = writeln!(s, "  read whole: {} (partitions of at most {kb} KB by the statistics)", a.whole);
+        }
         if a.compacted_bins > 0 || a.rereads > 0 {
             let _ = writeln!(
                 s,

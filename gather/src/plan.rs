@@ -52,6 +52,9 @@ pub struct PlannedQuery {
     pub prefix: u32,
     /// Index into [`Plan::boxes`].
     pub box_index: usize,
+    /// It reads the bin's compacted partition (`compact::route`), which
+    /// holds the whole bin, not one prefix's share.
+    pub compacted: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -72,6 +75,12 @@ pub struct Plan {
     pub boxes: Vec<BinnedBox>,
     pub prefixes: u32,
     pub queries: Vec<PlannedQuery>,
+    /// Per box, the items its whole bin holds over every prefix, by the
+    /// statistics ingest keeps (None: unknown).
+    pub bin_items: Vec<Option<f64>>,
+    /// Estimated bytes of one item of the projection
+    /// (`source::item_bytes`).
+    pub item_bytes: f64,
     /// Store-side filter mirroring the `--where` predicates.
     pub server_filter: Filter,
     pub filters: FilterSet,
@@ -163,6 +172,11 @@ pub async fn plan<T: SortedTable + ?Sized>(
     plan.candidates = candidates;
     plan.source_reason = reason.to_string();
     plan.statistics_cost = (stats.requests, stats.rcu);
+    plan.bin_items = plan
+        .boxes
+        .iter()
+        .map(|b| b.bin_start.and_then(|bin| stats.bin_items(&plan.projection, plan.rollup, bin)))
+        .collect();
     plan.written_at = stats.written_at(&plan.projection, &plan);
     Ok(plan)
 }
@@ -212,13 +226,17 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         let bin_start = b.bin_start.ok_or_else(|| GatherError::Config("rollup schemas are binned by time".into()))?;
         for prefix in 0..km.prefixes() {
             match &values {
-                None => {
-                    queries.push(PlannedQuery { pk: km.partition_key(prefix, rollup, bin_start), prefix, box_index: i })
-                }
+                None => queries.push(PlannedQuery {
+                    pk: km.partition_key(prefix, rollup, bin_start),
+                    prefix,
+                    box_index: i,
+                    compacted: false,
+                }),
                 Some(values) => queries.extend(values.iter().map(|v| PlannedQuery {
                     pk: km.value_partition_key(prefix, rollup, bin_start, v),
                     prefix,
                     box_index: i,
+                    compacted: false,
                 })),
             }
         }
@@ -235,6 +253,8 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         rollup,
         rollup_reason,
         step,
+        bin_items: vec![None; boxes.len()],
+        item_bytes: crate::source::item_bytes(km),
         boxes,
         prefixes: km.prefixes(),
         queries,

@@ -104,14 +104,19 @@ fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics) -> 
         let fixed = plan.filters.bound_values(&d.name).map_or(1, |v| v.len()) as f64;
         items *= (fixed / cardinality(config, &d.name)).min(1.0);
     }
-    // Key (~20 B pk, Z-address + 16 B identity), `t`, a mark or two,
-    // ~12 B a dimension value and ~10 B a measure.
-    let item_bytes = 80.0 + 12.0 * km.dims().len() as f64 + 10.0 * km.measures().measures().len() as f64;
+    let item_bytes = item_bytes(km);
     let queries = plan.queries.len();
     // A query reads its share of the items in 1 MB pages, at least one.
     let pages = (items * item_bytes / 1e6).ceil().max(queries as f64);
     let rcu = ((items * item_bytes / READ_UNIT_BYTES) * 0.5).max(queries as f64 * 0.5);
     Estimate { rollup: plan.rollup, queries, items, requests: pages, rcu, measured }
+}
+
+/// Estimated bytes of one of `km`'s items: its key (~20 B pk, Z-address +
+/// 16 B identity), `t`, a mark or two, ~12 B a dimension value and ~10 B a
+/// measure.
+pub fn item_bytes(km: &KeyModel) -> f64 {
+    80.0 + 12.0 * km.dims().len() as f64 + 10.0 * km.measures().measures().len() as f64
 }
 
 /// Why `km` cannot answer exactly, if it cannot.

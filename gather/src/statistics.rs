@@ -33,6 +33,12 @@ impl Statistics {
             .max()
     }
 
+    /// The items one bin of `projection`'s `rollup` holds (every prefix),
+    /// if its statistics were read.
+    pub fn bin_items(&self, projection: &str, rollup: zigzag_model::Rollup, bin_start: i64) -> Option<f64> {
+        self.by_sk.get(&stats_sk(projection, rollup, bin_start)).map(|s| s.items as f64)
+    }
+
     /// Estimated items of `plan`'s time range in `projection`: each bin's
     /// items, times the share of the buckets it spans that the window
     /// covers (none when the bin has no statistics: nothing was written).

@@ -44,7 +44,7 @@ pub async fn route<T: SortedTable + ?Sized>(table: &T, plan: &Plan) -> Result<Ro
                 if !compacted_boxes.contains(&q.box_index) {
                     compacted_boxes.push(q.box_index);
                     let pk = compacted_pk(&plan.projection, plan.rollup, bin);
-                    routed.queries.push(PlannedQuery { pk, prefix: 0, box_index: q.box_index });
+                    routed.queries.push(PlannedQuery { pk, prefix: 0, box_index: q.box_index, compacted: true });
                 }
             }
             bin => {
