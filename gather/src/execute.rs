@@ -130,7 +130,7 @@ where
                 zbox: &plan.boxes[q.box_index].zbox,
                 filter: plan.server_filter.clone(),
                 suffixed: true,
-                consistent: opts.consistent,
+                consistent: opts.consistent || q.consistent,
             };
             run_query(paced, &zq, strategy_for(plan, q, opts))
                 .await

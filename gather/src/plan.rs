@@ -55,6 +55,9 @@ pub struct PlannedQuery {
     /// It reads the bin's compacted partition (`compact::route`), which
     /// holds the whole bin, not one prefix's share.
     pub compacted: bool,
+    /// Read strongly consistent whatever the options say (a bin compacted
+    /// moments ago: its folded items may not be on every replica yet).
+    pub consistent: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -231,12 +234,14 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
                     prefix,
                     box_index: i,
                     compacted: false,
+                    consistent: false,
                 }),
                 Some(values) => queries.extend(values.iter().map(|v| PlannedQuery {
                     pk: km.value_partition_key(prefix, rollup, bin_start, v),
                     prefix,
                     box_index: i,
                     compacted: false,
+                    consistent: false,
                 })),
             }
         }

@@ -176,15 +176,8 @@ pub async fn barrier(leases: &dyn SortedTable, seal: i64) -> Result<Vec<Blocker>
 async fn read_partition(t: &dyn SortedTable, pk: &str) -> Result<Vec<zigzag_core::table::Item>, LeaseError> {
     let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
     req.consistent = true;
-    let mut items = Vec::new();
-    loop {
-        let page = t.query(&req).await?;
-        items.extend(page.items);
-        match page.last_evaluated {
-            Some(k) => req.exclusive_start = Some(k),
-            None => return Ok(items),
-        }
-    }
+    let out = zigzag_core::query::run_key_range(t, req).await.map_err(|e| LeaseError::Table(crate::table_error(e)))?;
+    Ok(out.items)
 }
 
 #[cfg(test)]

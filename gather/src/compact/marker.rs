@@ -95,33 +95,26 @@ pub async fn read<T: SortedTable + ?Sized>(
         SortKeyCondition::Between(stats_sk(projection, rollup, first), stats_sk(projection, rollup, last)),
     );
     req.consistent = consistent;
+    let page = zigzag_core::query::run_key_range(table, req)
+        .await
+        .map_err(|source| GatherError::Query { pk: MARKERS_PK.into(), source })?;
     let mut out = BTreeMap::new();
-    let mut cost = (0, 0.0);
-    loop {
-        let page =
-            table.query(&req).await.map_err(|e| GatherError::Query { pk: MARKERS_PK.into(), source: e.into() })?;
-        cost.0 += 1;
-        cost.1 += page.consumed_rcu;
-        for item in &page.items {
-            let state = match item.attrs.get(STATE) {
-                Some(AttrValue::S(s)) => State::parse(s).ok_or_else(|| bad(item, format!("state {s:?}")))?,
-                other => return Err(bad(item, format!("state is {other:?}"))),
-            };
-            let m = Marker {
-                bin_start: num(item, BIN)?,
-                state,
-                items: num(item, ITEMS)? as u64,
-                partials: num(item, PARTIALS)? as u64,
-                seal: num(item, SEAL)?,
-                at_ms: num(item, AT)?,
-            };
-            out.insert(m.bin_start, m);
-        }
-        match page.last_evaluated {
-            Some(k) => req.exclusive_start = Some(k),
-            None => return Ok((out, cost)),
-        }
+    for item in &page.items {
+        let state = match item.attrs.get(STATE) {
+            Some(AttrValue::S(s)) => State::parse(s).ok_or_else(|| bad(item, format!("state {s:?}")))?,
+            other => return Err(bad(item, format!("state is {other:?}"))),
+        };
+        let m = Marker {
+            bin_start: num(item, BIN)?,
+            state,
+            items: num(item, ITEMS)? as u64,
+            partials: num(item, PARTIALS)? as u64,
+            seal: num(item, SEAL)?,
+            at_ms: num(item, AT)?,
+        };
+        out.insert(m.bin_start, m);
     }
+    Ok((out, (page.stats.requests, page.stats.rcu)))
 }
 
 /// Marks a bin compacted (its folded items all written); a marker already

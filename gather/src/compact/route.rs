@@ -28,9 +28,18 @@ fn bin_of(plan: &Plan, q: &PlannedQuery) -> Option<i64> {
     plan.boxes.get(q.box_index).and_then(|b| b.bin_start)
 }
 
+/// A bin compacted less than this long ago (by the marker's clock against
+/// ours, so skew only widens it) is read strongly consistent: its marker
+/// may be on a replica its folded items have not reached yet.
+pub const FRESH_MS: i64 = 60_000;
+
 /// Routes `plan`'s queries by the markers of its bins (eventually
 /// consistent: [`verify`] catches a marker read stale).
 pub async fn route<T: SortedTable + ?Sized>(table: &T, plan: &Plan) -> Result<Routed> {
+    route_at(table, plan, chrono::Utc::now().timestamp_millis()).await
+}
+
+async fn route_at<T: SortedTable + ?Sized>(table: &T, plan: &Plan, now_ms: i64) -> Result<Routed> {
     let bins: Vec<i64> = plan.boxes.iter().filter_map(|b| b.bin_start).collect();
     let (Some(&first), Some(&last)) = (bins.iter().min(), bins.iter().max()) else {
         return Ok(Routed { queries: plan.queries.clone(), prefix_bins: vec![], compacted_bins: 0, cost: (0, 0.0) });
@@ -44,7 +53,14 @@ pub async fn route<T: SortedTable + ?Sized>(table: &T, plan: &Plan) -> Result<Ro
                 if !compacted_boxes.contains(&q.box_index) {
                     compacted_boxes.push(q.box_index);
                     let pk = compacted_pk(&plan.projection, plan.rollup, bin);
-                    routed.queries.push(PlannedQuery { pk, prefix: 0, box_index: q.box_index, compacted: true });
+                    let fresh = markers[&bin].at_ms > now_ms - FRESH_MS;
+                    routed.queries.push(PlannedQuery {
+                        pk,
+                        prefix: 0,
+                        box_index: q.box_index,
+                        compacted: true,
+                        consistent: fresh,
+                    });
                 }
             }
             bin => {
@@ -102,7 +118,7 @@ mod tests {
     }
 
     async fn mark(t: &MemoryTable, bin_start: i64, state: State) {
-        let m = Marker { bin_start, state: State::Compacted, items: 1, partials: 1, seal: 0, at_ms: 0 };
+        let m = Marker { bin_start, state: State::Compacted, items: 1, partials: 1, seal: 0, at_ms: 1_000_000 };
         t.update(&marker::compacted("base", zigzag_model::Rollup::Minute, &m)).await.unwrap();
         for s in [State::Deleting, State::Cleaned].into_iter().filter(|s| *s <= state) {
             t.update(&marker::advance("base", zigzag_model::Rollup::Minute, bin_start, s)).await.unwrap();
@@ -119,7 +135,15 @@ mod tests {
         assert_eq!(routed.queries.len(), 17, "16 prefixes of the first day, one compacted partition");
         assert_eq!(routed.prefix_bins, vec![T]);
         assert_eq!(routed.compacted_bins, 1);
-        assert!(routed.queries.iter().any(|q| q.pk == compacted_pk("base", zigzag_model::Rollup::Minute, T + DAY)));
+        let compacted: Vec<&PlannedQuery> = routed.queries.iter().filter(|q| q.compacted).collect();
+        assert_eq!(compacted.len(), 1);
+        assert_eq!(compacted[0].pk, compacted_pk("base", zigzag_model::Rollup::Minute, T + DAY));
+        assert!(!compacted[0].consistent, "compacted long ago: read as the options say");
+        assert!(routed.queries.iter().all(|q| !q.consistent));
+        // Compacted (at 1,000,000 ms) moments before "now": read strongly consistent.
+        let fresh = route_at(&t, &plan, 1_000_000 + FRESH_MS / 2).await.unwrap();
+        assert!(fresh.queries.iter().any(|q| q.compacted && q.consistent));
+        assert!(fresh.queries.iter().filter(|q| !q.compacted).all(|q| !q.consistent));
     }
 
     #[tokio::test]
