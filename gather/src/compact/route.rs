@@ -5,7 +5,10 @@
 //! read may mean a partial was gone when read: the report is read again
 //! ([`crate::execute::execute_fresh`]). `deleting` is written before any
 //! partial is deleted, so a marker read after the items that is not yet
-//! `deleting` proves every partial was there.
+//! `deleting` proves every partial was there. A bin compacted under a
+//! minute ago ([`FRESH_MS`]) is read strongly consistent: an eventually
+//! consistent read could find its marker on a replica its folded items
+//! have not reached yet.
 
 use super::marker::{self, compacted_pk};
 use crate::error::{GatherError, Result};
