@@ -138,8 +138,13 @@ where
         })
         .buffer_unordered(opts.concurrency.max(1));
     futures::pin_mut!(runs);
-    let whole = routed.queries.iter().filter(|q| matches!(strategy_for(plan, q, opts), Strategy::Naive)).count();
-    let whole = if matches!(opts.strategy, Strategy::Naive) { 0 } else { whole };
+    // Read whole by `strategy_for`'s rule (not because naive was asked).
+    let whole = match opts.strategy {
+        Strategy::Auto(_) => {
+            routed.queries.iter().filter(|q| matches!(strategy_for(plan, q, opts), Strategy::Naive)).count()
+        }
+        _ => 0,
+    };
     let mut actual =
         Actual { queries: routed.queries.len(), compacted_bins: routed.compacted_bins, whole, ..Actual::default() };
     while let Some(outcome) = runs.next().await {

@@ -19,7 +19,9 @@ use zigzag_model::layout::{self, Layout};
 use zigzag_model::{Config, MeasureSet, Projections, Rollup, Truth};
 use zigzag_sqlite::SqliteTable;
 
+mod compact_cmd;
 mod zbench_cmd;
+use compact_cmd::compact_cmd;
 use zbench_cmd::{zbench_cmd, ZbenchArgs};
 
 const WHERE_HELP: &str = "Filter, repeatable (AND): FIELD=V, FIELD!=V, 'FIELD in V1,V2', FIELD>=V, FIELD>V, \
@@ -239,7 +241,7 @@ async fn resolve_config(table: &dyn SortedTable, path: Option<&Path>) -> Result<
 }
 
 /// Where the aggregates are: the SQLite --db, or the --dynamodb table.
-struct Store<'a> {
+pub(crate) struct Store<'a> {
     db: &'a Path,
     dynamo: &'a DynamoArgs,
 }
@@ -441,41 +443,6 @@ async fn check_cmd(
         );
     }
     Ok(report.mismatches() == 0)
-}
-
-async fn compact_cmd(
-    store: &Store<'_>,
-    config: Option<&Path>,
-    before: &str,
-    grace: &str,
-    wait: &str,
-    concurrency: usize,
-) -> Result<()> {
-    use zigzag_gather::compact::{compact, CompactOptions};
-    let before_ms = parse_time("--before", before)?;
-    let now = chrono::Utc::now().timestamp_millis();
-    if before_ms > now {
-        bail!("--before {before} is in the future: the seal would refuse events arriving now");
-    }
-    let millis = |arg, text| parse_duration(arg, text).map(|ms| std::time::Duration::from_millis(ms as u64));
-    let opts = CompactOptions {
-        before: before_ms,
-        grace: millis("--grace", grace)?,
-        wait: millis("--wait", wait)?,
-        concurrency: concurrency.max(1),
-    };
-    let (aggregates, leases) = store.open_with_leases().await?;
-    let config = store.layout(aggregates.as_ref(), config).await?;
-    let projections = Projections::new(&config)?;
-    let mut say = |line: String| eprintln!("compact: {line}");
-    let report = compact(aggregates.as_ref(), leases.as_ref(), &projections, &opts, &mut say).await?;
-    let (partials, items, deleted) =
-        report.bins.iter().fold((0, 0, 0), |(p, i, d), b| (p + b.partials, i + b.items, d + b.deleted));
-    println!(
-        "compacted {} bins before {before}: {partials} partials folded into {items} items; {deleted} partials deleted",
-        report.bins.len()
-    );
-    Ok(())
 }
 
 fn read(path: &Path, what: &str) -> Result<String> {
