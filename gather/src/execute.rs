@@ -20,17 +20,30 @@ pub const DEFAULT_CONCURRENCY: usize = 32;
 /// which learns the items' size from scratch in every query.
 pub const WHOLE_PARTITION_BYTES: f64 = 16_384.0;
 
-/// How `q` is read: `opts.strategy`, except that `auto` reads a partition
-/// the statistics say is small whole.
+/// A box the statistics say holds at least this share of its partition's
+/// items is read whole (`Strategy::Naive`, in the store's largest pages):
+/// it pays for at most a third more than it keeps, in a few requests, where
+/// `auto` would have looked for garbage that is not there in many small
+/// ones, one after the other.
+pub const WHOLE_BOX_SHARE: f64 = 0.75;
+
+/// How `q` is read: `opts.strategy`, except that `auto` reads whole a
+/// partition the statistics say is small, or almost all inside the box.
 fn strategy_for<'a>(plan: &Plan, q: &PlannedQuery, opts: &'a ExecOptions) -> &'a Strategy {
     const NAIVE: Strategy = Strategy::Naive;
     if !matches!(opts.strategy, Strategy::Auto(_)) {
         return &opts.strategy;
     }
     let share = if q.compacted { 1.0 } else { f64::from(plan.prefixes.max(1)) };
-    match plan.bin_items.get(q.box_index).copied().flatten() {
-        Some(items) if items / share * plan.item_bytes <= WHOLE_PARTITION_BYTES => &NAIVE,
-        _ => &opts.strategy,
+    let small = match plan.bin_items.get(q.box_index).copied().flatten() {
+        Some(items) => items / share * plan.item_bytes <= WHOLE_PARTITION_BYTES,
+        None => false,
+    };
+    let mostly_inside = plan.box_share.get(q.box_index).copied().flatten().is_some_and(|s| s >= WHOLE_BOX_SHARE);
+    if small || mostly_inside {
+        &NAIVE
+    } else {
+        &opts.strategy
     }
 }
 
@@ -75,8 +88,9 @@ pub struct Actual {
     pub rereads: u32,
     /// Bins read from their compacted partitions (`gather compact`).
     pub compacted_bins: usize,
-    /// Queries read whole: their partition small by the statistics
-    /// ([`WHOLE_PARTITION_BYTES`]).
+    /// Queries read whole: their partition small, or almost all inside the
+    /// box, by the statistics ([`WHOLE_PARTITION_BYTES`],
+    /// [`WHOLE_BOX_SHARE`]).
     pub whole: usize,
     pub wall: Duration,
 }
@@ -207,6 +221,12 @@ mod tests {
         );
         let p = plan(Some(16.0 * (per_partition + 2.0)));
         assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Auto(_)), "past the bound: auto");
+        // A large partition almost all inside the box: whole; half: auto.
+        let mut p = plan(Some(1e6));
+        p.box_share = vec![Some(WHOLE_BOX_SHARE); p.boxes.len()];
+        assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Naive), "three quarters inside: whole");
+        p.box_share = vec![Some(0.5); p.boxes.len()];
+        assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Auto(_)), "half inside: auto");
         let forced = ExecOptions { strategy: Strategy::named("elastic").unwrap(), ..ExecOptions::default() };
         let p = plan(Some(1.0));
         assert!(matches!(strategy_for(&p, &q, &forced), Strategy::Elastic(_)), "a strategy asked for is kept");

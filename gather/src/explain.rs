@@ -92,7 +92,12 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
         let _ = writeln!(s, "  queries:  {}", a.queries);
         if a.whole > 0 {
             let kb = crate::execute::WHOLE_PARTITION_BYTES / 1024.0;
-            let _ = writeln!(s, "  read whole: {} (partitions of at most {kb} KB by the statistics)", a.whole);
+            let pct = crate::execute::WHOLE_BOX_SHARE * 100.0;
+            let _ = writeln!(
+                s,
+                "  read whole: {} (by the statistics, a partition of at most {kb} KB or at least {pct}% inside the box)",
+                a.whole
+            );
         }
         if a.compacted_bins > 0 || a.rereads > 0 {
             let _ = writeln!(

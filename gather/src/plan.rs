@@ -20,6 +20,7 @@ use crate::source::{Candidate, SourceRequest};
 use crate::window::{format_duration, Window, WindowSpec};
 use zigzag_core::schema::{BinnedBox, Constraint, Value};
 use zigzag_core::table::{Filter, SortedTable};
+use zigzag_core::zorder::{dim_max, ZBox};
 use zigzag_model::{Config, KeyModel, Projections, Rollup};
 
 /// A time series without `--step` gets at most this many points, if a
@@ -81,6 +82,14 @@ pub struct Plan {
     /// Per box, the items its whole bin holds over every prefix, by the
     /// statistics ingest keeps (None: unknown).
     pub bin_items: Vec<Option<f64>>,
+    /// Per box, whether it spans every dimension but time whole (no filter
+    /// narrows it): then its share of a partition is its time's share.
+    pub spans_all_but_time: Vec<bool>,
+    /// Per box, the estimated share of its partition's items inside it: the
+    /// window's share of the bin's items by the statistics' time slices, for
+    /// a box that [spans every other dimension](Plan::spans_all_but_time)
+    /// (None: unknown).
+    pub box_share: Vec<Option<f64>>,
     /// Estimated bytes of one item of the projection
     /// (`source::item_bytes`).
     pub item_bytes: f64,
@@ -180,6 +189,15 @@ pub async fn plan<T: SortedTable + ?Sized>(
         .iter()
         .map(|b| b.bin_start.and_then(|bin| stats.bin_items(&plan.projection, plan.rollup, bin)))
         .collect();
+    plan.box_share = plan
+        .boxes
+        .iter()
+        .zip(&plan.spans_all_but_time)
+        .map(|(b, &spans)| match (spans, b.bin_start) {
+            (true, Some(bin)) => stats.window_share(&plan.projection, &plan, bin),
+            _ => None,
+        })
+        .collect();
     plan.written_at = stats.written_at(&plan.projection, &plan);
     Ok(plan)
 }
@@ -259,6 +277,8 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         rollup_reason,
         step,
         bin_items: vec![None; boxes.len()],
+        spans_all_but_time: boxes.iter().map(|b| spans_all_but(&b.zbox, time)).collect(),
+        box_share: vec![None; boxes.len()],
         item_bytes: crate::source::item_bytes(km),
         boxes,
         prefixes: km.prefixes(),
@@ -267,6 +287,12 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         filters: req.filters,
         filter_notes,
     })
+}
+
+/// Whether `zbox` spans every dimension but `except` whole.
+fn spans_all_but(zbox: &ZBox, except: usize) -> bool {
+    let widths = zbox.layout().widths();
+    (0..widths.len()).filter(|&d| d != except).all(|d| zbox.lo()[d] == 0 && zbox.hi()[d] == dim_max(widths[d]))
 }
 
 impl std::fmt::Display for Plan {
@@ -327,6 +353,20 @@ mod tests {
         let p = plan_source(&km, r).unwrap();
         assert_eq!((p.rollup, p.boxes.len(), p.queries.len()), (Rollup::Minute, 2, 32), "two day bins");
         assert_eq!(p.queries[16].pk, "000#minute#2025-11-21");
+    }
+
+    #[test]
+    fn a_box_spans_every_dimension_but_time_unless_a_filter_narrows_it() {
+        let config = Config::default();
+        let km = KeyModel::new(&config).unwrap();
+        let day = T - 10 * H;
+        let p = plan_source(&km, req(day, day + 24 * H, None, false)).unwrap();
+        assert_eq!(p.spans_all_but_time, vec![true], "no filter: only time narrows the box");
+        assert_eq!(p.box_share, vec![None], "no statistics yet");
+        let mut r = req(day, day + 24 * H, None, false);
+        r.filters = FilterSet::parse(&["country = DE"], &config).unwrap();
+        let p = plan_source(&km, r).unwrap();
+        assert_eq!(p.spans_all_but_time, vec![false], "a country narrows it");
     }
 
     #[test]

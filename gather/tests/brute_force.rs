@@ -279,3 +279,39 @@ fn rcu_budget_paces_reads() {
     let floor = (rcu - rate - 0.5) / rate;
     assert!(paced.actual.wall.as_secs_f64() >= floor * 0.9, "{rcu} RCU at {rate}/s took {:?}", paced.actual.wall);
 }
+
+/// `auto` reads whole a box the statistics' time slices say holds almost
+/// all of its partition (a day's hours in the bin of October, which holds
+/// only that day), and probes one that holds a twelfth of its partition's
+/// (two hours of November's one day); both exact.
+#[test]
+fn auto_reads_whole_a_box_holding_almost_all_of_its_partition() {
+    let base = Case {
+        start: T0,
+        end: T0 + DAY,
+        step: Some(HOUR),
+        minute_rollup: false,
+        filters: vec![],
+        group_by: vec![Field::Referrer],
+        store: 0,
+        strategy: 0,
+        concurrency: 4,
+    };
+    let w = world();
+    for (case, whole) in [(base.clone(), true), (Case { start: T0 + DAY, end: T0 + DAY + 2 * HOUR, ..base }, false)] {
+        let (got, g) = run(&case);
+        let want = brute(&w.events, case.start, case.end, case.step, &case.group_by, |_| true);
+        assert_eq!(got, want);
+        assert_eq!(g.plan.rollup, Rollup::Hour);
+        let share = g.plan.box_share[0].expect("statistics with time slices");
+        let partition_bytes = g.plan.bin_items[0].unwrap() / 4.0 * g.plan.item_bytes;
+        assert!(partition_bytes > zigzag_gather::execute::WHOLE_PARTITION_BYTES, "not small: {partition_bytes}");
+        if whole {
+            assert!((share - 1.0).abs() < 1e-9, "October's bin holds that day alone: {share}");
+            assert_eq!(g.actual.whole, g.actual.queries, "{:?}", g.actual);
+        } else {
+            assert!((0.04..0.15).contains(&share), "two of 24 hours: {share}");
+            assert_eq!(g.actual.whole, 0, "{:?}", g.actual);
+        }
+    }
+}

@@ -164,6 +164,41 @@ impl Hll {
         self.add_hash(xxh3_64(bytes));
     }
 
+    /// Adds a value by its hash to group `group` of `2^bits` groups: the
+    /// group number takes the top `bits` bits of the register index, so
+    /// that [`Hll::split`] estimates each group on its own (`bits` < p; the
+    /// hash's low `bits` bits are not used).
+    pub fn add_grouped(&mut self, bits: u8, group: u32, h: u64) {
+        debug_assert!(bits < self.p && u64::from(group) < 1u64 << bits);
+        self.add_hash(u64::from(group) << (64 - bits) | h >> bits);
+    }
+
+    /// The sketch cut into `2^bits` sketches of precision `p - bits`, the
+    /// i-th made of the registers whose index starts with i's bits: with
+    /// values added by [`Hll::add_grouped`], the sketch of group i's values.
+    /// Each is canonical (sparse or dense as its own registers call for).
+    pub fn split(&self, bits: u8) -> Result<Vec<Hll>, HllError> {
+        let sub = self.p.checked_sub(bits).filter(|s| *s >= MIN_PRECISION);
+        let sub = sub.ok_or(HllError::Precision(self.p.saturating_sub(bits)))?;
+        let c = self.canonical();
+        let regs = match &c.repr {
+            Repr::Sparse { entries, .. } => Cow::Owned(to_registers(self.p, entries)),
+            Repr::Dense(regs) => Cow::Borrowed(regs),
+        };
+        Ok(regs
+            .chunks(1 << sub)
+            .map(|group| {
+                let mut h = Hll::empty(sub);
+                if let Repr::Sparse { buf, .. } = &mut h.repr {
+                    let set = group.iter().enumerate().filter(|(_, &r)| r > 0);
+                    buf.extend(set.map(|(i, &r)| (i as u32) << 6 | u32::from(r)));
+                }
+                h.flush();
+                h
+            })
+            .collect())
+    }
+
     /// Makes `self` the sketch of the union of both inputs (register-wise
     /// max). Both must have the same precision.
     pub fn merge(&mut self, other: &Hll) -> Result<(), HllError> {

@@ -7,9 +7,13 @@
 //! hundred bytes) of the items written, each counted by its scatter prefix,
 //! bucket and identity (so random scatter's partials of one key count once
 //! each, as a reader reads them); `lo` and `hi`, the first and last bucket
-//! seen; `at`, when a flush last wrote to it (the writer's clock, ms: how
+//! seen; `slices`, the same items again in [`SLICES`] time slices of the
+//! bin (one HyperLogLog of 512 registers, 16 a slice, ~26 % standard error
+//! a slice: [`slice_of`]), so that a reader knows how the items lie in
+//! time, which `lo` and `hi` cannot tell once a few late events stretch
+//! them; `at`, when a flush last wrote to it (the writer's clock, ms: how
 //! fresh the items are, for `--explain`); `v`, the version its writes are
-//! ordered by.
+//! ordered by. An item is under 1 KB (one write unit).
 //!
 //! A flush merges what it wrote into these items ([`plan_stats_update`]):
 //! merging a sketch twice is merging it once, so replays, retries and
@@ -20,7 +24,7 @@
 
 use crate::hll::Hll;
 use crate::keys::Identity;
-use crate::measure::update::plan_sketch_merge;
+use crate::measure::update::plan_sketches_merge;
 use crate::measure::values::attr_sketch_named;
 use crate::rollup::Rollup;
 use rust_decimal::Decimal;
@@ -30,7 +34,13 @@ use zigzag_core::table::{AttrValue, Item, UpdateRequest};
 pub const STATS_PK: &str = "#stats";
 /// The sketch's precision: 256 registers, ~6.5 % standard error.
 pub const STATS_PRECISION: u8 = 8;
+/// Time slices a bin's statistics are kept in.
+pub const SLICES: u32 = 1 << SLICE_BITS;
+const SLICE_BITS: u8 = 5;
+/// The slices' sketch: [`SLICES`] groups of 16 registers.
+const SLICES_PRECISION: u8 = 9;
 const ITEMS: &str = "items";
+const SLICES_ATTR: &str = "slices";
 const LO: &str = "lo";
 const HI: &str = "hi";
 const AT: &str = "at";
@@ -47,6 +57,23 @@ pub fn stats_range(projection: &str, rollup: Rollup, first_bin: i64, last_bin: i
     (stats_sk(projection, rollup, first_bin), stats_sk(projection, rollup, last_bin))
 }
 
+/// The length of one time slice of a rollup's bins, in ms: 45 minutes of a
+/// day of minutes (32 a day), a day of a month of hours or of days (at
+/// most 31 a month).
+pub fn slice_ms(rollup: Rollup) -> i64 {
+    match rollup {
+        Rollup::Minute => 45 * 60_000,
+        Rollup::Hour | Rollup::Day => 86_400_000,
+    }
+}
+
+/// The slice of its bin a bucket is counted in. Slices are aligned with
+/// the epoch, and a bin spans at most [`SLICES`] of them, each starting in
+/// it: two slices of one bin never share a number.
+pub fn slice_of(rollup: Rollup, bucket: i64) -> u32 {
+    bucket.div_euclid(slice_ms(rollup)).rem_euclid(i64::from(SLICES)) as u32
+}
+
 /// What the sketch counts of one item.
 pub fn item_hash(prefix: u32, bucket: i64, id: Identity) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
@@ -60,6 +87,8 @@ pub fn item_hash(prefix: u32, bucket: i64, id: Identity) -> u64 {
 #[derive(Debug, Clone)]
 pub struct BinStats {
     pub items: Hll,
+    /// The same items, grouped by [`slice_of`] their bucket.
+    pub slices: Hll,
     /// First and last bucket start written.
     pub lo: i64,
     pub hi: i64,
@@ -71,11 +100,19 @@ impl BinStats {
     pub fn new(bucket: i64) -> BinStats {
         let at_ms =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        BinStats { items: Hll::new(STATS_PRECISION).expect("a valid precision"), lo: bucket, hi: bucket, at_ms }
+        BinStats {
+            items: Hll::new(STATS_PRECISION).expect("a valid precision"),
+            slices: Hll::new(SLICES_PRECISION).expect("a valid precision"),
+            lo: bucket,
+            hi: bucket,
+            at_ms,
+        }
     }
 
-    pub fn add(&mut self, prefix: u32, bucket: i64, id: Identity) {
-        self.items.add_hash(item_hash(prefix, bucket, id));
+    pub fn add(&mut self, rollup: Rollup, prefix: u32, bucket: i64, id: Identity) {
+        let h = item_hash(prefix, bucket, id);
+        self.items.add_hash(h);
+        self.slices.add_grouped(SLICE_BITS, slice_of(rollup, bucket), h);
         self.lo = self.lo.min(bucket);
         self.hi = self.hi.max(bucket);
     }
@@ -90,6 +127,9 @@ pub struct StoredStats {
     pub hi: i64,
     /// When a flush last wrote to these items (None: before it was kept).
     pub at_ms: Option<i64>,
+    /// Estimated distinct items per time slice, by [`slice_of`] (all zero
+    /// for an item written before slices were kept).
+    pub slices: Vec<u64>,
 }
 
 fn int(item: &Item, name: &str) -> Option<i64> {
@@ -102,10 +142,38 @@ fn int(item: &Item, name: &str) -> Option<i64> {
 impl StoredStats {
     pub fn from_item(item: &Item) -> Result<StoredStats, String> {
         let items = attr_sketch_named(item, ITEMS, STATS_PRECISION)?.estimate();
+        let slices = attr_sketch_named(item, SLICES_ATTR, SLICES_PRECISION)?
+            .split(SLICE_BITS)
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(Hll::estimate)
+            .collect();
         match (int(item, LO), int(item, HI)) {
-            (Some(lo), Some(hi)) => Ok(StoredStats { items, lo, hi, at_ms: int(item, AT) }),
+            (Some(lo), Some(hi)) => Ok(StoredStats { items, lo, hi, at_ms: int(item, AT), slices }),
             _ => Err("statistics item without its bucket range".into()),
         }
+    }
+
+    /// The estimated items of buckets in `[from, to)` of the bin starting at
+    /// `bin_start`: each slice's items times the share of it covered (the
+    /// slices' estimates scaled to sum to `items`, the more precise count).
+    /// None when the slices say nothing (an item from before they were kept).
+    pub fn items_between(&self, rollup: Rollup, bin_start: i64, from: i64, to: i64) -> Option<f64> {
+        let total: u64 = self.slices.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let (width, end) = (slice_ms(rollup), rollup.bin().next_start(bin_start));
+        let (from, to) = (from.max(bin_start), to.min(end));
+        let mut covered = 0.0;
+        let mut t = from.div_euclid(width) * width;
+        while t < to {
+            let share = (to.min(t + width) - from.max(t)) as f64 / width as f64;
+            let slice = self.slices.get(slice_of(rollup, t) as usize).copied().unwrap_or(0);
+            covered += slice as f64 * share;
+            t += width;
+        }
+        Some(covered / total as f64 * self.items as f64)
     }
 }
 
@@ -126,8 +194,8 @@ pub fn plan_stats_update(
     };
     let widened = stored_range != Some((lo, hi));
     let sk = stats_sk(projection, rollup, bin_start);
-    let Some(req) = plan_sketch_merge(STATS_PK.into(), sk, ITEMS, STATS_PRECISION, &stats.items, known, widened)?
-    else {
+    let sketches = [(ITEMS, STATS_PRECISION, &stats.items), (SLICES_ATTR, SLICES_PRECISION, &stats.slices)];
+    let Some(req) = plan_sketches_merge(STATS_PK.into(), sk, &sketches, known, widened)? else {
         return Ok(None);
     };
     // The latest write's time (a slower writer's clock never moves it back).
@@ -156,7 +224,7 @@ mod tests {
         let (t0, minute) = (1_795_132_800_000i64, 60_000i64);
         let mut a = BinStats::new(t0);
         for id in 0..500u128 {
-            a.add(id as u32 % 4, t0 + (id as i64 % 10) * minute, id);
+            a.add(Rollup::Minute, id as u32 % 4, t0 + (id as i64 % 10) * minute, id);
         }
         let req = plan_stats_update("cc", Rollup::Minute, t0, &a, None).unwrap().unwrap();
         let (stored, applied) = apply(None, &req);
@@ -168,7 +236,7 @@ mod tests {
         assert!(plan_stats_update("cc", Rollup::Minute, t0, &a, stored.as_ref()).unwrap().is_none());
         // A writer that assumed no item is refused, then merges under the version.
         let mut b = BinStats::new(t0 + 20 * minute);
-        b.add(0, t0 + 20 * minute, 9_999);
+        b.add(Rollup::Minute, 0, t0 + 20 * minute, 9_999);
         let blind = plan_stats_update("cc", Rollup::Minute, t0, &b, None).unwrap().unwrap();
         let (old, applied) = apply(stored.clone(), &blind);
         assert!(!applied, "version 1 exists: a blind first write is refused");
@@ -178,5 +246,45 @@ mod tests {
         let s = StoredStats::from_item(stored.as_ref().unwrap()).unwrap();
         assert_eq!((s.lo, s.hi), (t0, t0 + 20 * minute), "the range widened");
         assert_eq!(stats_sk("cc", Rollup::Minute, t0), b"cc#minute#2026-11-20".to_vec());
+    }
+
+    #[test]
+    fn slices_say_where_in_the_bin_the_items_lie() {
+        // A month of hours: 3,000 items on one day, 30 late ones on each of
+        // two others; lo..hi spans 3 days, the slices show where the items are.
+        let (month, hour, day) = (1_793_491_200_000i64, 3_600_000i64, 86_400_000i64); // 2026-11-01
+        let mut s = BinStats::new(month + 9 * day);
+        for id in 0..3_000u128 {
+            s.add(Rollup::Hour, id as u32 % 16, month + 9 * day + (id as i64 % 24) * hour, id);
+        }
+        for id in 0..30u128 {
+            s.add(Rollup::Hour, 0, month + 10 * day, 10_000 + id);
+            s.add(Rollup::Hour, 0, month + 11 * day + 5 * hour, 20_000 + id);
+        }
+        let req = plan_stats_update("cr", Rollup::Hour, month, &s, None).unwrap().unwrap();
+        let (stored, _) = apply(None, &req);
+        let stored = stored.unwrap();
+        assert!(stored.size() < 1024, "one write unit: {} bytes", stored.size());
+        let s = StoredStats::from_item(&stored).unwrap();
+        assert_eq!(s.slices.len(), SLICES as usize);
+        assert_eq!(s.slices.iter().filter(|&&n| n > 0).count(), 3, "three days hold items");
+        let day9 = s.items_between(Rollup::Hour, month, month + 9 * day, month + 10 * day).unwrap();
+        let all = s.items_between(Rollup::Hour, month, month, month + 30 * day).unwrap();
+        assert!((all - s.items as f64).abs() < 1e-6, "the whole bin is every item");
+        assert!(day9 / all > 0.95, "day 9 holds {day9} of {all}: the late events are few");
+        let half = s.items_between(Rollup::Hour, month, month + 9 * day, month + 9 * day + 12 * hour).unwrap();
+        assert!((half / day9 - 0.5).abs() < 1e-9, "half a slice: half its items (uniform within a slice)");
+        assert_eq!(s.items_between(Rollup::Hour, month, month, month + 9 * day), Some(0.0), "none before day 9");
+        // The lo..hi interpolation would have given day 9 a third.
+        assert_eq!((s.lo, s.hi), (month + 9 * day, month + 11 * day + 5 * hour));
+        // Slices of one bin never share a number: minutes (a day of 32
+        // slices of 45 minutes) and days (a month).
+        let d0 = 1_795_132_800_000i64;
+        let minute_slices: std::collections::BTreeSet<u32> =
+            (0..1440).map(|m| slice_of(Rollup::Minute, d0 + m * 60_000)).collect();
+        assert_eq!(minute_slices.len(), 32);
+        let day_slices: std::collections::BTreeSet<u32> =
+            (0..31).map(|d| slice_of(Rollup::Day, 1_793_491_200_000 + 29 * day + d * day)).collect();
+        assert_eq!(day_slices.len(), 31, "31 days of a month: 31 slices");
     }
 }

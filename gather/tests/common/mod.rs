@@ -188,7 +188,7 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
             let id = KeyModel::identity(values);
             let prefix = km.prefix(id, r, *bucket, 1, flush);
             let s = stats.entry((*ri, r.bin().start_of(*bucket))).or_insert_with(|| BinStats::new(*bucket));
-            s.add(prefix, *bucket, id);
+            s.add(r, prefix, *bucket, id);
         }
         for ((ri, bin), s) in &stats {
             let mut known = None;

@@ -226,7 +226,7 @@ impl Flusher {
         let mut statistics = statistics::FlushStatistics::default();
         for ((projection, prefix, rollup, bin), key, _) in &located {
             let s = statistics.entry((*projection, *rollup, *bin)).or_insert_with(|| BinStats::new(key.bucket));
-            s.add(*prefix, key.bucket, key.id());
+            s.add(*rollup, *prefix, key.bucket, key.id());
         }
         // Partitions at once: one for stores that serialize writes
         // (SQLite); many for DynamoDB, whose store bounds the requests in

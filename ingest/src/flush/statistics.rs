@@ -198,7 +198,7 @@ mod tests {
     fn flush_stats(ids: std::ops::Range<u128>) -> FlushStatistics {
         let mut s = BinStats::new(60_000);
         for id in ids {
-            s.add(0, 60_000, id);
+            s.add(Rollup::Minute, 0, 60_000, id);
         }
         [((0u8, Rollup::Minute, 0i64), s)].into_iter().collect()
     }

@@ -310,3 +310,30 @@ fn text_formats_carry_sketches_as_base64() {
     assert!(serde_json::from_str::<Hll>("\"not base64!\"").is_err());
     assert!(serde_json::from_str::<Hll>("\"AAAA\"").is_err(), "base64 of a bad sketch");
 }
+
+#[test]
+fn split_estimates_each_group_as_a_sketch_of_its_own_values() {
+    // 32 groups of 16 registers (p = 9): group g holds 40 * g values.
+    let mut whole = Hll::new(9).unwrap();
+    let mut own: Vec<Hll> = (0..32).map(|_| Hll::new(4).unwrap()).collect();
+    for g in 0..32u32 {
+        for i in 0..40 * u64::from(g) {
+            let h = value(u64::from(g), i);
+            whole.add_grouped(5, g, h);
+            // What a p = 4 sketch of the group's values alone keeps: the
+            // same register and rho, from the hash's top 59 bits.
+            own[g as usize].add_hash(h >> 5 << 5);
+        }
+    }
+    let parts = whole.split(5).unwrap();
+    assert_eq!(parts.len(), 32);
+    for (g, (part, own)) in parts.iter().zip(&own).enumerate() {
+        assert_eq!(part, own, "group {g}: the registers of its own sketch");
+        assert_eq!(part.estimate(), own.estimate());
+        assert_eq!(part.to_bytes(), own.to_bytes(), "group {g}: canonical form");
+    }
+    assert_eq!(parts[0].estimate(), 0, "an empty group estimates nothing");
+    // A sketch split in one group is itself.
+    assert_eq!(whole.split(0).unwrap(), vec![whole.clone()]);
+    assert_eq!(whole.split(6), Err(HllError::Precision(3)), "groups of fewer than 16 registers are refused");
+}

@@ -183,8 +183,7 @@ pub fn plan_sketch_update(w: &SketchWrite, known: Option<&Item>) -> Result<Optio
 
 /// The versioned merge of `sketch` into attribute `name` of an item (see
 /// [`plan_sketch_update`]); None when the stored one already holds ours,
-/// unless `other_changes` (the caller sets more attributes). Shared with
-/// the planner's statistics (`crate::stats`), sketches merged the same way.
+/// unless `other_changes` (the caller sets more attributes).
 pub(crate) fn plan_sketch_merge(
     pk: String,
     sk: Vec<u8>,
@@ -194,26 +193,44 @@ pub(crate) fn plan_sketch_merge(
     known: Option<&Item>,
     other_changes: bool,
 ) -> Result<Option<UpdateRequest>, String> {
+    plan_sketches_merge(pk, sk, &[(name, precision, sketch)], known, other_changes)
+}
+
+/// The versioned merge of several sketches into attributes of one item,
+/// written together under one version (`(attribute, precision, sketch)`);
+/// None when the stored ones already hold all of ours, unless
+/// `other_changes`. Shared with the planner's statistics (`crate::stats`).
+pub(crate) fn plan_sketches_merge(
+    pk: String,
+    sk: Vec<u8>,
+    sketches: &[(&str, u8, &Hll)],
+    known: Option<&Item>,
+    other_changes: bool,
+) -> Result<Option<UpdateRequest>, String> {
     let version = match known.and_then(|k| k.attrs.get(VERSION_ATTR)) {
         None => 0,
         Some(AttrValue::N(v)) => u64::try_from(*v).map_err(|_| format!("sketch version {v} is not a count"))?,
         Some(other) => return Err(format!("sketch version is {other:?}, not a number")),
     };
-    let merged = match known {
-        Some(item) if version > 0 => {
-            let stored = attr_sketch_named(item, name, precision)?;
-            let mut merged = stored.clone();
-            merged.merge(sketch).map_err(|e| e.to_string())?;
-            if merged == stored && !other_changes {
-                return Ok(None);
+    let mut changed = other_changes || version == 0;
+    let mut req = UpdateRequest::new(pk, sk);
+    for &(name, precision, sketch) in sketches {
+        let merged = match known {
+            Some(item) if version > 0 => {
+                let stored = attr_sketch_named(item, name, precision)?;
+                let mut merged = stored.clone();
+                merged.merge(sketch).map_err(|e| e.to_string())?;
+                changed |= merged != stored;
+                merged
             }
-            merged
-        }
-        _ => sketch.clone(),
-    };
-    let req = UpdateRequest::new(pk, sk)
-        .set(name, AttrValue::B(merged.to_bytes()))
-        .set(VERSION_ATTR, AttrValue::N(Decimal::from(version + 1)));
+            _ => sketch.clone(),
+        };
+        req = req.set(name, AttrValue::B(merged.to_bytes()));
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let req = req.set(VERSION_ATTR, AttrValue::N(Decimal::from(version + 1)));
     // Versions start at 1: "below 1 or absent" is "absent".
     Ok(Some(match version {
         0 => req.guard(VERSION_ATTR, CmpOp::Lt, AttrValue::N(Decimal::ONE), true),
