@@ -10,7 +10,7 @@ RECORDS="${1:-1000000}"
 OUT=demo
 
 echo "== building (release; the first build takes a few minutes)"
-cargo build --release --locked -q -p zigzag-loadgen -p zigzag-gather
+cargo build --release --locked -q -p zigzag-app --bin loadgen --bin gather
 BIN="$CARGO_TARGET_DIR/release"
 
 rm -rf "$OUT" && mkdir -p "$OUT"

@@ -65,7 +65,7 @@ if [[ -n ${ZIGZAG_BIN:-} ]]; then
 else
 	export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/zigzag-target}
 	log "cargo build --release (loadgen, ingest, gather) into $CARGO_TARGET_DIR"
-	(cd "$REPO" && cargo build --release -q -p zigzag-loadgen -p zigzag-ingest -p zigzag-gather)
+	(cd "$REPO" && cargo build --release -q -p zigzag-app --bin loadgen --bin ingest --bin gather)
 	BIN=$CARGO_TARGET_DIR/release
 fi
 for b in loadgen ingest gather; do

@@ -6,9 +6,11 @@
 //!   an in-memory implementation and the conformance suite every store runs.
 //! - [`query`]: Z-query strategies (naive, precise, page-jump, adaptive, elastic).
 //! - [`retry`]: bounded exponential backoff with full jitter.
+//! - [`duration`]: the one duration grammar of every flag and setting.
 //!
 //! See ARCHITECTURE.md at the repository root for the map.
 
+pub mod duration;
 pub mod query;
 pub mod retry;
 pub mod schema;

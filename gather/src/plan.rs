@@ -86,9 +86,9 @@ pub struct Plan {
     /// narrows it): then its share of a partition is its time's share.
     pub spans_all_but_time: Vec<bool>,
     /// Per box, the estimated share of its partition's items inside it: the
-    /// window's share of the bin's items by the statistics' time slices, for
-    /// a box that [spans every other dimension](Plan::spans_all_but_time)
-    /// (None: unknown).
+    /// window's share of the bin's items by the statistics
+    /// (`StoredStats::items_between`), for a box that [spans every other
+    /// dimension](Plan::spans_all_but_time) (None: unknown).
     pub box_share: Vec<Option<f64>>,
     /// Estimated bytes of one item of the projection
     /// (`source::item_bytes`).

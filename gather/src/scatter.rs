@@ -26,12 +26,12 @@ pub struct Advice {
     pub note: String,
 }
 
-/// Items per bucket of one bin's statistics. In hash mode an item is a key
-/// in a bucket; in random mode every write of a key lands in a prefix of its
+/// Items per bucket of one bin's statistics, in its busiest time slice
+/// (`StoredStats::peak_items_per_bucket`). In hash mode an item is a key in
+/// a bucket; in random mode every write of a key lands in a prefix of its
 /// own, so the count is an upper bound of the keys.
 fn items_per_bucket(s: &StoredStats, rollup: Rollup) -> f64 {
-    let buckets = ((s.hi - s.lo) / rollup.unit_ms()).max(0) + 1;
-    s.items as f64 / buckets as f64
+    s.peak_items_per_bucket(rollup)
 }
 
 /// The advice for every projection and rollup of `projections`, at

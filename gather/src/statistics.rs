@@ -39,37 +39,25 @@ impl Statistics {
         self.by_sk.get(&stats_sk(projection, rollup, bin_start)).map(|s| s.items as f64)
     }
 
-    /// Estimated items of `plan`'s time range in `projection`: per bin, the
-    /// items of the time slices the window covers
-    /// ([`StoredStats::items_between`]), or for statistics from before slices
-    /// were kept, the bin's items times the share of the buckets it spans
-    /// that the window covers (none when the bin has no statistics: nothing
-    /// was written).
+    /// Estimated items of `plan`'s time range in `projection`: per bin,
+    /// [`StoredStats::items_between`] (none when the bin has no statistics:
+    /// nothing was written).
     pub fn items(&self, projection: &str, plan: &Plan) -> f64 {
         plan.boxes
             .iter()
             .filter_map(|b| b.bin_start)
             .filter_map(|bin| Some((bin, self.by_sk.get(&stats_sk(projection, plan.rollup, bin))?)))
-            .map(|(bin, s)| window_items(s, plan, bin))
+            .map(|(bin, s)| s.items_between(plan.rollup, bin, plan.window.start, plan.window.end))
             .sum()
     }
 
     /// The share of the items of `bin` of `projection`'s `rollup` that
-    /// `plan`'s window covers, by the time slices; None without them.
+    /// `plan`'s window covers; None without statistics for it.
     pub fn window_share(&self, projection: &str, plan: &Plan, bin: i64) -> Option<f64> {
         let s = self.by_sk.get(&stats_sk(projection, plan.rollup, bin))?;
-        let covered = s.items_between(plan.rollup, bin, plan.window.start, plan.window.end)?;
+        let covered = s.items_between(plan.rollup, bin, plan.window.start, plan.window.end);
         Some(if s.items == 0 { 0.0 } else { covered / s.items as f64 })
     }
-}
-
-fn window_items(s: &StoredStats, plan: &Plan, bin: i64) -> f64 {
-    if let Some(items) = s.items_between(plan.rollup, bin, plan.window.start, plan.window.end) {
-        return items;
-    }
-    let (lo, hi) = (s.lo, s.hi + plan.rollup.unit_ms());
-    let covered = (plan.window.end.min(hi) - plan.window.start.max(lo)).max(0);
-    s.items as f64 * covered as f64 / (hi - lo).max(1) as f64
 }
 
 /// The statistics of every plan's projection, rollup and bins.

@@ -14,11 +14,6 @@ use crate::error::{GatherError, Result};
 use chrono::NaiveDate;
 use zigzag_core::schema::{format_instant, parse_instant, TimeUnit};
 
-const SECOND: i64 = 1_000;
-const MINUTE: i64 = 60 * SECOND;
-const HOUR: i64 = 60 * MINUTE;
-const DAY: i64 = 24 * HOUR;
-
 /// A half-open interval of instants, `[start, end)`, in ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
@@ -129,40 +124,27 @@ pub fn parse_time(arg: &'static str, text: &str) -> Result<i64> {
     Err(window_err(arg, text, "expected RFC 3339 (2026-11-21T10:00:00Z), a date (2026-11-21) or epoch milliseconds"))
 }
 
-/// A positive duration such as `90s`, `15m`, `1h`, `7d`, `2w`, in ms.
+/// A positive duration in ms, by the one grammar (`zigzag_core::duration`:
+/// `90s`, `15m`, `1h`, `7d`, `2w`; a number alone is seconds).
 pub fn parse_duration(arg: &'static str, text: &str) -> Result<i64> {
-    let t = text.trim();
-    let bad = || window_err(arg, text, "expected a positive number and a unit (s, m, h, d, w), like 15m, 1h or 7d");
-    let split = t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let (num, unit) = t.split_at(split);
-    let n: i64 = num.parse().map_err(|_| bad())?;
-    let unit_ms = match unit {
-        "s" => SECOND,
-        "m" => MINUTE,
-        "h" => HOUR,
-        "d" => DAY,
-        "w" => 7 * DAY,
-        _ => return Err(bad()),
-    };
-    match n.checked_mul(unit_ms) {
-        Some(ms) if ms > 0 => Ok(ms),
-        _ => Err(bad()),
+    match zigzag_core::duration::parse_positive(text) {
+        Ok(d) => Ok(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        Err(e) => Err(window_err(arg, text, e.why)),
     }
 }
 
 /// The shortest text of a duration: `5m`, `1h`, `36h`, `7d`, `1500ms`.
 pub fn format_duration(ms: i64) -> String {
-    for (unit, name) in [(7 * DAY, "w"), (DAY, "d"), (HOUR, "h"), (MINUTE, "m"), (SECOND, "s")] {
-        if ms != 0 && ms % unit == 0 {
-            return format!("{}{name}", ms / unit);
-        }
-    }
-    format!("{ms}ms")
+    zigzag_core::duration::format(std::time::Duration::from_millis(ms.max(0) as u64))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MINUTE: i64 = 60_000;
+    const HOUR: i64 = 60 * MINUTE;
+    const DAY: i64 = 24 * HOUR;
 
     const T: i64 = 1_763_719_200_000; // 2025-11-21T10:00:00Z
 
@@ -172,7 +154,9 @@ mod tests {
         assert_eq!(parse_duration("--last", "7d").unwrap(), 7 * DAY);
         assert_eq!(format_duration(36 * HOUR), "36h");
         assert_eq!(format_duration(14 * DAY), "2w");
-        for bad in ["", "h", "1", "1y", "0m", "-1h", "1.5h"] {
+        assert_eq!(parse_duration("--step", "90").unwrap(), 90_000, "a number alone is seconds");
+        assert_eq!(parse_duration("--last", "1.5h").unwrap(), 90 * MINUTE);
+        for bad in ["", "h", "1y", "0m", "-1h"] {
             let e = parse_duration("--last", bad).unwrap_err().to_string();
             assert!(e.contains("--last") && e.contains(&format!("{bad:?}")), "{e}");
         }

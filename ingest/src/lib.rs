@@ -12,10 +12,8 @@
 //!   and lost, flush ticks, shard ends and outages, with backpressure, the
 //!   recovery of dead workers' flushes, and a final flush and release on stop.
 //! - [`deadletter`]: the sink for bad records.
-//! - [`cli`]: the worker options the binaries share.
 
 pub mod aggregate;
-pub mod cli;
 pub mod deadletter;
 pub mod decode;
 pub mod flush;

@@ -6,7 +6,7 @@
 //!   stand-in for a Kinesis stream; and each record says what it is.
 //! - [`generator`]: the shipped click/impression traffic.
 //! - [`declared`]: traffic for any declared schema.
-//! - [`synthetic`]: that stream as an ingest [`Source`](zigzag_ingest::source::Source),
+//! - [`synthetic`]: that stream as an ingest [`Source`](zigzag_model::source::Source),
 //!   optionally paced to a target rate.
 //! - [`truth`]: the ground truth of a run, summed as reports sum.
 //! - [`kinesis_sink`]: the records into a Kinesis stream (PutRecords, paced,

@@ -1,9 +1,14 @@
 //! What the workspace's test suites share (a dev-dependency only).
 //!
+//! [`fixture`]: a store written the way ingest writes it, from random
+//! events, with brute-force answers over the same events.
+//!
 //! [`Reaped`]: a child process killed and waited for when dropped. std's
 //! `Child` is neither on drop, so a test that panicked between spawning a
 //! worker and waiting for it left the worker running (seen: debug `ingest`
 //! workers still retrying an hour after a failed run).
+
+pub mod fixture;
 
 use std::io;
 use std::ops::{Deref, DerefMut};

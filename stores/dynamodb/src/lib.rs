@@ -7,7 +7,6 @@
 //!   expressions, every name and value through placeholders.
 //! - `convert`: items ↔ attribute maps.
 //! - [`capacity`]: consumed capacity reported by every call, totalled.
-//! - [`cli`]: the `--dynamodb TABLE` options the binaries share.
 //!
 //! Errors are classified ([`zigzag_aws::classify`]) into
 //! `TableError::Throttled` / `Unavailable` (retryable) or a fatal error; the
@@ -19,7 +18,6 @@
 
 pub mod admin;
 pub mod capacity;
-pub mod cli;
 mod convert;
 mod expr;
 

@@ -5,18 +5,17 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
-use zigzag_core::table::SortedTable;
-use zigzag_dynamodb::cli::{CreateArgs, DynamoArgs};
-use zigzag_ingest::cli::WorkerArgs;
+use std::time::Duration;
+use zigzag_app::logging::{self, say, LogFormat};
+use zigzag_app::store::{CreateArgs, StoreArgs};
+use zigzag_app::worker::WorkerArgs;
+use zigzag_app::{signals, summary};
 use zigzag_ingest::source::{JsonlSource, Source};
 use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::{KinesisSource, StartingPosition};
 use zigzag_model::Config;
-use zigzag_sqlite::SqliteTable;
 
 mod probes;
 
@@ -46,9 +45,6 @@ struct Cli {
     /// Keep reading appended lines instead of stopping at the end of the files.
     #[arg(long)]
     follow: bool,
-    /// SQLite database file (aggregates and checkpoints).
-    #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH)]
-    db: PathBuf,
     /// Pipeline configuration (TOML; it starts from the full layout: every
     /// dimension and rollup, written every flush). Without one, the shipped
     /// layout: three projections on cadences of 10 s and 5 minutes
@@ -74,12 +70,12 @@ struct Cli {
     /// Log lines on stderr: text (coloured on a terminal) or json (one
     /// object per line, for a log service; the run summary too). RUST_LOG
     /// filters them (default: info).
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text", global = true)]
     log_format: LogFormat,
     #[command(flatten)]
     worker: WorkerArgs,
     #[command(flatten)]
-    dynamo: DynamoArgs,
+    store: StoreArgs,
     #[command(flatten)]
     create: CreateArgs,
 }
@@ -93,9 +89,6 @@ enum Command {
         /// "default" for JSONL files)
         #[arg(long, default_value = "default")]
         stream: String,
-        /// SQLite database file (when not --dynamodb).
-        #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH)]
-        db: PathBuf,
     },
     /// Last resort when a dead worker's flush cannot be recovered because
     /// the stream no longer holds its records (the error "a dead worker's
@@ -110,38 +103,19 @@ enum Command {
         /// The dead worker's lane (from the error, or `ingest leases`).
         #[arg(long)]
         lane: u32,
-        /// Seconds without a heartbeat that make the lane dead (the workers'
+        /// How long without a heartbeat makes the lane dead (the workers'
         /// --failover).
-        #[arg(long, default_value_t = 10.0)]
-        failover: f64,
-        /// SQLite database file (when not --dynamodb).
-        #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH)]
-        db: PathBuf,
+        #[arg(long, default_value = "10s", value_parser = zigzag_app::duration::positive)]
+        failover: Duration,
     },
-}
-
-/// The lease table, for the operator commands.
-async fn lease_table(db: &std::path::Path, dynamo: &DynamoArgs) -> Result<Arc<dyn SortedTable>> {
-    Ok(match dynamo.open(None).await.context("opening the DynamoDB tables")? {
-        Some(t) => Arc::new(t.checkpoints),
-        None => {
-            Arc::new(SqliteTable::open_table(db, "checkpoints").with_context(|| format!("opening {}", db.display()))?)
-        }
-    })
 }
 
 /// `ingest abandon-flush`: a dead worker's flush whose records the stream
 /// no longer holds, committed as it stands (its loss reported).
-async fn abandon_flush(
-    stream: &str,
-    lane: u32,
-    failover: f64,
-    db: &std::path::Path,
-    dynamo: &DynamoArgs,
-) -> Result<()> {
-    let failover = std::time::Duration::from_secs_f64(failover.clamp(1.0, 3600.0));
+async fn abandon_flush(stream: &str, lane: u32, failover: Duration, store: &StoreArgs) -> Result<()> {
+    let failover = failover.clamp(Duration::from_secs(1), Duration::from_secs(3600));
     let opts = zigzag_lease::LeaseOptions { failover, ..zigzag_lease::LeaseOptions::new(stream, "operator") };
-    let coord = zigzag_lease::Coordinator::new(lease_table(db, dynamo).await?, opts);
+    let coord = zigzag_lease::Coordinator::new(store.open(None).await?.leases, opts);
     // Expiry is observed: watch the lane for the failover time first.
     let first = coord.view(None).await.context("reading the lease table")?;
     let Some(seen) = first.lanes.iter().find(|l| l.lane == lane) else { anyhow::bail!("lane {lane} does not exist") };
@@ -149,7 +123,7 @@ async fn abandon_flush(
         anyhow::bail!("lane {lane} has no proven flush in flight: nothing to abandon")
     };
     eprintln!("watching lane {lane} (flush {}) for {:.0} s: it must be dead", intent.k, failover.as_secs_f64());
-    tokio::time::sleep(failover + std::time::Duration::from_millis(200)).await;
+    tokio::time::sleep(failover + Duration::from_millis(200)).await;
     let view = coord.view(None).await.context("reading the lease table")?;
     if !view.expired.contains(&lane) {
         anyhow::bail!(
@@ -169,8 +143,8 @@ async fn abandon_flush(
 }
 
 /// `ingest leases`: the lease table, read once.
-async fn print_leases(stream: &str, db: &std::path::Path, dynamo: &DynamoArgs) -> Result<()> {
-    let table = lease_table(db, dynamo).await?;
+async fn print_leases(stream: &str, store: &StoreArgs) -> Result<()> {
+    let table = store.open(None).await?.leases;
     let coord = zigzag_lease::Coordinator::new(table, zigzag_lease::LeaseOptions::new(stream, "ingest-leases"));
     let leases = coord.read_leases().await.context("reading the shard leases")?;
     let lanes = coord.read_lanes().await.context("reading the lanes")?;
@@ -188,52 +162,14 @@ fn parse_start(s: &str) -> Result<StartingPosition, String> {
     }
 }
 
-pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
-    match path {
-        None => Ok(Config::shipped()),
-        Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            Config::from_toml(&text).with_context(|| format!("in {}", p.display()))
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-fn init_logs(format: LogFormat) {
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr);
-    match format {
-        // Colour only for a person: logs sent to a file, a journal or a log
-        // service keep their fields greppable.
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => logs.json().init(),
-    }
-}
-
-/// A line of the run's own output (the listener, the summary): as it is
-/// in text mode, as a log event in JSON mode (a log service reads one
-/// format).
-fn say(format: LogFormat, line: &str) {
-    match format {
-        LogFormat::Text => eprintln!("{line}"),
-        LogFormat::Json => tracing::info!(target: "ingest", "{line}"),
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    init_logs(cli.log_format);
+    logging::init(cli.log_format);
     match &cli.command {
-        Some(Command::Leases { stream, db }) => return print_leases(stream, db, &cli.dynamo).await,
-        Some(Command::AbandonFlush { stream, lane, failover, db }) => {
-            return abandon_flush(stream, *lane, *failover, db, &cli.dynamo).await
+        Some(Command::Leases { stream }) => return print_leases(stream, &cli.store).await,
+        Some(Command::AbandonFlush { stream, lane, failover }) => {
+            return abandon_flush(stream, *lane, *failover, &cli.store).await
         }
         None => {}
     }
@@ -242,91 +178,31 @@ async fn main() -> Result<()> {
         let bound = probes::serve(addr, watched.clone()).await.with_context(|| format!("serving metrics on {addr}"))?;
         say(cli.log_format, &format!("ingest: serving /metrics, /health and /ready on http://{bound}"));
     }
-    let config = load_config(cli.config.as_ref())?;
-    let stop = CancellationToken::new();
+    let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
     let source: Arc<dyn Source> = match &cli.kinesis {
         Some(stream) => {
-            let client = zigzag_kinesis::client(&cli.dynamo.aws_options()).await;
+            let client = zigzag_kinesis::client(&cli.store.aws.options()).await;
             Arc::new(KinesisSource::new(client, stream, cli.start))
         }
         None => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
     };
     let stream = cli.stream.clone().or(cli.kinesis.clone()).unwrap_or_else(|| "default".into());
-    let dynamo = cli.dynamo.open(Some(&cli.create)).await.context("opening the DynamoDB tables")?;
-    let (aggregates, checkpoints): (Arc<dyn SortedTable>, Arc<dyn SortedTable>) = match &dynamo {
-        Some(t) => (Arc::new(t.aggregates.clone()), Arc::new(t.checkpoints.clone())),
-        None => (
-            Arc::new(SqliteTable::open(&cli.db).with_context(|| format!("opening {}", cli.db.display()))?),
-            Arc::new(SqliteTable::open_table(&cli.db, "checkpoints")?),
-        ),
-    };
+    let stores = cli.store.open(Some(&cli.create)).await?;
     let opts = PipelineOptions {
         batch_size: cli.batch.max(1),
         ..PipelineOptions::new(config, stream, "", cli.dead_letters.clone())
     };
-    let opts = cli.worker.apply(opts).map_err(anyhow::Error::msg)?;
+    let opts = cli.worker.apply(opts);
     tracing::info!(worker = %opts.worker, "starting");
-    let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts)?);
+    let pipeline =
+        Arc::new(Pipeline::new(source, stores.aggregates.clone(), stores.leases.clone(), opts)?);
     let _ = watched.set(pipeline.clone());
-    tokio::spawn(stop_on_signal(stop.clone()));
+    let stop = signals::stop_on_signal("flushing and checkpointing");
     let started = std::time::Instant::now();
     let s = pipeline.run(stop).await?;
-    let secs = started.elapsed().as_secs_f64();
-    let headers = if s.headers > 0 { format!(", {} CSV header rows skipped", s.headers) } else { String::new() };
-    let summary = format!(
-        "ingest: {} records ({} valid, {} dead-lettered to {}{headers}) from {} shards in {:.1}s ({:.0}/s); \
-         {} flushes ({} recovered), {} items, {} write requests, {} replayed writes skipped, {} retries; \
-         leases: {} taken, {} lost, {} handed over, {} lease-table requests",
-        s.records,
-        s.valid,
-        s.rejected,
-        cli.dead_letters.display(),
-        s.shards,
-        secs,
-        s.records as f64 / secs.max(1e-9),
-        s.flushes,
-        s.recovered,
-        s.items,
-        s.write_requests,
-        s.skipped,
-        s.retries,
-        s.leases_taken,
-        s.leases_lost,
-        s.leases_handed_off,
-        s.lease_requests
-    );
-    say(cli.log_format, &summary);
-    if let Some(t) = &dynamo {
-        for table in [&t.aggregates, &t.checkpoints] {
-            let c = table.capacity();
-            let line = format!(
-                "ingest: DynamoDB {}: {} requests, {:.1} WCU + {:.1} RCU consumed, {} throttled/failed calls retried",
-                table.name(),
-                c.requests,
-                c.write_units,
-                c.read_units,
-                c.retryable_errors
-            );
-            say(cli.log_format, &line);
-        }
+    say(cli.log_format, &summary::pipeline("ingest", &s, started.elapsed(), &cli.dead_letters));
+    for line in summary::capacity("ingest", &stores) {
+        say(cli.log_format, &line);
     }
     Ok(())
-}
-
-async fn stop_on_signal(stop: CancellationToken) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-            return;
-        };
-        tokio::select! {
-            _ = int.recv() => {},
-            _ = term.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-    tracing::info!("stopping: flushing and checkpointing");
-    stop.cancel();
 }

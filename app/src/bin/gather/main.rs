@@ -4,9 +4,12 @@
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use zigzag_app::config::read;
+use zigzag_app::store::StoreArgs;
 use zigzag_core::query::Strategy;
 use zigzag_core::table::SortedTable;
-use zigzag_dynamodb::cli::DynamoArgs;
 use zigzag_gather::execute::{ExecOptions, DEFAULT_CONCURRENCY};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
@@ -17,7 +20,6 @@ use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
 use zigzag_gather::{check, explain, merge};
 use zigzag_model::layout::{self, Layout};
 use zigzag_model::{Config, MeasureSet, Projections, Rollup, Truth};
-use zigzag_sqlite::SqliteTable;
 
 mod compact_cmd;
 mod zbench_cmd;
@@ -39,16 +41,13 @@ or --from/--to as RFC 3339, a UTC date or epoch ms, on boundaries of the finest 
 The window is [from, to)."
 )]
 struct Cli {
-    /// SQLite database written by ingest
-    #[arg(long, global = true, default_value = zigzag_sqlite::DEFAULT_PATH)]
-    db: PathBuf,
     /// Pipeline configuration (TOML). Not needed: the table records the
     /// layout ingest wrote it with; one given must match it (tables from
     /// before layouts were recorded: this, or the built-in defaults)
     #[arg(long, global = true)]
     config: Option<PathBuf>,
     #[command(flatten)]
-    dynamo: DynamoArgs,
+    store: StoreArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -113,11 +112,11 @@ enum Command {
         before: String,
         /// Between folding a bin and deleting its partials: reports that
         /// planned before finish without reading again
-        #[arg(long, default_value = "10m")]
-        grace: String,
+        #[arg(long, default_value = "10m", value_parser = zigzag_app::duration::positive)]
+        grace: Duration,
         /// How long to wait for every worker to acknowledge the seal
-        #[arg(long, default_value = "5m")]
-        wait: String,
+        #[arg(long, default_value = "5m", value_parser = zigzag_app::duration::positive)]
+        wait: Duration,
         /// Requests in flight at once
         #[arg(long, default_value_t = 16)]
         concurrency: usize,
@@ -129,10 +128,10 @@ enum Command {
         /// Workers writing at once (each writes an item once per flush)
         #[arg(long, default_value_t = 1)]
         writers: u32,
-        /// Seconds between a worker's writes of an item: the item set's
-        /// cadence (flush.every_ms, else flush.interval_ms)
-        #[arg(long, default_value_t = 10.0)]
-        interval: f64,
+        /// Between a worker's writes of an item: the item set's cadence
+        /// (flush.every_ms, else flush.interval_ms)
+        #[arg(long, default_value = "10s", value_parser = zigzag_app::duration::positive)]
+        interval: Duration,
     },
 }
 
@@ -210,19 +209,18 @@ struct Common {
     now: Option<String>,
 }
 
-fn load_config(path: Option<&Path>) -> Result<Config> {
-    match path {
-        None => Ok(Config::default()),
-        Some(p) => Config::from_toml(&read(p, "configuration")?).with_context(|| format!("in {}", p.display())),
-    }
-}
-
 /// The configuration to read with: the layout recorded in the table (a
 /// `--config` given must agree with it), or, for a table written before
-/// layouts were recorded, `--config` or the defaults.
-async fn resolve_config(table: &dyn SortedTable, path: Option<&Path>) -> Result<Config> {
-    let given = load_config(path)?;
-    match layout::load(table).await.context("reading the table's layout")? {
+/// layouts were recorded, `--config` or the defaults. This is the table's
+/// first read: if it fails on DynamoDB, a DescribeTable says why when it
+/// can (missing table, other key schema).
+async fn layout(store: &StoreArgs, table: &dyn SortedTable, path: Option<&Path>) -> Result<Config> {
+    let given = zigzag_app::config::load(path, Config::default)?;
+    let stored = match layout::load(table).await.context("reading the table's layout") {
+        Ok(stored) => stored,
+        Err(e) => return Err(store.explain(e).await),
+    };
+    match stored {
         None => Ok(given),
         Some(stored) => {
             if path.is_some() {
@@ -240,46 +238,11 @@ async fn resolve_config(table: &dyn SortedTable, path: Option<&Path>) -> Result<
     }
 }
 
-/// Where the aggregates are: the SQLite --db, or the --dynamodb table.
-pub(crate) struct Store<'a> {
-    db: &'a Path,
-    dynamo: &'a DynamoArgs,
-}
-
-impl Store<'_> {
-    async fn open(&self) -> Result<Box<dyn SortedTable>> {
-        if let Some(table) = self.dynamo.open_aggregates().await {
-            return Ok(Box::new(table));
-        }
-        if !self.db.exists() {
-            bail!("database {} does not exist (run ingest first, or pass --db)", self.db.display());
-        }
-        Ok(Box::new(SqliteTable::open(self.db).with_context(|| format!("opening the database {}", self.db.display()))?))
-    }
-
-    /// The aggregate table and the lease table of the workers writing it
-    /// (SQLite: the same file; DynamoDB: TABLE-checkpoints).
-    async fn open_with_leases(&self) -> Result<(Box<dyn SortedTable>, Box<dyn SortedTable>)> {
-        if let Some(tables) = self.dynamo.open(None).await.context("opening the DynamoDB tables")? {
-            return Ok((Box::new(tables.aggregates), Box::new(tables.checkpoints)));
-        }
-        let aggregates = self.open().await?;
-        let leases = SqliteTable::open_table(self.db, "checkpoints")
-            .with_context(|| format!("opening the lease table in {}", self.db.display()))?;
-        Ok((aggregates, Box::new(leases)))
-    }
-
-    /// The table's layout (its first read): if it fails on DynamoDB, a
-    /// DescribeTable says why when it can (missing table, other schema).
-    async fn layout(&self, table: &dyn SortedTable, config: Option<&Path>) -> Result<Config> {
-        match resolve_config(table, config).await {
-            Ok(c) => Ok(c),
-            Err(e) => match self.dynamo.check_aggregates().await {
-                Err(why) => Err(anyhow::Error::new(why).context("opening the DynamoDB table")),
-                Ok(()) => Err(e),
-            },
-        }
-    }
+/// The aggregate table and its configuration, for a reader.
+async fn open(store: &StoreArgs, config: Option<&Path>) -> Result<(Arc<dyn SortedTable>, Config)> {
+    let table = store.open_aggregates().await?;
+    let config = layout(store, table.as_ref(), config).await?;
+    Ok((table, config))
 }
 
 fn now_ms(arg: Option<&str>) -> Result<i64> {
@@ -311,9 +274,9 @@ enum Kind {
     Totals,
 }
 
-async fn report_cmd(store: &Store<'_>, config: Option<&Path>, c: Common, kind: Kind) -> Result<()> {
-    let table = store.open().await?;
-    let config = &store.layout(table.as_ref(), config).await?;
+async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Common, kind: Kind) -> Result<()> {
+    let (table, config) = open(store, config).await?;
+    let config = &config;
     let set = config.measure_set()?;
     let needed = match (&kind, c.measures.is_empty()) {
         (_, false) => {
@@ -418,7 +381,7 @@ fn measures_of(name: &str, set: &MeasureSet) -> Result<Vec<String>> {
 }
 
 async fn check_cmd(
-    store: &Store<'_>,
+    store: &StoreArgs,
     config: Option<&Path>,
     truth: &Path,
     concurrency: usize,
@@ -426,8 +389,7 @@ async fn check_cmd(
 ) -> Result<bool> {
     let truth: Truth = serde_json::from_str(&read(truth, "truth file")?)
         .with_context(|| format!("in the truth file {}", truth.display()))?;
-    let table = store.open().await?;
-    let config = store.layout(table.as_ref(), config).await?;
+    let (table, config) = open(store, config).await?;
     let projections = Projections::new(&config)?;
     let opts = ExecOptions { concurrency: concurrency.max(1), ..ExecOptions::default() };
     let now = chrono::Utc::now().timestamp_millis();
@@ -445,38 +407,34 @@ async fn check_cmd(
     Ok(report.mismatches() == 0)
 }
 
-fn read(path: &Path, what: &str) -> Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("reading the {what} {}", path.display()))
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let config = cli.config.as_deref();
-    let store = Store { db: &cli.db, dynamo: &cli.dynamo };
+    let store = &cli.store;
     match cli.command {
         Command::Zbench(args) => zbench_cmd(args).await,
         Command::Timeseries { common, chart, measure } => {
-            report_cmd(&store, config, common, Kind::Timeseries { chart, measure }).await
+            report_cmd(store, config, common, Kind::Timeseries { chart, measure }).await
         }
-        Command::Top { common, n, by } => report_cmd(&store, config, common, Kind::Top { n, by }).await,
-        Command::Ratios { common } => report_cmd(&store, config, common, Kind::Ratios).await,
-        Command::Totals { common } => report_cmd(&store, config, common, Kind::Totals).await,
+        Command::Top { common, n, by } => report_cmd(store, config, common, Kind::Top { n, by }).await,
+        Command::Ratios { common } => report_cmd(store, config, common, Kind::Ratios).await,
+        Command::Totals { common } => report_cmd(store, config, common, Kind::Totals).await,
         Command::Check { truth, concurrency, explain } => {
-            if !check_cmd(&store, config, &truth, concurrency, explain).await? {
+            if !check_cmd(store, config, &truth, concurrency, explain).await? {
                 std::process::exit(1);
             }
             Ok(())
         }
         Command::Compact { before, grace, wait, concurrency } => {
-            compact_cmd(&store, config, &before, &grace, &wait, concurrency).await
+            compact_cmd(store, config, &before, grace, wait, concurrency).await
         }
         Command::Scatter { writers, interval } => {
-            if writers == 0 || !(interval.is_finite() && interval > 0.0) {
-                bail!("--writers must be at least 1 and --interval a positive number of seconds");
+            if writers == 0 {
+                bail!("--writers must be at least 1");
             }
-            let table = store.open().await?;
-            let config = store.layout(table.as_ref(), config).await?;
+            let interval = interval.as_secs_f64();
+            let (table, config) = open(store, config).await?;
             let projections = Projections::new(&config)?;
             let advice = zigzag_gather::scatter::advise(table.as_ref(), &projections, writers, interval).await?;
             print!("{}", zigzag_gather::scatter::render(&advice, writers, interval));

@@ -2,7 +2,7 @@
 //! synthetic ~150-byte JSON events (BRIEF target: >= 3 M events/s/core),
 //! and its parts, to show where the time goes.
 //!
-//! `cargo bench -p zigzag-ingest --bench aggregate`
+//! `cargo bench -p zigzag-app --bench aggregate`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use zigzag_ingest::aggregate::{Aggregator, Generation};

@@ -3,8 +3,6 @@
 //! (`plan_update`) under shard mark `w#s1`, in several flushes so random
 //! scatter spreads a key's bucket over prefixes. Plus brute-force answers.
 
-#![allow(dead_code)]
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;

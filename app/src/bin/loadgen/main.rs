@@ -12,7 +12,11 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
+use zigzag_app::config::read;
+use zigzag_app::duration::{any, millis, positive};
+use zigzag_app::store::StoreArgs;
+use zigzag_app::worker::WorkerArgs;
+use zigzag_app::{signals, summary};
 use zigzag_core::schema::{parse_instant, TimeUnit};
 use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::Producer;
@@ -20,7 +24,6 @@ use zigzag_loadgen::declared::traffic_file::TrafficFile;
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::{truth, write_shard_files, GenConfig, Generator, SchemaGenerator, SyntheticSource, Traffic};
 use zigzag_model::Config;
-use zigzag_sqlite::SqliteTable;
 
 #[derive(Parser)]
 #[command(
@@ -51,8 +54,8 @@ struct Cli {
     #[arg(long, default_value_t = 1_000_000)]
     records: u64,
     /// Generate for this long instead (needs --rate), e.g. 30s, 5m.
-    #[arg(long)]
-    duration: Option<String>,
+    #[arg(long, value_parser = positive)]
+    duration: Option<Duration>,
     /// Target records per second; as fast as possible without.
     #[arg(long)]
     rate: Option<f64>,
@@ -74,26 +77,23 @@ struct Cli {
     #[arg(long, default_value = "2026-11-20T00:00:00Z")]
     start: String,
     /// Event-time span the records cover, e.g. 1d, 6h.
-    #[arg(long, default_value = "1d")]
-    span: String,
+    #[arg(long, default_value = "1d", value_parser = positive)]
+    span: Duration,
     /// Event-time jitter, e.g. 2s.
-    #[arg(long, default_value = "2s")]
-    jitter: String,
+    #[arg(long, default_value = "2s", value_parser = any)]
+    jitter: Duration,
     /// Fraction of events that arrive late.
     #[arg(long, default_value_t = 0.01)]
     late: f64,
     /// How late a late event can be, e.g. 1h.
-    #[arg(long, default_value = "1h")]
-    late_max: String,
+    #[arg(long, default_value = "1h", value_parser = any)]
+    late_max: Duration,
     /// Fraction of malformed records.
     #[arg(long, default_value_t = 0.001)]
     malformed: f64,
     /// Ground-truth summary file (JSON).
     #[arg(long, default_value = "truth.json")]
     truth: PathBuf,
-    /// In-process sink: SQLite file.
-    #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH)]
-    db: PathBuf,
     /// In-process sink: dead-letter file.
     #[arg(long, default_value = "dead-letters.jsonl")]
     dead_letters: PathBuf,
@@ -107,40 +107,21 @@ struct Cli {
     /// Kinesis sink: create the stream with this many shards if it does not exist
     #[arg(long, value_name = "SHARDS")]
     create_stream: Option<i32>,
-    /// Kinesis sink: AWS region [default: from the environment or profile]
-    #[arg(long)]
-    region: Option<String>,
-    /// Kinesis sink: endpoint URL (overrides AWS_ENDPOINT_URL*)
-    #[arg(long, value_name = "URL")]
-    endpoint_url: Option<String>,
     /// In-process sink: stream name of the checkpoints.
     #[arg(long, default_value = "loadgen")]
     stream: String,
+    /// In-process sink: the store written (--db, or --dynamodb), and the
+    /// AWS options of the Kinesis sink
     #[command(flatten)]
-    worker: zigzag_ingest::cli::WorkerArgs,
-}
-
-/// `30s`, `5m`, `2h`, `1d`, `250ms` → milliseconds.
-fn parse_duration(text: &str) -> Result<i64> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: i64 = num.parse().with_context(|| format!("duration {text:?}: expected a number then ms|s|m|h|d"))?;
-    let ms = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => bail!("duration {text:?}: unit must be ms, s, m, h or d"),
-    };
-    n.checked_mul(ms).with_context(|| format!("duration {text:?} is too long"))
+    store: StoreArgs,
+    #[command(flatten)]
+    worker: WorkerArgs,
 }
 
 fn gen_config(cli: &Cli) -> Result<GenConfig> {
     let records = match (&cli.duration, cli.rate) {
         (None, _) => cli.records,
-        (Some(d), Some(rate)) => ((parse_duration(d)? as f64 / 1000.0) * rate) as u64,
+        (Some(d), Some(rate)) => (d.as_secs_f64() * rate) as u64,
         (Some(_), None) => bail!("--duration needs --rate (records per second)"),
     };
     if cli.shards == 0 || records == 0 {
@@ -160,14 +141,14 @@ fn gen_config(cli: &Cli) -> Result<GenConfig> {
         records,
         start_ms: parse_instant(&cli.start, TimeUnit::Millisecond)
             .with_context(|| format!("--start {:?} is neither RFC 3339 nor epoch ms", cli.start))?,
-        span_ms: parse_duration(&cli.span)?.max(1),
+        span_ms: millis(cli.span).max(1),
         referrers: cli.referrers.max(1),
         zipf: cli.zipf,
         campaigns: cli.campaigns.max(1),
         ctr: cli.ctr,
-        jitter_ms: parse_duration(&cli.jitter)?,
+        jitter_ms: millis(cli.jitter),
         late_fraction: cli.late,
-        late_max_ms: parse_duration(&cli.late_max)?,
+        late_max_ms: millis(cli.late_max),
         malformed_fraction: cli.malformed,
     })
 }
@@ -225,20 +206,10 @@ async fn run_in_process(cli: &Cli, config: Config, gen: Arc<dyn Traffic>) -> Res
     let total = gen.config().records;
     let source = Arc::new(SyntheticSource::shared(gen, cli.rate));
     let produced = source.produced.clone();
-    let aggregates = Arc::new(SqliteTable::open(&cli.db).with_context(|| format!("opening {}", cli.db.display()))?);
-    let checkpoints = Arc::new(SqliteTable::open_table(&cli.db, "checkpoints")?);
-    let opts = cli
-        .worker
-        .apply(PipelineOptions::new(config, cli.stream.clone(), "", cli.dead_letters.clone()))
-        .map_err(anyhow::Error::msg)?;
-    let pipeline = Arc::new(Pipeline::new(source, aggregates, checkpoints, opts)?);
-    let stop = CancellationToken::new();
-    let on_signal = stop.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_signal.cancel();
-        }
-    });
+    let stores = cli.store.open(Some(&Default::default())).await?;
+    let opts = cli.worker.apply(PipelineOptions::new(config, cli.stream.clone(), "", cli.dead_letters.clone()));
+    let pipeline = Arc::new(Pipeline::new(source, stores.aggregates.clone(), stores.leases.clone(), opts)?);
+    let stop = signals::stop_on_signal("flushing and checkpointing");
     let bar = progress_bar(total);
     let ticker = {
         let bar = bar.clone();
@@ -253,24 +224,10 @@ async fn run_in_process(cli: &Cli, config: Config, gen: Arc<dyn Traffic>) -> Res
     let s = pipeline.run(stop).await?;
     ticker.abort();
     bar.finish_and_clear();
-    let secs = started.elapsed().as_secs_f64();
-    let max_share = s.per_prefix.iter().max().copied().unwrap_or(0) as f64 / s.write_requests.max(1) as f64;
-    eprintln!(
-        "loadgen → ingest: {} records ({} valid, {} dead-lettered) in {:.1}s ({:.0}/s); {} flushes, {} items, \
-         {} write requests ({:.3} per item, {:.4} per valid record), largest prefix share {:.3} (1/P = {:.3})",
-        s.records,
-        s.valid,
-        s.rejected,
-        secs,
-        s.records as f64 / secs.max(1e-9),
-        s.flushes,
-        s.items,
-        s.write_requests,
-        s.write_requests as f64 / s.items.max(1) as f64,
-        s.write_requests as f64 / s.valid.max(1) as f64,
-        max_share,
-        1.0 / s.per_prefix.len().max(1) as f64
-    );
+    eprintln!("{}", summary::pipeline("loadgen → ingest", &s, started.elapsed(), &cli.dead_letters));
+    for line in summary::capacity("loadgen → ingest", &stores) {
+        eprintln!("{line}");
+    }
     Ok(())
 }
 
@@ -289,12 +246,7 @@ async fn run_kinesis(cli: &Cli, gen: &dyn Traffic, stream: &str) -> Result<()> {
             bail!("--rate {r}: must be a positive number of records per second");
         }
     }
-    let aws = zigzag_aws::AwsOptions {
-        region: cli.region.clone(),
-        endpoint_url: cli.endpoint_url.clone(),
-        ..Default::default()
-    };
-    let client = zigzag_kinesis::client(&aws).await;
+    let client = zigzag_kinesis::client(&cli.store.aws.options()).await;
     if let Some(shards) = cli.create_stream {
         zigzag_kinesis::stream::ensure_stream(&client, stream, shards.max(1)).await?;
     }
@@ -320,25 +272,19 @@ async fn run_kinesis(cli: &Cli, gen: &dyn Traffic, stream: &str) -> Result<()> {
     Ok(())
 }
 
-fn read(path: &PathBuf) -> Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let gen_config = gen_config(&cli)?;
-    let config = match &cli.config {
-        Some(p) => Config::from_toml(&read(p)?).with_context(|| format!("in {}", p.display()))?,
-        None => Config::shipped(),
-    };
+    let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
     // The shipped generator writes the shipped fields; any other schema,
     // or a field traffic file, takes the declared schema's generator.
     let gen: Arc<dyn Traffic> = if cli.fields.is_none() && config.fields == Config::default().fields {
         Arc::new(Generator::new(gen_config))
     } else {
         let traffic = match &cli.fields {
-            Some(p) => TrafficFile::from_toml(&read(p)?).with_context(|| format!("in {}", p.display()))?,
+            Some(p) => TrafficFile::from_toml(&read(p, "field traffic file")?)
+                .with_context(|| format!("in {}", p.display()))?,
             None => TrafficFile::default(),
         };
         Arc::new(SchemaGenerator::new(gen_config, &config, &traffic)?)

@@ -2,7 +2,7 @@
 //! for counting instructions as well as timing (this machine's speed
 //! drifts; an instruction count does not):
 //!
-//! `cargo build --release -p zigzag-ingest --example hot_path`
+//! `cargo build --release -p zigzag-app --example hot_path`
 //! `target/release/examples/hot_path STAGE ROUNDS DATA`
 //! `valgrind --tool=cachegrind --cache-sim=no target/release/examples/hot_path decode 5`
 //!

@@ -1,10 +1,8 @@
 //! `gather` reports as a user runs them: a database file written like
 //! ingest writes it, a configuration file, and the binary's output.
 
-mod common;
-
-use common::*;
-use common::{Field, Measures};
+use zigzag_testkit::fixture::*;
+use zigzag_testkit::fixture::{Field, Measures};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -31,7 +29,7 @@ fn fixture() -> &'static Fixture {
         let events = events(11, 1_500);
         let table = SqliteTable::open(&db).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        rt.block_on(write_store(&table, &common::config(4, ScatterMode::Random), &events));
+        rt.block_on(write_store(&table, &zigzag_testkit::fixture::config(4, ScatterMode::Random), &events));
         let path = dir.path().to_path_buf();
         Fixture { _dir: dir, db, config, dir: path, events }
     })
@@ -204,7 +202,7 @@ fn write_truth(name: &str, t: &zigzag_model::Truth) -> String {
 
 #[test]
 fn check_matches_truth_and_catches_tampering() {
-    let truth = common::truth(&fixture().events);
+    let truth = zigzag_testkit::fixture::truth(&fixture().events);
     let good = write_truth("truth.json", &truth);
     let out = ok(&["check", "--truth", &good]);
     assert!(out.contains("all groups MATCH") && !out.contains("MISMATCH"), "{out}");
@@ -236,7 +234,7 @@ fn the_layout_comes_from_the_table_and_a_contradicting_config_is_refused() {
     let f = fixture();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("layout.db");
-    let config = common::config(4, ScatterMode::Random);
+    let config = zigzag_testkit::fixture::config(4, ScatterMode::Random);
     let table = SqliteTable::open(&db).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     rt.block_on(async {
@@ -277,10 +275,10 @@ fn compact_folds_closed_bins_and_reports_stay_exact() {
     {
         let table = SqliteTable::open(&db).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let layout = zigzag_model::layout::Layout::of(&common::config(4, ScatterMode::Random));
+        let layout = zigzag_model::layout::Layout::of(&zigzag_testkit::fixture::config(4, ScatterMode::Random));
         // As ingest writes it: the layout first (compaction refuses a table without one).
         rt.block_on(zigzag_model::layout::ensure(&table, &layout)).unwrap();
-        rt.block_on(write_store(&table, &common::config(4, ScatterMode::Random), &events));
+        rt.block_on(write_store(&table, &zigzag_testkit::fixture::config(4, ScatterMode::Random), &events));
     }
     let config = dir.path().join("zigzag.toml");
     std::fs::write(&config, CONFIG).unwrap();

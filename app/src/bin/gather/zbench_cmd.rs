@@ -7,7 +7,7 @@ use zigzag_core::query::{AdaptiveConfig, AutoConfig, ElasticConfig, Strategy};
 use zigzag_core::schema::{Encoding, Schema};
 use zigzag_gather::zbench;
 
-use super::read;
+use zigzag_app::config::read;
 
 #[derive(clap::Args)]
 pub struct ZbenchArgs {

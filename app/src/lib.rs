@@ -1,0 +1,24 @@
+//! The application layer: everything the three binaries (`ingest`,
+//! `gather`, `loadgen`, in `src/bin/`) share, so that the libraries below
+//! them know nothing of command lines, files or signals.
+//!
+//! - [`store`]: `--db` / `--dynamodb` → the aggregate table and its lease
+//!   table (one naming rule), opened for writing, reading or operating;
+//! - [`aws`]: the AWS options every AWS call takes (`--region`,
+//!   `--endpoint-url`, `--aws-timeout`);
+//! - [`config`]: reading the pipeline configuration file;
+//! - [`duration`]: one duration grammar for every flag (`zigzag_core::duration`);
+//! - [`signals`]: SIGINT and SIGTERM as a cancellation token;
+//! - [`worker`]: the options of a pipeline worker (`ingest`, `loadgen --sink ingest`);
+//! - [`logging`] and [`summary`]: log lines, text or JSON, and the run summary.
+//!
+//! Errors here carry context for a person (anyhow): this is the edge.
+
+pub mod aws;
+pub mod config;
+pub mod duration;
+pub mod logging;
+pub mod signals;
+pub mod store;
+pub mod summary;
+pub mod worker;

@@ -1,0 +1,101 @@
+//! What the three binaries share through the application layer, as a
+//! user meets it: one duration grammar whose errors name the flag, and a
+//! SIGTERM that flushes whichever binary runs a pipeline.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use zigzag_testkit::Reaped;
+
+fn run(bin: &str, args: &[&str]) -> Output {
+    Command::new(bin).args(args).output().unwrap()
+}
+
+fn fails_naming(out: &Output, flag: &str, why: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{flag}: accepted: {stderr}");
+    assert!(stderr.contains(flag) && stderr.contains(why), "{flag}: {stderr}");
+}
+
+#[test]
+fn every_binary_reads_durations_by_one_grammar_and_names_the_flag_it_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("none.db");
+    let db = db.to_str().unwrap();
+    let ingest = env!("CARGO_BIN_EXE_ingest");
+    let gather = env!("CARGO_BIN_EXE_gather");
+    let loadgen = env!("CARGO_BIN_EXE_loadgen");
+    fails_naming(&run(ingest, &["--db", db, "--input", "x.jsonl", "--failover", "0s"]), "--failover", "longer than zero");
+    fails_naming(&run(ingest, &["--db", db, "--input", "x.jsonl", "--aws-timeout", "5x"]), "--aws-timeout", "unit");
+    fails_naming(&run(gather, &["--db", db, "compact", "--before", "2026-01-01", "--grace", "10q"]), "--grace", "unit");
+    fails_naming(&run(gather, &["--db", db, "scatter", "--interval", "1y"]), "--interval", "unit");
+    fails_naming(&run(loadgen, &["--sink", "files:-", "--records", "5", "--span", "0"]), "--span", "longer than zero");
+    fails_naming(&run(loadgen, &["--sink", "files:-", "--records", "5", "--late-max", "1.5.0h"]), "--late-max", "a number and a unit");
+    // The same grammar accepted everywhere: decimals, a bare number of
+    // seconds, zero where zero means something (no jitter).
+    let truth = dir.path().join("truth.json");
+    let args = ["--sink", "files:-", "--records", "7", "--span", "1.5h", "--jitter", "0", "--late-max", "90"];
+    let out = run(loadgen, &[&args[..], &["--truth", truth.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout.iter().filter(|&&b| b == b'\n').count(), 7, "7 records on stdout");
+}
+
+/// `loadgen --sink ingest` told to stop by SIGTERM (what an orchestrator
+/// sends) flushes what it read and checkpoints it, as Ctrl-C does: with a
+/// flush interval far longer than the run, the final flush is the only one.
+#[test]
+fn loadgen_into_ingest_flushes_and_checkpoints_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("zigzag.db");
+    let config = dir.path().join("zigzag.toml");
+    std::fs::write(&config, "[flush]\ninterval_ms = 3600000\n").unwrap();
+    let mut child = Reaped::spawn(
+        Command::new(env!("CARGO_BIN_EXE_loadgen"))
+            .args(["--sink", "ingest", "--rate", "2000", "--records", "200000", "--shards", "2"])
+            .arg("--config")
+            .arg(&config)
+            .arg("--db")
+            .arg(&db)
+            .arg("--truth")
+            .arg(dir.path().join("truth.json"))
+            .arg("--dead-letters")
+            .arg(dir.path().join("dead.jsonl"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    )
+    .unwrap();
+    wait_for_lease_table(&db, &mut child);
+    std::thread::sleep(Duration::from_secs(2));
+    let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "loadgen after SIGTERM: {stderr}");
+    let summary = stderr.lines().find(|l| l.starts_with("loadgen → ingest: ")).expect("the run summary");
+    assert!(summary.contains("; 1 flushes ("), "exactly the final flush: {summary}");
+    let read: u64 = summary["loadgen → ingest: ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(read > 0 && read < 200_000, "stopped part-way: {summary}");
+
+    let leases: std::sync::Arc<dyn zigzag_core::table::SortedTable> =
+        std::sync::Arc::new(zigzag_sqlite::SqliteTable::open_table(&db, "checkpoints").unwrap());
+    let reader = zigzag_lease::Coordinator::new(leases, zigzag_lease::LeaseOptions::new("loadgen", "test"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (held, lanes) =
+        rt.block_on(async { (reader.read_leases().await.unwrap(), reader.read_lanes().await.unwrap()) });
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert!(
+        held.iter().all(|l| l.owner.is_none() && l.checkpoint.earliest().is_some()),
+        "released and checkpointed: {held:?}"
+    );
+    assert!(lanes.iter().all(|l| l.owner.is_none()), "lane freed: {lanes:?}");
+}
+
+/// Waits (at most 60 s) until the worker joined: its database exists.
+fn wait_for_lease_table(db: &Path, child: &mut Reaped) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !db.exists() {
+        assert!(Instant::now() < deadline, "loadgen never opened {}", db.display());
+        assert_eq!(child.try_wait().unwrap(), None, "loadgen exited early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
