@@ -9,9 +9,14 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/zigzag-target}"
 RECORDS="${1:-1000000}"
 OUT=demo
 
-echo "== building (release; the first build takes a few minutes)"
-cargo build --release --locked -q -p zigzag-app --bin loadgen --bin gather
-BIN="$CARGO_TARGET_DIR/release"
+# Built without the AWS SDK (--no-default-features: no DynamoDB, no
+# Kinesis), which the embedded demo never calls and which would take
+# minutes to compile; in a directory of its own, so that these binaries
+# never stand in for the full ones in $CARGO_TARGET_DIR/release.
+echo "== building (release, embedded only; the first build takes a couple of minutes)"
+cargo build --release --locked -q -p zigzag-app --no-default-features --bin loadgen --bin gather \
+  --target-dir "$CARGO_TARGET_DIR/embedded"
+BIN="$CARGO_TARGET_DIR/embedded/release"
 
 rm -rf "$OUT" && mkdir -p "$OUT"
 echo "== loadgen → ingest → $OUT/zigzag.db ($RECORDS records, 4 shards)"

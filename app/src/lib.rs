@@ -4,8 +4,8 @@
 //!
 //! - [`store`]: `--db` / `--dynamodb` → the aggregate table and its lease
 //!   table (one naming rule), opened for writing, reading or operating;
-//! - [`aws`]: the AWS options every AWS call takes (`--region`,
-//!   `--endpoint-url`, `--aws-timeout`);
+//! - `aws` (feature `aws`, on by default): the AWS options every AWS call
+//!   takes (`--region`, `--endpoint-url`, `--aws-timeout`);
 //! - [`config`]: reading the pipeline configuration file;
 //! - [`duration`]: one duration grammar for every flag (`zigzag_core::duration`);
 //! - [`signals`]: SIGINT and SIGTERM as a cancellation token;
@@ -13,7 +13,13 @@
 //! - [`logging`] and [`summary`]: log lines, text or JSON, and the run summary.
 //!
 //! Errors here carry context for a person (anyhow): this is the edge.
+//!
+//! Feature `aws` (default) brings DynamoDB (`--dynamodb`) and Kinesis
+//! (`ingest --kinesis`, `loadgen --sink kinesis:`), and the AWS SDK, minutes
+//! to compile; without it the binaries run embedded only (SQLite, files,
+//! the synthetic source), which is what the demo builds.
 
+#[cfg(feature = "aws")]
 pub mod aws;
 pub mod config;
 pub mod duration;

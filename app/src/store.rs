@@ -1,16 +1,20 @@
 //! Where the aggregates are: the SQLite `--db` file, or the `--dynamodb`
-//! table; and the lease table of the workers that write them (SQLite: the
-//! `checkpoints` table of the same file; DynamoDB: `TABLE-checkpoints`,
-//! [`lease_table_name`]). Writers open both, validating and creating the
-//! tables when allowed; readers open the aggregates without a call.
+//! table (feature `aws`); and the lease table of the workers that write
+//! them (SQLite: the `checkpoints` table of the same file; DynamoDB:
+//! `TABLE-checkpoints`, [`lease_table_name`]). Writers open both,
+//! validating and creating the tables when allowed; readers open the
+//! aggregates without a call.
 
-use crate::aws::AwsArgs;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
 use zigzag_core::table::SortedTable;
-use zigzag_dynamodb::{client, ensure_table, Billing, DynamoTable};
 use zigzag_sqlite::SqliteTable;
+#[cfg(feature = "aws")]
+use {
+    crate::aws::AwsArgs,
+    zigzag_dynamodb::{client, ensure_table, Billing, DynamoTable},
+};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs {
@@ -18,15 +22,18 @@ pub struct StoreArgs {
     /// (`checkpoints`) of the workers writing them
     #[arg(long, default_value = zigzag_sqlite::DEFAULT_PATH, global = true)]
     pub db: PathBuf,
+    #[cfg(feature = "aws")]
     /// Use this DynamoDB table for the aggregates (and TABLE-checkpoints for
     /// the leases) instead of the SQLite --db. Credentials and region come
     /// from the AWS default chain; AWS_ENDPOINT_URL or
     /// AWS_ENDPOINT_URL_DYNAMODB points it at an emulator.
     #[arg(long, value_name = "TABLE", global = true)]
     pub dynamodb: Option<String>,
+    #[cfg(feature = "aws")]
     /// DynamoDB calls in flight at once in batch updates
     #[arg(long, default_value_t = zigzag_dynamodb::DEFAULT_CONCURRENCY, global = true)]
     pub dynamodb_concurrency: usize,
+    #[cfg(feature = "aws")]
     #[command(flatten)]
     pub aws: AwsArgs,
 }
@@ -38,11 +45,13 @@ pub struct CreateArgs {
     /// tables come from the deployment's template
     #[arg(long)]
     pub no_create_tables: bool,
+    #[cfg(feature = "aws")]
     /// Create tables with provisioned capacity "READ,WRITE" (units) instead of on-demand
     #[arg(long, value_name = "READ,WRITE", value_parser = parse_provisioned)]
     pub provisioned: Option<Billing>,
 }
 
+#[cfg(feature = "aws")]
 fn parse_provisioned(s: &str) -> Result<Billing, String> {
     let (r, w) = s.split_once(',').ok_or("expected READ,WRITE, e.g. 100,50")?;
     let unit =
@@ -61,6 +70,7 @@ pub struct Stores {
     pub leases: Arc<dyn SortedTable>,
     /// The same two as DynamoDB tables, for the capacity they consumed
     /// (None: SQLite).
+    #[cfg(feature = "aws")]
     pub dynamo: Option<(DynamoTable, DynamoTable)>,
 }
 
@@ -70,26 +80,33 @@ impl StoreArgs {
     /// each is validated (key schema, ACTIVE) and created when allowed; a
     /// writer's SQLite file is created when missing.
     pub async fn open(&self, create: Option<&CreateArgs>) -> Result<Stores> {
-        let Some(name) = &self.dynamodb else {
-            if create.is_none() && !self.db.exists() {
-                bail!("database {} does not exist (run ingest first, or pass --db)", self.db.display());
-            }
-            let open = |table: &str| {
-                SqliteTable::open_table(&self.db, table).with_context(|| format!("opening {}", self.db.display()))
-            };
-            return Ok(Stores {
-                aggregates: Arc::new(open(zigzag_sqlite::DEFAULT_TABLE)?),
-                leases: Arc::new(open("checkpoints")?),
-                dynamo: None,
-            });
+        #[cfg(feature = "aws")]
+        if let Some(name) = &self.dynamodb {
+            return self.open_dynamodb(name, create).await;
+        }
+        if create.is_none() && !self.db.exists() {
+            bail!("database {} does not exist (run ingest first, or pass --db)", self.db.display());
+        }
+        let open = |table: &str| {
+            SqliteTable::open_table(&self.db, table).with_context(|| format!("opening {}", self.db.display()))
         };
+        Ok(Stores {
+            aggregates: Arc::new(open(zigzag_sqlite::DEFAULT_TABLE)?),
+            leases: Arc::new(open("checkpoints")?),
+            #[cfg(feature = "aws")]
+            dynamo: None,
+        })
+    }
+
+    #[cfg(feature = "aws")]
+    async fn open_dynamodb(&self, name: &str, create: Option<&CreateArgs>) -> Result<Stores> {
         let client = client(&self.aws.options()).await;
         let (billing, may_create) = match create {
             Some(c) => (c.provisioned.unwrap_or_default(), !c.no_create_tables),
             None => (Billing::OnDemand, false),
         };
         let leases = lease_table_name(name);
-        for table in [name, &leases] {
+        for table in [name, leases.as_str()] {
             ensure_table(&client, table, billing, may_create)
                 .await
                 .with_context(|| format!("opening the DynamoDB table {table}"))?;
@@ -107,6 +124,7 @@ impl StoreArgs {
     /// (its first read shows whether the table is there; [`Self::explain`]
     /// says what is wrong); a SQLite file must exist.
     pub async fn open_aggregates(&self) -> Result<Arc<dyn SortedTable>> {
+        #[cfg(feature = "aws")]
         if let Some(name) = &self.dynamodb {
             let client = client(&self.aws.options()).await;
             return Ok(Arc::new(DynamoTable::new(client, name).with_concurrency(self.dynamodb_concurrency)));
@@ -122,11 +140,14 @@ impl StoreArgs {
     /// table when it can tell more (missing, not ACTIVE, another key
     /// schema): for a reader whose first read failed.
     pub async fn explain(&self, failed: anyhow::Error) -> anyhow::Error {
-        let Some(name) = &self.dynamodb else { return failed };
-        match ensure_table(&client(&self.aws.options()).await, name, Billing::OnDemand, false).await {
-            Err(why) => anyhow::Error::new(why).context(format!("opening the DynamoDB table {name}")),
-            Ok(_) => failed,
+        #[cfg(feature = "aws")]
+        if let Some(name) = &self.dynamodb {
+            let client = client(&self.aws.options()).await;
+            if let Err(why) = ensure_table(&client, name, Billing::OnDemand, false).await {
+                return anyhow::Error::new(why).context(format!("opening the DynamoDB table {name}"));
+            }
         }
+        failed
     }
 }
 
@@ -134,6 +155,7 @@ impl StoreArgs {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "aws")]
     #[test]
     fn provisioned_capacity_parses() {
         assert_eq!(parse_provisioned("100, 50"), Ok(Billing::Provisioned { read_units: 100, write_units: 50 }));

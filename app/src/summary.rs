@@ -2,7 +2,6 @@
 //! --sink ingest`): what was read, written and retried, and what the
 //! DynamoDB tables consumed.
 
-use crate::store::Stores;
 use std::path::Path;
 use std::time::Duration;
 use zigzag_ingest::RunSummary;
@@ -43,7 +42,8 @@ pub fn pipeline(label: &str, s: &RunSummary, elapsed: Duration, dead_letters: &P
 
 /// One line per DynamoDB table: requests and capacity consumed, calls
 /// retried. None for SQLite.
-pub fn capacity(label: &str, stores: &Stores) -> Vec<String> {
+#[cfg(feature = "aws")]
+pub fn capacity(label: &str, stores: &crate::store::Stores) -> Vec<String> {
     let Some((aggregates, leases)) = &stores.dynamo else { return Vec::new() };
     [aggregates, leases]
         .iter()
@@ -59,4 +59,10 @@ pub fn capacity(label: &str, stores: &Stores) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Nothing to say: built without DynamoDB.
+#[cfg(not(feature = "aws"))]
+pub fn capacity(_label: &str, _stores: &crate::store::Stores) -> Vec<String> {
+    Vec::new()
 }

@@ -9,11 +9,12 @@
 //! - [`synthetic`]: that stream as an ingest [`Source`](zigzag_model::source::Source),
 //!   optionally paced to a target rate.
 //! - [`truth`]: the ground truth of a run, summed as reports sum.
-//! - [`kinesis_sink`]: the records into a Kinesis stream (PutRecords, paced,
-//!   optionally KPL-aggregated).
+//! - `kinesis_sink` (feature `kinesis`, the AWS SDK): the records into a
+//!   Kinesis stream (PutRecords, paced, optionally KPL-aggregated).
 
 pub mod declared;
 pub mod generator;
+#[cfg(feature = "kinesis")]
 pub mod kinesis_sink;
 pub mod synthetic;
 pub mod traffic;

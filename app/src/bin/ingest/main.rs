@@ -14,6 +14,7 @@ use zigzag_app::worker::WorkerArgs;
 use zigzag_app::{signals, summary};
 use zigzag_ingest::source::{JsonlSource, Source};
 use zigzag_ingest::{Pipeline, PipelineOptions};
+#[cfg(feature = "aws")]
 use zigzag_kinesis::{KinesisSource, StartingPosition};
 use zigzag_model::Config;
 
@@ -32,14 +33,20 @@ struct Cli {
     command: Option<Command>,
     /// JSONL input files, one per shard (the file stem is the shard id; the
     /// line number is the sequence number).
-    #[arg(long = "input", num_args = 1.., required_unless_present = "kinesis", conflicts_with = "kinesis")]
+    #[cfg_attr(
+        feature = "aws",
+        arg(long = "input", num_args = 1.., required_unless_present = "kinesis", conflicts_with = "kinesis")
+    )]
+    #[cfg_attr(not(feature = "aws"), arg(long = "input", num_args = 1.., required = true))]
     inputs: Vec<PathBuf>,
     /// Read this Kinesis stream instead of files (AWS default chain;
     /// AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_KINESIS points it at an emulator).
+    #[cfg(feature = "aws")]
     #[arg(long, value_name = "STREAM")]
     kinesis: Option<String>,
     /// Where shards without a checkpoint start: trim-horizon, latest, or an
     /// RFC 3339 time (AT_TIMESTAMP)
+    #[cfg(feature = "aws")]
     #[arg(long, default_value = "trim-horizon", value_parser = parse_start)]
     start: StartingPosition,
     /// Keep reading appended lines instead of stopping at the end of the files.
@@ -152,6 +159,7 @@ async fn print_leases(stream: &str, store: &StoreArgs) -> Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "aws")]
 fn parse_start(s: &str) -> Result<StartingPosition, String> {
     match s {
         "trim-horizon" => Ok(StartingPosition::TrimHorizon),
@@ -179,14 +187,19 @@ async fn main() -> Result<()> {
         say(cli.log_format, &format!("ingest: serving /metrics, /health and /ready on http://{bound}"));
     }
     let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
-    let source: Arc<dyn Source> = match &cli.kinesis {
+    #[cfg(feature = "aws")]
+    let kinesis = cli.kinesis.clone();
+    #[cfg(not(feature = "aws"))]
+    let kinesis: Option<String> = None;
+    let source: Arc<dyn Source> = match &kinesis {
+        #[cfg(feature = "aws")]
         Some(stream) => {
             let client = zigzag_kinesis::client(&cli.store.aws.options()).await;
             Arc::new(KinesisSource::new(client, stream, cli.start))
         }
-        None => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
+        _ => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
     };
-    let stream = cli.stream.clone().or(cli.kinesis.clone()).unwrap_or_else(|| "default".into());
+    let stream = cli.stream.clone().or(kinesis).unwrap_or_else(|| "default".into());
     let stores = cli.store.open(Some(&cli.create)).await?;
     let opts = PipelineOptions {
         batch_size: cli.batch.max(1),

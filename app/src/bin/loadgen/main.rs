@@ -19,8 +19,10 @@ use zigzag_app::worker::WorkerArgs;
 use zigzag_app::{signals, summary};
 use zigzag_core::schema::{parse_instant, TimeUnit};
 use zigzag_ingest::{Pipeline, PipelineOptions};
+#[cfg(feature = "aws")]
 use zigzag_kinesis::Producer;
 use zigzag_loadgen::declared::traffic_file::TrafficFile;
+#[cfg(feature = "aws")]
 use zigzag_loadgen::kinesis_sink::{produce, PartitionKey, SinkOptions};
 use zigzag_loadgen::{truth, write_shard_files, GenConfig, Generator, SchemaGenerator, SyntheticSource, Traffic};
 use zigzag_model::Config;
@@ -97,13 +99,16 @@ struct Cli {
     /// In-process sink: dead-letter file.
     #[arg(long, default_value = "dead-letters.jsonl")]
     dead_letters: PathBuf,
+    #[cfg(feature = "aws")]
     /// Kinesis sink: the partition key of each record: a field's value (by
     /// its name) or random [default: referrer if the schema has it, else random]
     #[arg(long)]
     partition_key: Option<String>,
+    #[cfg(feature = "aws")]
     /// Kinesis sink: pack records into KPL aggregates of at most this many bytes (e.g. 51200)
     #[arg(long, value_name = "BYTES")]
     kpl: Option<usize>,
+    #[cfg(feature = "aws")]
     /// Kinesis sink: create the stream with this many shards if it does not exist
     #[arg(long, value_name = "SHARDS")]
     create_stream: Option<i32>,
@@ -231,6 +236,7 @@ async fn run_in_process(cli: &Cli, config: Config, gen: Arc<dyn Traffic>) -> Res
     Ok(())
 }
 
+#[cfg(feature = "aws")]
 async fn run_kinesis(cli: &Cli, gen: &dyn Traffic, stream: &str) -> Result<()> {
     if stream.is_empty() {
         bail!("--sink kinesis:STREAM needs a stream name");
@@ -261,7 +267,7 @@ async fn run_kinesis(cli: &Cli, gen: &dyn Traffic, stream: &str) -> Result<()> {
     let secs = started.elapsed().as_secs_f64();
     let st = &producer.stats;
     eprintln!(
-        "loadgen → kinesis:{stream}: {sent} records in {:.1}s ({:.0}/s) as {} Kinesis records, {} PutRecords calls;          {} records retried after failing (FailedRecordCount), {} calls retried (throttled/timeout/5xx)",
+        "loadgen → kinesis:{stream}: {sent} records in {:.1}s ({:.0}/s) as {} Kinesis records, {} PutRecords calls; {} records retried after failing (FailedRecordCount), {} calls retried (throttled/timeout/5xx)",
         secs,
         sent as f64 / secs.max(1e-9),
         st.records.load(Ordering::Relaxed),
@@ -307,7 +313,10 @@ async fn main() -> Result<()> {
         "ingest" => run_in_process(&cli, config, gen).await,
         s if s.starts_with("files:") => write_files(&*gen, &s["files:".len()..]),
         s if s.starts_with("jsonl:") => write_files(&*gen, &s["jsonl:".len()..]),
+        #[cfg(feature = "aws")]
         s if s.starts_with("kinesis:") => run_kinesis(&cli, &*gen, &s["kinesis:".len()..]).await,
+        #[cfg(not(feature = "aws"))]
+        s if s.starts_with("kinesis:") => bail!("--sink {s}: this loadgen was built without AWS (feature aws)"),
         other => bail!("--sink {other:?}: expected ingest, files:DIR, files:-, or kinesis:STREAM"),
     }
 }
