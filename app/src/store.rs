@@ -132,7 +132,8 @@ impl StoreArgs {
         if !self.db.exists() {
             bail!("database {} does not exist (run ingest first, or pass --db)", self.db.display());
         }
-        let table = SqliteTable::open(&self.db).with_context(|| format!("opening the database {}", self.db.display()))?;
+        let table =
+            SqliteTable::open(&self.db).with_context(|| format!("opening the database {}", self.db.display()))?;
         Ok(Arc::new(table))
     }
 

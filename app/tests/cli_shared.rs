@@ -25,12 +25,20 @@ fn every_binary_reads_durations_by_one_grammar_and_names_the_flag_it_refuses() {
     let ingest = env!("CARGO_BIN_EXE_ingest");
     let gather = env!("CARGO_BIN_EXE_gather");
     let loadgen = env!("CARGO_BIN_EXE_loadgen");
-    fails_naming(&run(ingest, &["--db", db, "--input", "x.jsonl", "--failover", "0s"]), "--failover", "longer than zero");
+    fails_naming(
+        &run(ingest, &["--db", db, "--input", "x.jsonl", "--failover", "0s"]),
+        "--failover",
+        "longer than zero",
+    );
     fails_naming(&run(ingest, &["--db", db, "--input", "x.jsonl", "--aws-timeout", "5x"]), "--aws-timeout", "unit");
     fails_naming(&run(gather, &["--db", db, "compact", "--before", "2026-01-01", "--grace", "10q"]), "--grace", "unit");
     fails_naming(&run(gather, &["--db", db, "scatter", "--interval", "1y"]), "--interval", "unit");
     fails_naming(&run(loadgen, &["--sink", "files:-", "--records", "5", "--span", "0"]), "--span", "longer than zero");
-    fails_naming(&run(loadgen, &["--sink", "files:-", "--records", "5", "--late-max", "1.5.0h"]), "--late-max", "a number and a unit");
+    fails_naming(
+        &run(loadgen, &["--sink", "files:-", "--records", "5", "--late-max", "1.5.0h"]),
+        "--late-max",
+        "a number and a unit",
+    );
     // The same grammar accepted everywhere: decimals, a bare number of
     // seconds, zero where zero means something (no jitter).
     let truth = dir.path().join("truth.json");

@@ -1,13 +1,13 @@
 //! `gather` reports as a user runs them: a database file written like
 //! ingest writes it, a configuration file, and the binary's output.
 
-use zigzag_testkit::fixture::*;
-use zigzag_testkit::fixture::{Field, Measures};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 use zigzag_model::ScatterMode;
 use zigzag_sqlite::SqliteTable;
+use zigzag_testkit::fixture::*;
+use zigzag_testkit::fixture::{Field, Measures};
 
 const CONFIG: &str = "[scatter]\nprefixes = 4\nmode = \"random\"\n";
 

@@ -30,12 +30,13 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let unit_ns = match unit.trim() {
-        "" => 1_000_000_000,
-        u => UNITS.iter().find(|(name, _)| *name == u).map(|(_, ns)| *ns).ok_or_else(|| {
-            err("expected a number and a unit (ms, s, m, h, d, w), like 250ms, 10s, 5m, 1h or 7d")
-        })?,
-    };
+    let unit_ns =
+        match unit.trim() {
+            "" => 1_000_000_000,
+            u => UNITS.iter().find(|(name, _)| *name == u).map(|(_, ns)| *ns).ok_or_else(|| {
+                err("expected a number and a unit (ms, s, m, h, d, w), like 250ms, 10s, 5m, 1h or 7d")
+            })?,
+        };
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     if whole.is_empty() && fraction.is_empty() || !digits(whole) || !digits(fraction) {
@@ -113,8 +114,7 @@ mod tests {
 
     #[test]
     fn bad_input_is_named_in_the_error() {
-        for text in ["", "s", "5x", "-5s", "1e3s", "1.2.3s", "5 m s", "1.0000000001s", "99999999999999999999999999w"]
-        {
+        for text in ["", "s", "5x", "-5s", "1e3s", "1.2.3s", "5 m s", "1.0000000001s", "99999999999999999999999999w"] {
             let e = parse(text).unwrap_err();
             assert_eq!(e.text, text);
             assert!(e.to_string().starts_with(&format!("duration {text:?}: ")), "{e}");

@@ -26,14 +26,6 @@ pub struct Advice {
     pub note: String,
 }
 
-/// Items per bucket of one bin's statistics, in its busiest time slice
-/// (`StoredStats::peak_items_per_bucket`). In hash mode an item is a key in
-/// a bucket; in random mode every write of a key lands in a prefix of its
-/// own, so the count is an upper bound of the keys.
-fn items_per_bucket(s: &StoredStats, rollup: Rollup) -> f64 {
-    s.peak_items_per_bucket(rollup)
-}
-
 /// The advice for every projection and rollup of `projections`, at
 /// `writers` workers flushing every `interval_s` seconds.
 pub async fn advise<T: SortedTable + ?Sized>(
@@ -58,7 +50,10 @@ pub async fn advise<T: SortedTable + ?Sized>(
                     let s = StoredStats::from_item(item)
                         .map_err(|why| GatherError::Item { pk: item.pk.clone(), why: format!("statistics: {why}") })?;
                     bins += 1;
-                    let n = items_per_bucket(&s, rollup);
+                    // Items per bucket in the bin's busiest time slice. In hash mode an
+                    // item is a key in a bucket; in random mode every write of a key
+                    // lands in a prefix of its own, so it bounds the keys from above.
+                    let n = s.peak_items_per_bucket(rollup);
                     peak = Some(peak.map_or(n, |p: f64| p.max(n)));
                 }
                 match page.last_evaluated {

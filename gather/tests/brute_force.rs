@@ -3,8 +3,6 @@
 //! the rollup chosen, the scatter mode (items of one key spread over
 //! prefixes, or merged in one), the store, the strategy and the concurrency.
 
-use zigzag_testkit::fixture::Field;
-use zigzag_testkit::fixture::*;
 use proptest::prelude::*;
 use std::sync::OnceLock;
 use zigzag_core::query::{AdaptiveConfig, AutoConfig, Strategy as ZStrategy};
@@ -16,6 +14,8 @@ use zigzag_gather::report;
 use zigzag_gather::window::WindowSpec;
 use zigzag_model::{Config, Rollup, ScatterMode};
 use zigzag_sqlite::SqliteTable;
+use zigzag_testkit::fixture::Field;
+use zigzag_testkit::fixture::*;
 
 struct Store {
     table: Box<dyn SortedTable>,
@@ -184,12 +184,21 @@ fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
         _ => ZStrategy::Naive,
     };
     let opts = ExecOptions { concurrency: c.concurrency, strategy, ..ExecOptions::default() };
-    let g = w
-        .rt
-        .block_on(zigzag_gather::gather(store.table.as_ref(), &store.config, req, zigzag_testkit::fixture::names(&c.group_by), &opts))
+    let g =
+        w.rt.block_on(zigzag_gather::gather(
+            store.table.as_ref(),
+            &store.config,
+            req,
+            zigzag_testkit::fixture::names(&c.group_by),
+            &opts,
+        ))
         .unwrap();
-    let got =
-        g.aggregation.groups.iter().map(|(k, m)| ((k.bucket, k.values.clone()), zigzag_testkit::fixture::Measures::of(m))).collect();
+    let got = g
+        .aggregation
+        .groups
+        .iter()
+        .map(|(k, m)| ((k.bucket, k.values.clone()), zigzag_testkit::fixture::Measures::of(m)))
+        .collect();
     (got, g)
 }
 
@@ -270,7 +279,10 @@ fn rcu_budget_paces_reads() {
     let strategy = ZStrategy::PageJump { limit: 3 };
     let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };
     let paced = w.rt.block_on(zigzag_gather::gather(store.table.as_ref(), &store.config, req, vec![], &opts)).unwrap();
-    assert_eq!(paced.aggregation.groups.values().next().map(zigzag_testkit::fixture::Measures::of).as_ref(), free.values().next());
+    assert_eq!(
+        paced.aggregation.groups.values().next().map(zigzag_testkit::fixture::Measures::of).as_ref(),
+        free.values().next()
+    );
     assert!(rcu > 20.0, "enough reading to pace: {rcu}");
     // One second of burst, then `rate`: at least (rcu - rate - one page of
     // 3 items, 0.5 RCU) / rate seconds, about 2 s.

@@ -173,10 +173,7 @@ impl StoredStats {
                 return self.items as f64 * covered as f64 / (hi - lo).max(1) as f64;
             }
         };
-        slices
-            .iter()
-            .map(|s| s.per_ms * (to.min(s.end) - from.max(s.start)).max(0) as f64)
-            .sum()
+        slices.iter().map(|s| s.per_ms * (to.min(s.end) - from.max(s.start)).max(0) as f64).sum()
     }
 
     /// The most items a bucket of this bin holds: the mean over `lo..=hi`

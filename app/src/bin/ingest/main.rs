@@ -207,8 +207,7 @@ async fn main() -> Result<()> {
     };
     let opts = cli.worker.apply(opts);
     tracing::info!(worker = %opts.worker, "starting");
-    let pipeline =
-        Arc::new(Pipeline::new(source, stores.aggregates.clone(), stores.leases.clone(), opts)?);
+    let pipeline = Arc::new(Pipeline::new(source, stores.aggregates.clone(), stores.leases.clone(), opts)?);
     let _ = watched.set(pipeline.clone());
     let stop = signals::stop_on_signal("flushing and checkpointing");
     let started = std::time::Instant::now();
