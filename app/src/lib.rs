@@ -10,7 +10,8 @@
 //! - [`duration`]: one duration grammar for every flag (`zigzag_core::duration`);
 //! - [`signals`]: SIGINT and SIGTERM as a cancellation token;
 //! - [`worker`]: the options of a pipeline worker (`ingest`, `loadgen --sink ingest`);
-//! - [`logging`] and [`summary`]: log lines, text or JSON, and the run summary.
+//! - [`logging`] and [`summary`]: log lines, text or JSON, and the run summary;
+//! - [`telemetry`]: metrics as Prometheus text and as CloudWatch EMF documents.
 //!
 //! Errors here carry context for a person (anyhow): this is the edge.
 //!
@@ -27,4 +28,5 @@ pub mod logging;
 pub mod signals;
 pub mod store;
 pub mod summary;
+pub mod telemetry;
 pub mod worker;

@@ -4,7 +4,9 @@
 //! their type's limits, wrong types, bad bytes, broken framing). The run
 //! must complete; each hostile line must be dead-lettered with the reason
 //! it deserves (or, for the few that are valid, counted); and the store must
-//! equal the truth of the valid lines exactly.
+//! equal the truth of the valid lines exactly. The JSON run writes its dead
+//! letters to standard output (`--dead-letters -`, as in a container), the
+//! CSV run to a file.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -85,8 +87,16 @@ fn build(schema: &str, valid: u64, hostile: Vec<(Vec<u8>, Expect)>) -> Run {
     Run { schema: example(&format!("{schema}.toml")), config, lines, hostile: expect, truth }
 }
 
+/// Where the run writes its dead letters: a file, or standard output
+/// (`--dead-letters -`, as in a container).
+#[derive(Clone, Copy)]
+enum DeadTo {
+    File,
+    Stdout,
+}
+
 /// The dead letters by line number, and the run's summary line.
-fn ingest(run: &Run, dir: &Path) -> (BTreeMap<u64, String>, String) {
+fn ingest(run: &Run, dir: &Path, dead_to: DeadTo) -> (BTreeMap<u64, String>, String) {
     let input = dir.join("hostile.txt");
     let mut bytes = Vec::new();
     for l in &run.lines {
@@ -102,13 +112,19 @@ fn ingest(run: &Run, dir: &Path) -> (BTreeMap<u64, String>, String) {
         .arg("--db")
         .arg(dir.join("z.db"))
         .arg("--dead-letters")
-        .arg(dir.join("dead.jsonl"))
+        .arg(match dead_to {
+            DeadTo::File => dir.join("dead.jsonl"),
+            DeadTo::Stdout => "-".into(),
+        })
         .env("RUST_LOG", "warn")
         .output()
         .expect("run ingest");
     assert!(out.status.success(), "the run completes: {}", String::from_utf8_lossy(&out.stderr));
     let summary = String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default().to_string();
-    let dead = std::fs::read_to_string(dir.join("dead.jsonl")).unwrap_or_default();
+    let dead = match dead_to {
+        DeadTo::File => std::fs::read_to_string(dir.join("dead.jsonl")).unwrap_or_default(),
+        DeadTo::Stdout => String::from_utf8(out.stdout).expect("dead letters are UTF-8 JSON"),
+    };
     let dead = dead
         .lines()
         .map(|l| {
@@ -120,9 +136,9 @@ fn ingest(run: &Run, dir: &Path) -> (BTreeMap<u64, String>, String) {
     (dead, summary)
 }
 
-fn assert_run(schema: &str, run: Run) {
+fn assert_run(schema: &str, run: Run, dead_to: DeadTo) {
     let dir = tempfile::tempdir().unwrap();
-    let (dead, summary) = ingest(&run, dir.path());
+    let (dead, summary) = ingest(&run, dir.path(), dead_to);
     for (seq, what) in &run.hostile {
         let line = String::from_utf8_lossy(&run.lines[*seq as usize - 1]);
         let shown: String = line.chars().take(120).collect();
@@ -248,7 +264,7 @@ fn a_hostile_json_file_is_dead_lettered_line_by_line_and_the_run_completes() {
         // Windows line endings are whitespace.
         ([ad("").as_slice(), b"\r"].concat(), Valid(ad_values(None, None))),
     ];
-    assert_run("ad_server", build("ad_server", 1_500, hostile));
+    assert_run("ad_server", build("ad_server", 1_500, hostile), DeadTo::Stdout);
 }
 
 #[test]
@@ -286,5 +302,5 @@ fn a_hostile_csv_file_is_dead_lettered_line_by_line_and_the_run_completes() {
         (b"time,method,path,status,bytes".to_vec(), Header),
         ([line(T, "GET", "/x", "304", "0").as_slice(), b"\r"].concat(), valid(304, 0)),
     ];
-    assert_run("access_log", build("access_log", 1_000, hostile));
+    assert_run("access_log", build("access_log", 1_000, hostile), DeadTo::File);
 }

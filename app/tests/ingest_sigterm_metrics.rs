@@ -1,5 +1,6 @@
 //! A long-lived `ingest` (`--follow`: shards never end) serves Prometheus
-//! metrics, `/health` and `/ready` on loopback, and on SIGTERM flushes, checkpoints and hands its
+//! metrics, `/health` and `/ready` on loopback (which `ingest probe`, the
+//! container health check, reads), and on SIGTERM flushes, checkpoints and hands its
 //! leases and lane back before it exits: with a flush interval far longer
 //! than the test, the final flush is the only one, so exact totals prove it
 //! happened.
@@ -84,6 +85,15 @@ fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
     assert_eq!(code, 200, "ready once reading: {body}");
     assert!(body.ends_with("ready\n"), "{body}");
     assert_eq!(get(port, "/nothing").map(|r| r.0), Some(404), "only the three paths");
+    // The container health check (`ingest probe`, the image has no curl)
+    // passes on both probes and fails on anything but a 200.
+    let addr = format!("127.0.0.1:{port}");
+    for path in ["/health", "/ready"] {
+        let out = probe(&addr, path);
+        assert!(out.status.success(), "probe {path}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = probe(&addr, "/nothing");
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("404"), "{out:?}");
 
     let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
     assert!(status.success());
@@ -117,4 +127,10 @@ fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
         "released, checkpointed: {held:?}"
     );
     assert!(lanes.iter().all(|l| l.owner.is_none()), "lane freed: {lanes:?}");
+    // Gone: the health check fails (the connection is refused).
+    assert!(!probe(&addr, "/health").status.success(), "a probe of an exited ingest passed");
+}
+
+fn probe(addr: &str, path: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ingest")).args(["probe", "--addr", addr, "--path", path]).output().unwrap()
 }

@@ -9,8 +9,13 @@
 //! - [`classify`]: which SDK errors are worth retrying and why.
 //! - [`emulator`]: options for the local emulators, refusing anything but
 //!   loopback (tests never reach a real AWS account by accident).
+//! - [`call_log`]: every operation called, logged for an IAM audit when
+//!   `ZIGZAG_AWS_CALL_LOG` is set; every client carries it.
 
+pub mod call_log;
 pub mod emulator;
+
+pub use call_log::CallLog;
 
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;

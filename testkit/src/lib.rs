@@ -3,12 +3,15 @@
 //! [`fixture`]: a store written the way ingest writes it, from random
 //! events, with brute-force answers over the same events.
 //!
+//! [`sources`]: the workspace's own sources, for tests that read the code.
+//!
 //! [`Reaped`]: a child process killed and waited for when dropped. std's
 //! `Child` is neither on drop, so a test that panicked between spawning a
 //! worker and waiting for it left the worker running (seen: debug `ingest`
 //! workers still retrying an hour after a failed run).
 
 pub mod fixture;
+pub mod sources;
 
 use std::io;
 use std::ops::{Deref, DerefMut};

@@ -70,6 +70,9 @@ impl ShardTask {
             let _ = self.events.send(Event::SourceFailed { shard: self.id.clone(), error });
         }
         metrics::gauge!("zigzag_ingest_shard_reading", "shard" => self.id.clone()).set(0.0);
+        // Not behind on a shard it no longer reads: a stale lag would stay
+        // in every maximum over shards (the EMF document's, an alarm's).
+        metrics::gauge!("zigzag_ingest_millis_behind", "shard" => self.id.clone()).set(0.0);
     }
 
     /// After a failed call: a retryable error pauses the shard (capped

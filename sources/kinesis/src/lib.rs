@@ -22,7 +22,10 @@ pub mod stream;
 pub use producer::{Producer, ProducerStats};
 pub use source::{KinesisSource, StartingPosition};
 
-/// A Kinesis client from the default chain (see [`zigzag_aws::load_config`]).
+/// A Kinesis client from the default chain (see [`zigzag_aws::load_config`]),
+/// its calls logged for an IAM audit when asked ([`zigzag_aws::CallLog`]).
 pub async fn client(opts: &zigzag_aws::AwsOptions) -> aws_sdk_kinesis::Client {
-    aws_sdk_kinesis::Client::new(&zigzag_aws::load_config(opts).await)
+    let sdk = zigzag_aws::load_config(opts).await;
+    let conf = aws_sdk_kinesis::config::Builder::from(&sdk).interceptor(zigzag_aws::CallLog::from_env()).build();
+    aws_sdk_kinesis::Client::from_conf(conf)
 }

@@ -273,6 +273,14 @@ impl KinesisShardReader {
     }
 }
 
+/// A reader dropped (its lease given, lost or finished) leaves no lag
+/// behind: a stale value would stay in every maximum over shards.
+impl Drop for KinesisShardReader {
+    fn drop(&mut self) {
+        metrics::gauge!("zigzag_kinesis_millis_behind_latest", "shard" => self.shard.clone()).set(0.0);
+    }
+}
+
 #[async_trait]
 impl ShardReader for KinesisShardReader {
     async fn next_batch(&mut self, max: usize) -> Result<RecordBatch, SourceError> {

@@ -51,9 +51,13 @@ pub const DEFAULT_CONCURRENCY: usize = 32;
 /// BatchWriteItem's limit.
 const BATCH_WRITE_MAX: usize = 25;
 
-/// A DynamoDB client from the default chain (see [`zigzag_aws::load_config`]).
+/// A DynamoDB client from the default chain (see [`zigzag_aws::load_config`]),
+/// its calls logged for an IAM audit when asked ([`zigzag_aws::CallLog`]).
 pub async fn client(opts: &AwsOptions) -> Client {
-    Client::new(&zigzag_aws::load_config(opts).await)
+    let sdk = zigzag_aws::load_config(opts).await;
+    Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(zigzag_aws::CallLog::from_env()).build(),
+    )
 }
 
 #[derive(Clone)]

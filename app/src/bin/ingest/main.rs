@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use zigzag_app::logging::{self, say, LogFormat};
 use zigzag_app::store::{CreateArgs, StoreArgs};
+use zigzag_app::telemetry::{self, EmfArgs};
 use zigzag_app::worker::WorkerArgs;
 use zigzag_app::{signals, summary};
 use zigzag_ingest::source::{JsonlSource, Source};
@@ -80,6 +81,8 @@ struct Cli {
     #[arg(long, value_enum, default_value = "text", global = true)]
     log_format: LogFormat,
     #[command(flatten)]
+    emf: EmfArgs,
+    #[command(flatten)]
     worker: WorkerArgs,
     #[command(flatten)]
     store: StoreArgs,
@@ -114,6 +117,20 @@ enum Command {
         /// --failover).
         #[arg(long, default_value = "10s", value_parser = zigzag_app::duration::positive)]
         failover: Duration,
+    },
+    /// Ask a running ingest's listener (--metrics-addr) for /health or
+    /// /ready: exit 0 on 200, 1 otherwise (a container health check; the
+    /// image has no shell and no curl).
+    Probe {
+        /// The listener's address
+        #[arg(long, default_value = "127.0.0.1:9898")]
+        addr: std::net::SocketAddr,
+        /// /health (the process runs) or /ready (it does its job)
+        #[arg(long, default_value = "/health")]
+        path: String,
+        /// How long to wait for the answer
+        #[arg(long, default_value = "3s", value_parser = zigzag_app::duration::positive)]
+        timeout: Duration,
     },
 }
 
@@ -179,18 +196,27 @@ async fn main() -> Result<()> {
         Some(Command::AbandonFlush { stream, lane, failover }) => {
             return abandon_flush(stream, *lane, *failover, &cli.store).await
         }
+        Some(Command::Probe { addr, path, timeout }) => {
+            let answer = probes::probe(*addr, path, *timeout).await?;
+            println!("{answer}");
+            return Ok(());
+        }
         None => {}
     }
-    let watched = probes::Watched::default();
-    if let Some(addr) = cli.metrics_addr {
-        let bound = probes::serve(addr, watched.clone()).await.with_context(|| format!("serving metrics on {addr}"))?;
-        say(cli.log_format, &format!("ingest: serving /metrics, /health and /ready on http://{bound}"));
-    }
-    let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
     #[cfg(feature = "aws")]
     let kinesis = cli.kinesis.clone();
     #[cfg(not(feature = "aws"))]
     let kinesis: Option<String> = None;
+    let stream = cli.stream.clone().or(kinesis.clone()).unwrap_or_else(|| "default".into());
+    let telemetry = telemetry::install(cli.metrics_addr.is_some(), &cli.emf, &stream)?;
+    telemetry.start();
+    let watched = probes::Watched::default();
+    if let (Some(addr), Some(handle)) = (cli.metrics_addr, telemetry.prometheus.clone()) {
+        let bound =
+            probes::serve(addr, handle, watched.clone()).await.with_context(|| format!("serving metrics on {addr}"))?;
+        say(cli.log_format, &format!("ingest: serving /metrics, /health and /ready on http://{bound}"));
+    }
+    let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
     let source: Arc<dyn Source> = match &kinesis {
         #[cfg(feature = "aws")]
         Some(stream) => {
@@ -199,7 +225,6 @@ async fn main() -> Result<()> {
         }
         _ => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
     };
-    let stream = cli.stream.clone().or(kinesis).unwrap_or_else(|| "default".into());
     let stores = cli.store.open(Some(&cli.create)).await?;
     let opts = PipelineOptions {
         batch_size: cli.batch.max(1),
@@ -211,7 +236,9 @@ async fn main() -> Result<()> {
     let _ = watched.set(pipeline.clone());
     let stop = signals::stop_on_signal("flushing and checkpointing");
     let started = std::time::Instant::now();
-    let s = pipeline.run(stop).await?;
+    let s = pipeline.run(stop).await;
+    telemetry.flush();
+    let s = s?;
     say(cli.log_format, &summary::pipeline("ingest", &s, started.elapsed(), &cli.dead_letters));
     for line in summary::capacity("ingest", &stores) {
         say(cli.log_format, &line);

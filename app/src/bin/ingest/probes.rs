@@ -2,13 +2,14 @@
 //! (Prometheus text), `/health` (200 while the process runs: a liveness
 //! probe) and `/ready` (200 while the pipeline does its job, 503 with the
 //! reason otherwise: `Pipeline::readiness`). Part of the binary, not the
-//! library: the library only says whether it is ready.
+//! library: the library only says whether it is ready. [`probe`] is the
+//! client side, for a container health check (`ingest probe`).
 
 use anyhow::{Context, Result};
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -17,11 +18,9 @@ use zigzag_ingest::Pipeline;
 /// The pipeline, once it exists (before that, `/ready` says it is starting).
 pub type Watched = Arc<OnceLock<Arc<Pipeline>>>;
 
-/// Installs the metrics recorder and serves the three paths on `addr`;
+/// Serves the three paths on `addr` (the metrics of `handle`'s recorder);
 /// returns the address bound (port 0 picks one).
-pub async fn serve(addr: SocketAddr, pipeline: Watched) -> Result<SocketAddr> {
-    let handle = PrometheusBuilder::new().install_recorder().context("installing the metrics recorder")?;
-    tokio::spawn(upkeep(handle.clone()));
+pub async fn serve(addr: SocketAddr, handle: PrometheusHandle, pipeline: Watched) -> Result<SocketAddr> {
     let app = Router::new()
         .route("/metrics", get(move || std::future::ready(handle.render())))
         .route("/health", get(|| std::future::ready("ok\n")))
@@ -36,22 +35,38 @@ pub async fn serve(addr: SocketAddr, pipeline: Watched) -> Result<SocketAddr> {
     Ok(bound)
 }
 
+/// Asks the listener at `addr` for `path` (HTTP/1.0, one request, the
+/// connection closed by the server): Ok with the answer's first line on a
+/// 200, an error naming what was answered otherwise. Enough HTTP for our
+/// own listener, so the image needs no curl.
+pub async fn probe(addr: SocketAddr, path: &str, timeout: Duration) -> Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut conn = tokio::net::TcpStream::connect(addr).await?;
+        conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await?;
+        let mut answer = Vec::new();
+        conn.take(64 * 1024).read_to_end(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| anyhow::anyhow!("{addr}{path}: no answer within {timeout:?}"))?
+        .with_context(|| format!("asking {addr}{path}"))?;
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer.lines().next().unwrap_or_default();
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.trim()).unwrap_or_default();
+    match status.split_whitespace().nth(1) {
+        Some("200") => Ok(format!("{path}: {body}")),
+        _ => anyhow::bail!("{addr}{path}: {status}: {body}"),
+    }
+}
+
 /// The `/ready` response for a pipeline's readiness (None: not built yet).
 fn ready(readiness: Option<Result<(), String>>) -> (StatusCode, String) {
     match readiness {
         Some(Ok(())) => (StatusCode::OK, "ready\n".into()),
         Some(Err(why)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
         None => (StatusCode::SERVICE_UNAVAILABLE, "not ready: starting\n".into()),
-    }
-}
-
-/// Histograms' buckets are drained by upkeep, which the recorder leaves to
-/// its owner.
-async fn upkeep(handle: PrometheusHandle) {
-    let mut every = tokio::time::interval(Duration::from_secs(5));
-    loop {
-        every.tick().await;
-        handle.run_upkeep();
     }
 }
 

@@ -1,0 +1,106 @@
+//! Metrics out of a process: Prometheus text (served by `ingest
+//! --metrics-addr`) and CloudWatch embedded-metric-format documents on
+//! standard output (`--cloudwatch-emf`), from one global recorder that fans
+//! out to whichever is on. What each metric means: docs/METRICS.md.
+
+pub mod emf;
+
+use anyhow::Result;
+use emf::{EmfOptions, EmfRecorder};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_util::layers::FanoutBuilder;
+use std::io::Write;
+use std::time::Duration;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct EmfArgs {
+    /// Write the metrics to standard output in CloudWatch's embedded metric
+    /// format, one JSON document per --emf-interval (on ECS, the awslogs
+    /// driver makes them CloudWatch metrics: docs/METRICS.md)
+    #[arg(long)]
+    pub cloudwatch_emf: bool,
+    /// Between two EMF documents
+    #[arg(long, default_value = "60s", value_parser = crate::duration::positive, value_name = "DURATION")]
+    pub emf_interval: Duration,
+    /// The CloudWatch namespace of the EMF metrics
+    #[arg(long, default_value = "Zigzag", value_name = "NAMESPACE")]
+    pub emf_namespace: String,
+}
+
+/// The recorders installed; keep it for the life of the process.
+#[derive(Default)]
+pub struct Telemetry {
+    /// For the /metrics endpoint.
+    pub prometheus: Option<PrometheusHandle>,
+    emf: Option<(EmfRecorder, Duration)>,
+}
+
+/// Installs the global recorder: Prometheus when `prometheus`, EMF when
+/// `emf.cloudwatch_emf` (its `Stream` dimension `stream`), both through a
+/// fan-out; nothing when neither is asked for.
+pub fn install(prometheus: bool, emf: &EmfArgs, stream: &str) -> Result<Telemetry> {
+    let mut telemetry = Telemetry::default();
+    let mut fanout = FanoutBuilder::default();
+    if prometheus {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        telemetry.prometheus = Some(recorder.handle());
+        fanout = fanout.add_recorder(recorder);
+    }
+    if emf.cloudwatch_emf {
+        let recorder =
+            EmfRecorder::new(EmfOptions { namespace: emf.emf_namespace.clone(), stream: stream.to_string() });
+        fanout = fanout.add_recorder(recorder.clone());
+        telemetry.emf = Some((recorder, emf.emf_interval));
+    }
+    if prometheus || emf.cloudwatch_emf {
+        metrics::set_global_recorder(fanout.build())
+            .map_err(|_| anyhow::anyhow!("installing the metrics recorder: one is installed already"))?;
+    }
+    Ok(telemetry)
+}
+
+impl Telemetry {
+    /// Starts the background work the recorders need: Prometheus
+    /// histograms' upkeep, and an EMF document every interval. Within a
+    /// tokio runtime.
+    pub fn start(&self) {
+        if let Some(handle) = self.prometheus.clone() {
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_secs(5));
+                loop {
+                    every.tick().await;
+                    handle.run_upkeep();
+                }
+            });
+        }
+        if let Some((recorder, interval)) = self.emf.clone() {
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(interval);
+                every.tick().await;
+                loop {
+                    every.tick().await;
+                    write_document(&recorder);
+                }
+            });
+        }
+    }
+
+    /// The last EMF document, for what happened since the previous one
+    /// (at exit: a final flush's writes are counted too).
+    pub fn flush(&self) {
+        if let Some((recorder, _)) = &self.emf {
+            write_document(recorder);
+        }
+    }
+}
+
+/// One document as one line on standard output, under its lock (dead
+/// letters sent to standard output are written under it too).
+fn write_document(recorder: &EmfRecorder) {
+    if let Some(doc) = recorder.document(chrono::Utc::now().timestamp_millis()) {
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = writeln!(out, "{doc}").and_then(|()| out.flush()) {
+            tracing::warn!(error = %e, "cannot write the EMF metrics document");
+        }
+    }
+}

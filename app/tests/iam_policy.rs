@@ -1,0 +1,297 @@
+//! The IAM roles of `deploy/aws/zigzag.yaml` grant each binary exactly the
+//! AWS operations it calls: nothing missing (a denied call in production),
+//! nothing extra (privilege it does not need), no wildcard action, and only
+//! the resources it works on.
+//!
+//! What a binary calls is read two ways, each checking the other:
+//! - from the code: every SDK operation our sources call on a client
+//!   (`client.put_item()` → `dynamodb:PutItem`);
+//! - from the binaries: each one run through everything it does, against
+//!   the emulators, with `ZIGZAG_AWS_CALL_LOG` (every client logs each
+//!   operation it starts, `zigzag_aws::call_log`).
+//!   The code's operations must all be called by some role's binary (or be
+//!   one the template makes unnecessary), and every call logged must be one
+//!   the code has (so the scan misses nothing).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Output};
+use yaml_rust2::{Yaml, YamlLoader};
+use zigzag_aws::emulator;
+use zigzag_testkit::sources;
+
+type Actions = BTreeSet<String>;
+
+/// Operations the code has that no role is granted, and why.
+const NOT_GRANTED: &[(&str, &str)] = &[
+    ("dynamodb:CreateTable", "the template creates both tables; ingest runs with --no-create-tables"),
+    ("kinesis:CreateStream", "the template creates the stream; loadgen --create-stream is for the emulators"),
+];
+
+/// Each role of the template, the runs of `scenario` it covers, and the
+/// resources (logical ids) it may name.
+const ROLES: &[(&str, &str, &[&str])] = &[
+    ("IngestTaskRole", "ingest", &["Stream", "AggregateTable", "LeaseTable"]),
+    ("GatherRole", "gather", &["AggregateTable"]),
+    ("CompactorRole", "compact", &["AggregateTable", "LeaseTable"]),
+    ("LoadgenRole", "loadgen", &["Stream"]),
+];
+
+// --- from the code ----------------------------------------------------------
+
+/// Every `<...client>.<operation>()` in the workspace's library and binary
+/// sources (not tests), as IAM actions. The service is the SDK the file
+/// uses.
+fn operations_in_code() -> Actions {
+    let mut found = Actions::new();
+    for file in sources::product_sources() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let text = sources::without_unit_tests(&text);
+        let ops = client_calls(text);
+        if ops.is_empty() {
+            continue;
+        }
+        let service = match (text.contains("aws_sdk_dynamodb"), text.contains("aws_sdk_kinesis")) {
+            (true, false) => "dynamodb",
+            (false, true) => "kinesis",
+            _ => panic!("{}: calls {ops:?} on a client of which service? Teach this test.", file.display()),
+        };
+        found.extend(ops.iter().map(|op| format!("{service}:{}", pascal(op))));
+    }
+    found
+}
+
+/// The methods called with no arguments on a receiver whose name ends in
+/// `client` (`client.query()`, `self.client\n    .put_item()`): the SDK's
+/// fluent builders.
+fn client_calls(text: &str) -> BTreeSet<String> {
+    let mut ops = BTreeSet::new();
+    for (at, _) in text.match_indices("client") {
+        let rest = text[at + "client".len()..].trim_start();
+        let Some(rest) = rest.strip_prefix('.') else { continue };
+        let rest = rest.trim_start();
+        let name: String = rest.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+        if !name.is_empty() && rest[name.len()..].starts_with("()") && !["clone", "config"].contains(&name.as_str()) {
+            ops.insert(name);
+        }
+    }
+    ops
+}
+
+fn pascal(snake: &str) -> String {
+    snake.split('_').map(|w| w[..1].to_ascii_uppercase() + &w[1..]).collect()
+}
+
+#[test]
+fn the_scan_reads_sdk_calls_as_iam_actions() {
+    let text = "let x = self.client\n            .batch_write_item()\n; client.clone(); client.query().send(); \
+                client.put_item(item)";
+    assert_eq!(client_calls(text), ["batch_write_item", "query"].map(String::from).into());
+    assert_eq!(pascal("describe_stream_summary"), "DescribeStreamSummary");
+}
+
+// --- from the template ------------------------------------------------------
+
+struct Role {
+    actions: Actions,
+    /// Every resource named, as written (`Stream.Arn`, `*`, an ARN pattern).
+    resources: Vec<String>,
+}
+
+fn template() -> Yaml {
+    let text = std::fs::read_to_string(sources::workspace_root().join("deploy/aws/zigzag.yaml")).unwrap();
+    YamlLoader::load_from_str(&text).expect("the template parses").remove(0)
+}
+
+/// The actions and resources of every IAM role in the template.
+fn roles(template: &Yaml) -> BTreeMap<String, Role> {
+    let mut roles = BTreeMap::new();
+    let Some(resources) = template["Resources"].as_hash() else { panic!("no Resources") };
+    for (id, resource) in resources {
+        if resource["Type"].as_str() != Some("AWS::IAM::Role") {
+            continue;
+        }
+        let mut role = Role { actions: Actions::new(), resources: Vec::new() };
+        for policy in resource["Properties"]["Policies"].as_vec().into_iter().flatten() {
+            for statement in policy["PolicyDocument"]["Statement"].as_vec().into_iter().flatten() {
+                assert_eq!(statement["Effect"].as_str(), Some("Allow"), "{id:?}: only Allow statements");
+                role.actions.extend(strings(&statement["Action"]));
+                role.resources.extend(strings(&statement["Resource"]));
+            }
+        }
+        roles.insert(id.as_str().unwrap().to_string(), role);
+    }
+    roles
+}
+
+/// A scalar or a list of scalars (intrinsic functions' tags dropped:
+/// `!GetAtt Stream.Arn` reads as `Stream.Arn`).
+fn strings(node: &Yaml) -> Vec<String> {
+    match node {
+        Yaml::Array(items) => items.iter().flat_map(strings).collect(),
+        Yaml::String(s) => vec![s.clone()],
+        Yaml::Hash(h) => h.values().flat_map(strings).collect(),
+        Yaml::BadValue | Yaml::Null => Vec::new(),
+        other => vec![format!("{other:?}")],
+    }
+}
+
+#[test]
+fn no_role_grants_a_wildcard_action_or_a_service_it_does_not_need() {
+    let roles = roles(&template());
+    assert!(roles.len() >= ROLES.len() + 1, "the binaries' roles and the task execution role: {:?}", roles.keys());
+    for (id, role) in &roles {
+        for action in &role.actions {
+            assert!(!action.contains('*'), "{id} grants the wildcard action {action}");
+        }
+    }
+    // The resource "*" appears once: ecr:GetAuthorizationToken, which has
+    // no resource to scope it to.
+    for (id, role) in &roles {
+        if role.resources.iter().any(|r| r == "*") {
+            assert_eq!(id, "TaskExecutionRole", "{id} grants on every resource");
+        }
+    }
+    for (id, _, allowed) in ROLES {
+        for resource in &roles[*id].resources {
+            let logical = resource.split('.').next().unwrap();
+            assert!(allowed.contains(&logical), "{id} names {resource}; it may name only {allowed:?}");
+        }
+    }
+}
+
+// --- from the binaries ------------------------------------------------------
+
+/// Runs every binary through what it does against the emulators; returns
+/// the actions each run logged, by the name in [`ROLES`].
+fn scenario(dir: &Path) -> BTreeMap<&'static str, Actions> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dynamo = emulator::endpoint("DYNAMODB").unwrap();
+    let kinesis = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let name = format!("iam-{}-{}", std::process::id(), nanos % 1_000_000_000);
+    // What the template creates, created here (no binary's role needs it).
+    rt.block_on(async {
+        let client = zigzag_kinesis::client(&emulator::options_at(kinesis.clone())).await;
+        zigzag_kinesis::stream::ensure_stream(&client, &name, 2).await.expect("the stream");
+        let client = zigzag_dynamodb::client(&emulator::options_at(dynamo.clone())).await;
+        for table in [name.clone(), format!("{name}-checkpoints")] {
+            zigzag_dynamodb::ensure_table(&client, &table, zigzag_dynamodb::Billing::OnDemand, true)
+                .await
+                .expect("the table");
+        }
+    });
+    let truth = dir.join("truth.json");
+    let (t, s) = (truth.to_str().unwrap(), format!("kinesis:{name}"));
+    let runs: &[(&str, &str, Vec<&str>, bool)] = &[
+        ("loadgen", "loadgen", vec!["--sink", &s, "--records", "3000", "--span", "1h", "--truth", t], true),
+        (
+            "ingest",
+            "ingest",
+            vec!["--kinesis", &name, "--dynamodb", &name, "--no-create-tables", "--idle-exit", "2s"],
+            true,
+        ),
+        ("ingest", "ingest", vec!["leases", "--stream", &name, "--dynamodb", &name], true),
+        ("gather", "gather", vec!["--dynamodb", &name, "totals", "--from", "2026-11-19", "--to", "2026-11-21"], true),
+        (
+            "gather",
+            "gather",
+            vec!["--dynamodb", &name, "top", "--from", "2026-11-20", "--to", "2026-11-21", "--group-by", "referrer"],
+            true,
+        ),
+        (
+            "gather",
+            "gather",
+            vec!["--dynamodb", &name, "timeseries", "--from", "2026-11-20", "--to", "2026-11-21", "--step", "5m"],
+            true,
+        ),
+        (
+            "gather",
+            "gather",
+            vec!["--dynamodb", &name, "ratios", "--from", "2026-11-19", "--to", "2026-11-21", "--group-by", "campaign"],
+            true,
+        ),
+        ("gather", "gather", vec!["--dynamodb", &name, "check", "--truth", t], true),
+        ("gather", "gather", vec!["--dynamodb", &name, "scatter"], true),
+        // A missing table: gather explains its failed read with DescribeTable.
+        ("gather", "gather", vec!["--dynamodb", "no-such-table", "totals", "--last", "1d"], false),
+        (
+            "compact",
+            "gather",
+            vec!["--dynamodb", &name, "compact", "--before", "2026-11-21", "--grace", "1s", "--wait", "30s"],
+            true,
+        ),
+    ];
+    let mut logged: BTreeMap<&'static str, Actions> = BTreeMap::new();
+    for (i, (role, binary, args, succeeds)) in runs.iter().enumerate() {
+        let log = dir.join(format!("calls-{i}.log"));
+        let out = run(binary, args, &log, &dynamo, &kinesis, dir);
+        assert_eq!(
+            out.status.success(),
+            *succeeds,
+            "{binary} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        logged.entry(role).or_default().extend(calls.lines().map(String::from));
+    }
+    logged
+}
+
+fn run(binary: &str, args: &[&str], log: &Path, dynamo: &str, kinesis: &str, dir: &Path) -> Output {
+    let exe = match binary {
+        "ingest" => env!("CARGO_BIN_EXE_ingest"),
+        "gather" => env!("CARGO_BIN_EXE_gather"),
+        _ => env!("CARGO_BIN_EXE_loadgen"),
+    };
+    Command::new(exe)
+        .args(args)
+        .current_dir(dir)
+        .env(zigzag_aws::call_log::CALL_LOG_ENV, log)
+        .env("AWS_ENDPOINT_URL_DYNAMODB", dynamo)
+        .env("AWS_ENDPOINT_URL_KINESIS", kinesis)
+        .env("AWS_ACCESS_KEY_ID", emulator::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", emulator::SECRET_KEY)
+        .env("AWS_REGION", emulator::REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn every_role_grants_exactly_what_its_binary_calls() {
+    if !emulator::gate("every_role_grants_exactly_what_its_binary_calls") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let logged = scenario(dir.path());
+    let in_code = operations_in_code();
+    let roles = roles(&template());
+
+    for (id, run, _) in ROLES {
+        let granted = &roles[*id].actions;
+        let called = &logged[run];
+        let missing: Vec<_> = called.difference(granted).collect();
+        let extra: Vec<_> = granted.difference(called).collect();
+        assert!(missing.is_empty(), "{id} lacks {missing:?}, which {run} calls");
+        assert!(extra.is_empty(), "{id} grants {extra:?}, which {run} never calls");
+    }
+
+    let all_logged: Actions = logged.values().flatten().cloned().collect();
+    let unscanned: Vec<_> = all_logged.difference(&in_code).collect();
+    assert!(unscanned.is_empty(), "the binaries called {unscanned:?}, which the scan of the code did not find");
+    let not_granted: Actions = NOT_GRANTED.iter().map(|(a, _)| a.to_string()).collect();
+    let uncovered: Vec<_> = in_code.difference(&all_logged).filter(|a| !not_granted.contains(*a)).collect();
+    assert!(
+        uncovered.is_empty(),
+        "the code can call {uncovered:?}, which no role's run called: grant it or say why not"
+    );
+    for (action, why) in NOT_GRANTED {
+        assert!(in_code.contains(*action), "{action} is no longer in the code: drop it from NOT_GRANTED");
+        for (id, role) in &roles {
+            assert!(!role.actions.contains(*action), "{id} grants {action}, but {why}");
+        }
+    }
+}
