@@ -21,7 +21,10 @@ pub fn pipeline(label: &str, s: &RunSummary, elapsed: Duration, dead_letters: &P
         s.records,
         s.valid,
         s.rejected,
-        dead_letters.display(),
+        match dead_letters.to_str() {
+            Some(zigzag_ingest::deadletter::STDOUT) => "standard output".into(),
+            _ => dead_letters.display().to_string(),
+        },
         s.shards,
         s.records as f64 / secs.max(1e-9),
         s.flushes,

@@ -5,8 +5,9 @@
 //! must complete; each hostile line must be dead-lettered with the reason
 //! it deserves (or, for the few that are valid, counted); and the store must
 //! equal the truth of the valid lines exactly. The JSON run writes its dead
-//! letters to standard output (`--dead-letters -`, as in a container), the
-//! CSV run to a file.
+//! letters to standard output (`--dead-letters -`, as in a container) beside
+//! its metrics in CloudWatch's format (`--cloudwatch-emf`), the CSV run to a
+//! file.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -112,27 +113,36 @@ fn ingest(run: &Run, dir: &Path, dead_to: DeadTo) -> (BTreeMap<u64, String>, Str
         .arg("--db")
         .arg(dir.join("z.db"))
         .arg("--dead-letters")
-        .arg(match dead_to {
-            DeadTo::File => dir.join("dead.jsonl"),
-            DeadTo::Stdout => "-".into(),
+        .args(match dead_to {
+            DeadTo::File => vec![dir.join("dead.jsonl").into_os_string()],
+            DeadTo::Stdout => vec!["-".into(), "--cloudwatch-emf".into()],
         })
         .env("RUST_LOG", "warn")
         .output()
         .expect("run ingest");
     assert!(out.status.success(), "the run completes: {}", String::from_utf8_lossy(&out.stderr));
     let summary = String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default().to_string();
-    let dead = match dead_to {
+    let stdout = String::from_utf8(out.stdout).expect("standard output is UTF-8 JSON lines");
+    let text = match dead_to {
         DeadTo::File => std::fs::read_to_string(dir.join("dead.jsonl")).unwrap_or_default(),
-        DeadTo::Stdout => String::from_utf8(out.stdout).expect("dead letters are UTF-8 JSON"),
+        DeadTo::Stdout => stdout,
     };
-    let dead = dead
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let seq: u64 = v["seq"].as_str().and_then(|s| s.parse().ok()).expect("a sequence number");
-            (seq, v["reason"].as_str().unwrap_or_default().to_string())
-        })
-        .collect();
+    let mut dead = BTreeMap::new();
+    // With dead letters on standard output, the run also writes its metrics
+    // there in CloudWatch's format: whole lines each, never inside another.
+    let mut emf_dead_letters = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v.get("_aws").is_some() {
+            emf_dead_letters += v["zigzag_ingest_dead_letters_total"].as_u64().unwrap_or(0);
+            continue;
+        }
+        let seq: u64 = v["seq"].as_str().and_then(|s| s.parse().ok()).expect("a sequence number");
+        dead.insert(seq, v["reason"].as_str().unwrap_or_default().to_string());
+    }
+    if let DeadTo::Stdout = dead_to {
+        assert_eq!(emf_dead_letters, dead.len() as u64, "the EMF documents count every dead letter");
+    }
     (dead, summary)
 }
 

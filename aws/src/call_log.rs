@@ -11,6 +11,7 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -58,9 +59,13 @@ impl Intercept for CallLog {
         "zigzag-call-log"
     }
 
-    fn read_before_execution(
+    // Not read_before_execution: a client's interceptors run that before
+    // the operation's configuration (and its Metadata) is in the bag.
+    // Serialization happens once per call, before the retry loop.
+    fn read_before_serialization(
         &self,
         _context: &BeforeSerializationInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let (Some(out), Some(metadata)) = (&self.out, cfg.load::<Metadata>()) else { return Ok(()) };
