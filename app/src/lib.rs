@@ -10,6 +10,7 @@
 //! - [`duration`]: one duration grammar for every flag (`zigzag_core::duration`);
 //! - [`signals`]: SIGINT and SIGTERM as a cancellation token;
 //! - [`worker`]: the options of a pipeline worker (`ingest`, `loadgen --sink ingest`);
+//! - [`purge`]: deleting expired items from a store without a TTL (SQLite);
 //! - [`logging`] and [`summary`]: log lines, text or JSON, and the run summary;
 //! - [`telemetry`]: metrics as Prometheus text and as CloudWatch EMF documents.
 //!
@@ -25,6 +26,7 @@ pub mod aws;
 pub mod config;
 pub mod duration;
 pub mod logging;
+pub mod purge;
 pub mod signals;
 pub mod store;
 pub mod summary;

@@ -27,6 +27,7 @@ const NOT_GRANTED: &[(&str, &str)] = &[
     ("dynamodb:CreateTable", "the template creates both tables; ingest runs with --no-create-tables"),
     ("kinesis:CreateStream", "the template creates the stream; loadgen --create-stream is for the emulators"),
     ("dynamodb:PutItem", "DynamoTable implements SortedTable::put, which no binary calls (tests do)"),
+    ("dynamodb:UpdateTimeToLive", "only for a table ingest creates; the template enables TTL on its tables"),
 ];
 
 /// Actions a binary calls on paths the scenario does not reach (a role

@@ -7,9 +7,12 @@
 //! 2. **Window**: resolved by [`WindowSpec::resolve`]; `--last` rounds now
 //!    up to the step (or the finest unit).
 //! 3. **Rollup**: `--rollup` if given, checked; else the coarsest
-//!    configured rollup whose unit divides the step and whose buckets align
-//!    with both ends of the window. Coarser rollups hold fewer items, so
-//!    they cost fewer reads for the same answer.
+//!    configured rollup whose unit divides the step, whose buckets align
+//!    with both ends of the window, and whose items the table's retention
+//!    still surely keeps from the window's start (`Retention::readable`: a
+//!    window partly deleted is refused, never answered short). Coarser
+//!    rollups hold fewer items, so they cost fewer reads for the same
+//!    answer.
 //! 4. **Queries**: `Schema::plan_boxes` gives one Z-box per partition time
 //!    bin (a day of minutes, a month of hours or days) from the window and
 //!    the filters; each box is read in each of the P scatter prefixes.
@@ -144,6 +147,7 @@ fn aligned(w: &Window, r: Rollup) -> bool {
 fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>) -> Result<(Rollup, String)> {
     let (_, rollups) = units(km)?;
     let divides = |r: Rollup| step.is_none_or(|s| s % r.unit_ms() == 0);
+    let kept = |r: Rollup| km.retention().readable(r, w.start, req.now);
     if let Some(r) = req.rollup {
         let names: Vec<&str> = rollups.iter().map(|r| r.name()).collect();
         if !rollups.contains(&r) {
@@ -161,10 +165,24 @@ fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>
                 "--rollup {r} cannot answer the window {w}: its buckets are whole {r}s; use a finer rollup"
             )));
         }
+        if let Err(why) = kept(r) {
+            return Err(GatherError::Rollup(format!(
+                "--rollup {r} cannot answer the window {w}: {why}; use a coarser rollup or a later window"
+            )));
+        }
         return Ok((r, format!("--rollup {r}")));
     }
-    let best = rollups.iter().rev().copied().find(|&r| divides(r) && aligned(w, r));
-    let r = best.ok_or_else(|| GatherError::Rollup(format!("no configured rollup answers the window {w}")))?;
+    let fits = |r: Rollup| divides(r) && aligned(w, r);
+    let best = rollups.iter().rev().copied().find(|&r| fits(r) && kept(r).is_ok());
+    let Some(r) = best else {
+        let deleted: Vec<String> = rollups.iter().filter(|&&r| fits(r)).filter_map(|&r| kept(r).err()).collect();
+        return Err(GatherError::Rollup(match deleted.is_empty() {
+            true => format!("no configured rollup answers the window {w}"),
+            false => {
+                format!("no configured rollup answers the window {w} from items still kept: {}", deleted.join("; "))
+            }
+        }));
+    };
     let step_part = step.map_or(String::new(), |s| format!("divide the step ({}) and ", format_duration(s)));
     Ok((r, format!("auto: the coarsest configured rollup whose buckets ({}) {step_part}align with the window", r)))
 }
@@ -353,6 +371,33 @@ mod tests {
         let p = plan_source(&km, r).unwrap();
         assert_eq!((p.rollup, p.boxes.len(), p.queries.len()), (Rollup::Minute, 2, 32), "two day bins");
         assert_eq!(p.queries[16].pk, "000#minute#2025-11-21");
+    }
+
+    #[test]
+    fn a_window_past_a_rollups_retention_is_read_from_a_coarser_one_or_refused() {
+        let config = Config::from_toml("[retention]\nminute = \"1d\"\nhour = \"7d\"\n").unwrap();
+        let km = KeyModel::new(&config).unwrap();
+        let day = T - 10 * H; // midnight
+                              // Two days ago at a 5-minute step: minutes are gone, hours cannot
+                              // give 5 minutes: refused, naming the retention.
+        let e = plan_source(&km, req(day - 48 * H, day - 46 * H, Some(300_000), true)).unwrap_err().to_string();
+        assert!(e.contains("from items still kept") && e.contains("minute items are kept 1d"), "{e}");
+        // The same window hourly: the hours are still kept.
+        let p = plan_source(&km, req(day - 48 * H, day - 46 * H, Some(H), true)).unwrap();
+        assert_eq!(p.rollup, Rollup::Hour);
+        // Forced onto the expired rollup: refused with the way out.
+        let mut r = req(day - 48 * H, day - 46 * H, None, false);
+        r.rollup = Some(Rollup::Minute);
+        let e = plan_source(&km, r).unwrap_err().to_string();
+        assert!(e.contains("--rollup minute") && e.contains("use a coarser rollup"), "{e}");
+        // Ten days ago: hours are gone too; whole days are kept forever.
+        let p = plan_source(&km, req(day - 240 * H, day - 216 * H, None, false)).unwrap();
+        assert_eq!(p.rollup, Rollup::Day);
+        let e = plan_source(&km, req(day - 240 * H, day - 239 * H, None, false)).unwrap_err().to_string();
+        assert!(e.contains("hour items are kept 7d"), "an hour ten days ago: {e}");
+        // This morning's minutes are read as ever.
+        let p = plan_source(&km, req(T - 2 * H, T - H, Some(60_000), true)).unwrap();
+        assert_eq!(p.rollup, Rollup::Minute);
     }
 
     #[test]

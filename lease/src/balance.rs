@@ -94,6 +94,10 @@ pub struct Plan {
     pub live_workers: usize,
     /// Unfinished shards waiting for a parent.
     pub waiting_for_parents: usize,
+    /// Readable leases no live worker holds (this worker's `take` among
+    /// them): a worker that stops because it is caught up must not leave
+    /// one behind for a worker that already stopped.
+    pub unheld: usize,
     /// Shards not finished: leases not finished, and listed shards without a
     /// lease yet (0: every shard of the stream was read to its end).
     pub unfinished: usize,
@@ -217,6 +221,7 @@ pub fn plan(view: &View, me: &str) -> Plan {
     // once with the workers that saw it die (a worker that just started has
     // not watched long enough to tell), and balancing later hands the
     // surplus to workers below the target.
+    plan.unheld = available.len();
     available.sort_by_key(|l| (l.owner.is_some(), spread(me, &l.shard)));
     let room = plan.target.saturating_sub(mine);
     let (unowned, expired): (Vec<&ShardLease>, Vec<&ShardLease>) = available.iter().partition(|l| l.owner.is_none());

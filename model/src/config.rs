@@ -48,6 +48,7 @@
 
 use crate::measure::{default_measures, default_ratios, MeasureSet, MeasureSpec, RatioSpec};
 use crate::projection::{ProjectionFile, ProjectionSpec};
+use crate::retention::Retention;
 use crate::rollup::Rollup;
 use crate::schema::{default_fields, FieldSpec, FieldType, InputSpec, TypedField};
 use serde::{Deserialize, Serialize};
@@ -187,6 +188,9 @@ pub struct Config {
     /// The declared projections, defaults resolved (the base is the
     /// top-level declaration: `projection.rs`).
     pub projections: Vec<ProjectionSpec>,
+    /// How long each rollup's items are kept (`[retention]`; part of the
+    /// layout: `retention.rs`).
+    pub retention: Retention,
     pub flush: FlushConfig,
 }
 
@@ -208,6 +212,8 @@ struct ConfigFile {
     scatter: ScatterConfig,
     #[serde(rename = "projection")]
     projections: Option<Vec<ProjectionFile>>,
+    /// Rollup name → a duration (`14d`) or `forever`.
+    retention: std::collections::BTreeMap<String, String>,
     flush: FlushConfig,
 }
 
@@ -230,6 +236,7 @@ impl Default for Config {
             ratios: default_ratios(),
             scatter: ScatterConfig::default(),
             projections: Vec::new(),
+            retention: Retention::default(),
             flush: FlushConfig::default(),
         }
     }
@@ -310,6 +317,7 @@ impl Config {
             },
             scatter: file.scatter,
             projections: Vec::new(),
+            retention: Retention::parse(&file.retention).map_err(ConfigError::Invalid)?,
             flush: file.flush,
         };
         let mut projections = Vec::new();
@@ -367,6 +375,9 @@ impl Config {
                     "dimension {}: the field is optional without a default; every aggregate needs its value",
                     d.field
                 ));
+            }
+            if crate::measure::RESERVED.contains(&d.field.as_str()) {
+                return bad(format!("dimension {}: the name is reserved for an item attribute of Zigzag's", d.field));
             }
             if measures.position(&d.field).is_some() {
                 return bad(format!("dimension {}: a measure has the same name (both are item attributes)", d.field));

@@ -74,6 +74,8 @@ pub struct KeyModel {
     schemas: Vec<(Rollup, Schema)>,
     prefixes: u32,
     mode: ScatterMode,
+    /// The layout's retention (one for every projection).
+    retention: crate::retention::Retention,
 }
 
 impl KeyModel {
@@ -166,6 +168,7 @@ impl KeyModel {
             schemas,
             prefixes: spec.scatter.prefixes,
             mode: spec.scatter.mode,
+            retention: config.retention.clone(),
         })
     }
 
@@ -210,6 +213,11 @@ impl KeyModel {
 
     pub fn prefixes(&self) -> u32 {
         self.prefixes
+    }
+
+    /// How long each rollup's items are kept; an item's `expires`.
+    pub fn retention(&self) -> &crate::retention::Retention {
+        &self.retention
     }
 
     pub fn mode(&self) -> ScatterMode {

@@ -12,6 +12,7 @@
 use crate::config::{Config, DimensionSpec, ScatterMode};
 use crate::measure::{MeasureSpec, RatioSpec};
 use crate::projection::ProjectionSpec;
+use crate::retention::Retention;
 use crate::rollup::Rollup;
 use crate::schema::{FieldSpec, InputSpec};
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,10 @@ pub struct Layout {
     /// the text and digest it had before they existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub projections: Vec<ProjectionSpec>,
+    /// Left out when every rollup is kept forever (the same text and digest
+    /// as before retention existed).
+    #[serde(default, skip_serializing_if = "Retention::is_forever")]
+    pub retention: Retention,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +95,7 @@ impl Layout {
             scatter_prefixes: config.scatter.prefixes,
             scatter_mode: config.scatter.mode,
             projections: config.projections.clone(),
+            retention: config.retention.clone(),
         }
     }
 
@@ -105,6 +111,7 @@ impl Layout {
         c.scatter.prefixes = self.scatter_prefixes;
         c.scatter.mode = self.scatter_mode;
         c.projections = self.projections.clone();
+        c.retention = self.retention.clone();
         c
     }
 
@@ -130,6 +137,7 @@ impl Layout {
         field("input", json(&self.input), json(&stored.input));
         field("scatter.prefixes", self.scatter_prefixes.to_string(), stored.scatter_prefixes.to_string());
         field("scatter.mode", self.scatter_mode.name().into(), stored.scatter_mode.name().into());
+        field("retention", self.retention.describe(), stored.retention.describe());
         entries("field", &self.fields, &stored.fields, |f| &f.name, &mut out);
         entries("dimension", &self.dimensions, &stored.dimensions, |d| &d.field, &mut out);
         entries("measure", &self.measures, &stored.measures, |m| &m.name, &mut out);
@@ -221,6 +229,7 @@ mod v1 {
                 scatter_prefixes: self.scatter_prefixes,
                 scatter_mode: self.scatter_mode,
                 projections: Vec::new(),
+                retention: Retention::default(),
             }
         }
     }
@@ -357,6 +366,16 @@ mod tests {
         assert!(e.contains("projection `cc` is declared here but not in the table"), "{e}");
         let stored = Layout::parse(&Layout::of(&with).canonical()).unwrap();
         assert_eq!(stored.apply(&Config::default()).projections, with.projections, "a reader gets them from the table");
+        // Retention is layout: every item of a table expires by one rule.
+        let kept = Config::from_toml("[retention]\nminute = \"14d\"\n").unwrap();
+        let e = ensure(&table, &Layout::of(&kept)).await.unwrap_err().to_string();
+        assert!(
+            e.contains("retention is minute 14d, hour forever, day forever here but every rollup kept forever"),
+            "{e}"
+        );
+        let stored = Layout::parse(&Layout::of(&kept).canonical()).unwrap();
+        assert_eq!(stored.apply(&Config::default()).retention, kept.retention, "a reader gets it from the table");
+        assert!(!Layout::of(&Config::default()).canonical().contains("retention"), "forever: digest unchanged");
         let mut flush_only = Config::default();
         flush_only.flush.interval_ms = 5;
         ensure(&table, &Layout::of(&flush_only)).await.expect("flush timing is not layout");

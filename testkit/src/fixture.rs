@@ -210,6 +210,7 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
                 pk: km.partition_key(prefix, r, r.bin().start_of(bucket)),
                 sk: km.sort_key(r, bucket, &values, id).unwrap(),
                 bucket_start: bucket,
+                expires: km.retention().expires_at(r, bucket),
                 dims: &dims,
                 values: &values_m,
                 set: km.measures(),

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 pub const PK_ATTR: &str = "pk";
 /// Attribute name of the (binary) sort key in every store.
 pub const SK_ATTR: &str = "sk";
+/// Attribute holding the epoch second after which an item may be deleted
+/// (DynamoDB's TTL attribute; [`super::SortedTable::purge_expired`]).
+pub const TTL_ATTR: &str = "expires";
 
 /// A DynamoDB attribute value (the scalar types Zigzag uses).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,7 @@ mod request;
 mod update;
 
 pub use delete::{check_delete, DeleteOutcome, DeleteRequest};
-pub use item::{AttrValue, Item, PK_ATTR, SK_ATTR};
+pub use item::{AttrValue, Item, PK_ATTR, SK_ATTR, TTL_ATTR};
 pub use memory::MemoryTable;
 pub use request::{
     evaluate_page, read_capacity, Condition, Filter, QueryPage, QueryRequest, SortKeyCondition, Test, PAGE_BYTES,
@@ -90,5 +90,13 @@ pub trait SortedTable: Send + Sync {
         let mut req = QueryRequest::new(pk, SortKeyCondition::Eq(sk.to_vec()));
         req.consistent = true;
         Ok(self.query(&req).await?.items.pop())
+    }
+
+    /// Deletes the items whose [`TTL_ATTR`] is before `now_s` (epoch
+    /// seconds) and says how many. A store that expires items by itself
+    /// (DynamoDB's TTL) or keeps none (memory) does nothing: the default.
+    async fn purge_expired(&self, now_s: i64) -> Result<u64, TableError> {
+        let _ = now_s;
+        Ok(0)
     }
 }

@@ -26,6 +26,7 @@ impl Flusher {
                     pk: p.pk.clone(),
                     sk: p.sk.clone(),
                     bucket_start: p.bucket,
+                    expires: p.expires,
                     dims,
                     values: &p.measures,
                     set: self.set_of(p),
@@ -36,6 +37,7 @@ impl Flusher {
                     pk: p.pk.clone(),
                     sk: p.sk.clone(),
                     bucket_start: p.bucket,
+                    expires: p.expires,
                     dims,
                     measure: &self.set_of(p).measures()[i],
                     sketch: match &p.measures.0[i] {

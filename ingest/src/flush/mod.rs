@@ -281,6 +281,7 @@ impl Flusher {
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().collect();
         let sk = keys.sort_key(rollup, key.bucket, &strs, key.id())?;
         let pk = keys.item_partition_key(prefix, rollup, rollup.bin().start_of(key.bucket), &strs);
+        let expires = keys.retention().expires_at(rollup, key.bucket);
         drop(strs);
         let sketches: smallvec::SmallVec<[usize; 2]> =
             m.0.iter()
@@ -296,6 +297,7 @@ impl Flusher {
                 projection: key.projection,
                 prefix,
                 bucket: key.bucket,
+                expires,
                 values: values.clone(),
                 measures: measures.clone(),
                 sketch: Some(i),
@@ -307,6 +309,7 @@ impl Flusher {
             projection: key.projection,
             prefix,
             bucket: key.bucket,
+            expires,
             values,
             measures,
             sketch: None,
@@ -327,6 +330,8 @@ struct Prepared {
     projection: u8,
     prefix: u32,
     bucket: i64,
+    /// The item's `expires` (its rollup's retention; None: forever).
+    expires: Option<i64>,
     values: KeyValues,
     /// The key's values in its projection's measures (shared by its item
     /// and sketch writes).

@@ -107,14 +107,17 @@ impl Pipeline {
             })
     }
 
-    /// Nothing unflushed, and no lease waiting to be taken.
-    /// Nothing unflushed, no lease waiting to be taken, no shard waiting
-    /// for its parents, and the last plan was read after the last shard
-    /// this worker finished (its children may appear only then).
+    /// Nothing unflushed, no lease waiting to be taken (by this worker or
+    /// any other: one handed over to a worker that has stopped since is
+    /// taken here at a later pass), no shard waiting for its parents, and
+    /// the last plan was read after the last shard this worker finished
+    /// (its children may appear only then).
     fn settled(&self, run: &Run) -> bool {
         let stale = run.last_plan_read_at.is_none_or(|read| run.finished_at.is_some_and(|f| f >= read));
-        let waiting =
-            run.last_plan.as_ref().is_none_or(|p| !p.take.is_empty() || p.steal.is_some() || p.waiting_for_parents > 0);
+        let waiting = run
+            .last_plan
+            .as_ref()
+            .is_none_or(|p| !p.take.is_empty() || p.steal.is_some() || p.waiting_for_parents > 0 || p.unheld > 0);
         !stale && !waiting && run.job.is_none() && lock_progress_empty(&run.gate)
     }
 

@@ -72,6 +72,21 @@ fn takes_unowned_up_to_the_target_and_every_expired_lease() {
 }
 
 #[test]
+fn a_lease_left_for_another_worker_counts_as_unheld_until_someone_holds_it() {
+    // Three shards, two live workers: "me" holds its two (the target), one
+    // was handed over to "other" and released; it is not mine to take.
+    let mut leases: Vec<_> = shards(3).iter().map(|s| lease(s, Some("me"))).collect();
+    leases[2].owner = None;
+    let v = view(leases.clone(), vec![lane(0, "me"), lane(1, "other")]);
+    let p = plan(&v, "me");
+    assert!(p.take.is_empty(), "at the target: {:?}", p.take);
+    assert_eq!(p.unheld, 1, "but nobody reads it yet: a caught-up worker must not stop on it");
+    // Once "other" holds it, nothing is left unheld.
+    leases[2].owner = Some("other".into());
+    assert_eq!(plan(&view(leases, vec![lane(0, "me"), lane(1, "other")]), "me").unheld, 0);
+}
+
+#[test]
 fn steals_one_lease_from_the_most_loaded_and_never_to_rise_above_target() {
     let ids = shards(8);
     let leases: Vec<_> = ids.iter().enumerate().map(|(i, s)| lease(s, Some(if i < 6 { "a" } else { "b" }))).collect();

@@ -163,7 +163,7 @@ pub struct MeasureSet {
 }
 
 /// Names an item uses for itself: not measure names.
-pub const RESERVED: [&str; 1] = [crate::keys::TIME_ATTR];
+pub const RESERVED: [&str; 2] = [crate::keys::TIME_ATTR, crate::retention::TTL_ATTR];
 
 impl MeasureSet {
     pub fn new(specs: &[MeasureSpec], ratios: &[RatioSpec], fields: &[TypedField]) -> Result<Self, ConfigError> {

@@ -71,7 +71,17 @@ fn sums_do_not_overflow_at_the_limits() {
 
 fn write<'a>(set: &'a MeasureSet, values: &'a MeasureValues, flush: u64) -> ItemWrite<'a> {
     static DIMS: [(&str, AttrValue); 0] = [];
-    ItemWrite { pk: "p".into(), sk: vec![1], bucket_start: 60_000, dims: &DIMS, values, set, mark_attr: "w@1", flush }
+    ItemWrite {
+        pk: "p".into(),
+        sk: vec![1],
+        bucket_start: 60_000,
+        expires: None,
+        dims: &DIMS,
+        values,
+        set,
+        mark_attr: "w@1",
+        flush,
+    }
 }
 
 /// Applies like a flusher does: first attempt, then plan from the old item.
@@ -242,7 +252,15 @@ fn distinct_counts_follow_where_and_equal_the_oracle() {
 }
 
 fn sketch_write<'a>(m: &'a Measure, h: &'a crate::hll::Hll) -> SketchWrite<'a> {
-    SketchWrite { pk: "p".into(), sk: sketch_key(&[1], 5), bucket_start: 60_000, dims: &[], measure: m, sketch: h }
+    SketchWrite {
+        pk: "p".into(),
+        sk: sketch_key(&[1], 5),
+        bucket_start: 60_000,
+        expires: None,
+        dims: &[],
+        measure: m,
+        sketch: h,
+    }
 }
 
 /// Applies a sketch write like the flusher: first attempt, then re-plan

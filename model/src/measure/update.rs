@@ -22,6 +22,7 @@ use super::values::{attr_sketch_named, MAX_STORED_UNITS};
 use super::{Measure, MeasureKind, MeasureSet, MeasureValue, MeasureValues};
 use crate::hll::Hll;
 use crate::keys::TIME_ATTR;
+use crate::retention::TTL_ATTR;
 use crate::schema::value::format_units;
 use rust_decimal::Decimal;
 use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
@@ -32,6 +33,8 @@ pub struct ItemWrite<'a> {
     pub pk: String,
     pub sk: Vec<u8>,
     pub bucket_start: i64,
+    /// The item's [`TTL_ATTR`] (None: its rollup is kept forever).
+    pub expires: Option<i64>,
     /// Dimension attributes (name, value).
     pub dims: &'a [(&'a str, AttrValue)],
     pub values: &'a MeasureValues,
@@ -58,6 +61,9 @@ pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Result<Option<UpdateR
         .set(w.mark_attr, AttrValue::N(flush))
         .guard(w.mark_attr, CmpOp::Lt, AttrValue::N(flush), true)
         .set_if_absent(TIME_ATTR, w.bucket_start);
+    if let Some(at) = w.expires {
+        req = req.set_if_absent(TTL_ATTR, at);
+    }
     for (name, value) in w.dims {
         req = req.set_if_absent(name, value.clone());
     }
@@ -159,6 +165,8 @@ pub struct SketchWrite<'a> {
     /// The sketch item's sort key ([`sketch_key`]).
     pub sk: Vec<u8>,
     pub bucket_start: i64,
+    /// As [`ItemWrite::expires`].
+    pub expires: Option<i64>,
     pub dims: &'a [(&'a str, AttrValue)],
     pub measure: &'a Measure,
     pub sketch: &'a Hll,
@@ -175,6 +183,9 @@ pub fn plan_sketch_update(w: &SketchWrite, known: Option<&Item>) -> Result<Optio
         return Ok(None);
     };
     req = req.set_if_absent(TIME_ATTR, w.bucket_start);
+    if let Some(at) = w.expires {
+        req = req.set_if_absent(TTL_ATTR, at);
+    }
     for (dim, value) in w.dims {
         req = req.set_if_absent(dim, value.clone());
     }

@@ -1,16 +1,16 @@
 //! Creating and validating tables. Both Zigzag tables (aggregates and
 //! checkpoints) have the same key schema: `pk` (string) HASH, `sk` (binary)
-//! RANGE. A table that exists with another schema is refused rather than
-//! written into.
+//! RANGE, and TTL on `expires` (retention). A table that exists with
+//! another schema is refused rather than written into.
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ProvisionedThroughput, ScalarAttributeType,
-    TableDescription, TableStatus,
+    TableDescription, TableStatus, TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client;
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use zigzag_core::table::{PK_ATTR, SK_ATTR};
+use zigzag_core::table::{PK_ATTR, SK_ATTR, TTL_ATTR};
 
 /// How a created table is billed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,7 +95,27 @@ pub async fn ensure_table(client: &Client, table: &str, billing: Billing, create
         Err(e) => return Err(sdk(zigzag_aws::describe(&e))),
     };
     wait_active(client, table).await?;
+    if outcome == Ensured::Created {
+        enable_ttl(client, table).await?;
+    }
     Ok(outcome)
+}
+
+/// Items past their retention carry [`TTL_ATTR`]: a table created here has
+/// DynamoDB delete them, as the deployment's template does for its tables.
+async fn enable_ttl(client: &Client, table: &str) -> Result<(), AdminError> {
+    let sdk = |message: String| AdminError::Sdk { table: table.to_string(), message };
+    let spec = TimeToLiveSpecification::builder()
+        .attribute_name(TTL_ATTR)
+        .enabled(true)
+        .build()
+        .map_err(|e| sdk(e.to_string()))?;
+    match client.update_time_to_live().table_name(table).time_to_live_specification(spec).send().await {
+        Ok(_) => Ok(()),
+        // Another process created the table and enabled it first.
+        Err(e) if zigzag_aws::describe(&e).contains("already enabled") => Ok(()),
+        Err(e) => Err(sdk(zigzag_aws::describe(&e))),
+    }
 }
 
 fn attr_def(name: &str, t: ScalarAttributeType) -> AttributeDefinition {

@@ -226,6 +226,7 @@ async fn main() -> Result<()> {
         _ => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
     };
     let stores = cli.store.open(Some(&cli.create)).await?;
+    let _purge = zigzag_app::purge::start(stores.aggregates.clone(), &config.retention).await;
     let opts = PipelineOptions {
         batch_size: cli.batch.max(1),
         ..PipelineOptions::new(config, stream, "", cli.dead_letters.clone())
