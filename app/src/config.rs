@@ -14,6 +14,39 @@ pub fn load(path: Option<&Path>, default: impl FnOnce() -> Config) -> Result<Con
     }
 }
 
+/// The pipeline configuration's settings as `--print-config` shows them:
+/// where it came from (`source`), then one line per setting.
+pub fn describe(config: &Config, source: &str) -> String {
+    let rollups = |r: &[zigzag_model::Rollup]| r.iter().map(|r| r.name()).collect::<Vec<_>>().join(", ");
+    let mut lines = vec![format!("pipeline configuration: {source}")];
+    let mut line = |k: &str, v: String| lines.push(format!("  {k:<20} {v}"));
+    line(
+        "rollups",
+        if config.rollups.is_empty() { "none (the base is not written)".into() } else { rollups(&config.rollups) },
+    );
+    for p in &config.projections {
+        line(
+            &format!("projection.{}", p.name),
+            format!(
+                "dimensions [{}], rollups [{}], {} prefix(es) {}",
+                p.dimensions.join(", "),
+                rollups(&p.rollups),
+                p.scatter.prefixes,
+                p.scatter.mode.name()
+            ),
+        );
+    }
+    line("scatter", format!("{} prefix(es) {}", config.scatter.prefixes, config.scatter.mode.name()));
+    line("retention", config.retention.describe());
+    line("flush.interval_ms", config.flush.interval_ms.to_string());
+    let every: Vec<String> = config.flush.every_ms.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    line("flush.every_ms", if every.is_empty() { "-".into() } else { every.join(", ") });
+    line("flush.max_keys", config.flush.max_keys.to_string());
+    line("flush.max_memory_mb", config.flush.max_memory_mb.to_string());
+    line("flush.concurrency", config.flush.concurrency.to_string());
+    lines.join("\n") + "\n"
+}
+
 /// A file's text, or an error naming it and what it is.
 pub fn read(path: &Path, what: &str) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading the {what} {}", path.display()))

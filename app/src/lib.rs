@@ -7,6 +7,8 @@
 //! - `aws` (feature `aws`, on by default): the AWS options every AWS call
 //!   takes (`--region`, `--endpoint-url`, `--aws-timeout`);
 //! - [`config`]: reading the pipeline configuration file;
+//! - [`settings`]: every option a flag, a `ZIGZAG_*` variable and a key of
+//!   the file, layered; `--print-config`;
 //! - [`duration`]: one duration grammar for every flag (`zigzag_core::duration`);
 //! - [`signals`]: SIGINT and SIGTERM as a cancellation token;
 //! - [`worker`]: the options of a pipeline worker (`ingest`, `loadgen --sink ingest`);
@@ -27,6 +29,7 @@ pub mod config;
 pub mod duration;
 pub mod logging;
 pub mod purge;
+pub mod settings;
 pub mod signals;
 pub mod store;
 pub mod summary;

@@ -107,3 +107,42 @@ fn wait_for_lease_table(db: &Path, child: &mut Reaped) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// One configuration: an option of any binary is a flag, a `ZIGZAG_*`
+/// variable or a key of the binary's table in the configuration file, and
+/// `--print-config` says which one each value came from.
+#[test]
+fn every_binary_layers_flags_variables_and_its_table_and_prints_where_each_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("zigzag.toml");
+    std::fs::write(&file, "[flush]\ninterval_ms = 5000\n[ingest]\nrelist = \"7s\"\n[loadgen]\nshards = 3\n").unwrap();
+    let f = file.to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        .args(["--config", f, "--batch", "9", "--input", "x.jsonl", "--print-config"])
+        .env("ZIGZAG_FAILOVER", "12s")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = |name: &str| text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_default().to_string();
+    assert!(line("relist").contains("7s") && line("relist").contains(&format!("file ({f})")), "{text}");
+    assert!(line("failover").contains("12s") && line("failover").contains("environment (ZIGZAG_FAILOVER)"), "{text}");
+    assert!(line("batch").contains(" 9 ") && line("batch").contains("flag"), "{text}");
+    assert!(line("max-pause").contains("default"), "{text}");
+    assert!(
+        text.contains(&format!("pipeline configuration: {f}")) && text.contains("flush.interval_ms    5000"),
+        "{text}"
+    );
+
+    let out = run(env!("CARGO_BIN_EXE_loadgen"), &["--config", f, "--print-config"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with("shards ") && l.contains(" 3 ") && l.contains("file")), "{text}");
+
+    // A bad value from a variable: one error, naming the flag and the variable.
+    let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        .args(["--input", "x.jsonl", "--db", dir.path().join("z.db").to_str().unwrap()])
+        .env("ZIGZAG_FAILOVER", "0s")
+        .output()
+        .unwrap();
+    fails_naming(&out, "--failover", "ZIGZAG_FAILOVER");
+}

@@ -215,6 +215,14 @@ struct ConfigFile {
     /// Rollup name → a duration (`14d`) or `forever`.
     retention: std::collections::BTreeMap<String, String>,
     flush: FlushConfig,
+    /// The binaries' own settings (their flags: `[ingest] failover =
+    /// "10s"`), read by the application layer (`zigzag_app::settings`).
+    #[serde(rename = "ingest")]
+    _ingest: Option<toml::Table>,
+    #[serde(rename = "gather")]
+    _gather: Option<toml::Table>,
+    #[serde(rename = "loadgen")]
+    _loadgen: Option<toml::Table>,
 }
 
 pub fn default_dimensions() -> Vec<DimensionSpec> {

@@ -189,7 +189,14 @@ fn parse_start(s: &str) -> Result<StartingPosition, String> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let cli = Cli::parse();
+    let parsed = zigzag_app::settings::parse::<Cli>("ingest");
+    let cli = parsed.cli;
+    if let Some(settings) = parsed.print {
+        let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
+        let source = cli.config.as_ref().map_or("the shipped layout (no --config)".into(), |p| p.display().to_string());
+        print!("{settings}{}", zigzag_app::config::describe(&config, &source));
+        return Ok(());
+    }
     logging::init(cli.log_format);
     match &cli.command {
         Some(Command::Leases { stream }) => return print_leases(stream, &cli.store).await,

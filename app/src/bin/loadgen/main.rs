@@ -280,7 +280,14 @@ async fn run_kinesis(cli: &Cli, gen: &dyn Traffic, stream: &str) -> Result<()> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let cli = Cli::parse();
+    let parsed = zigzag_app::settings::parse::<Cli>("loadgen");
+    let cli = parsed.cli;
+    if let Some(settings) = parsed.print {
+        let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
+        let source = cli.config.as_ref().map_or("the shipped layout (no --config)".into(), |p| p.display().to_string());
+        print!("{settings}{}", zigzag_app::config::describe(&config, &source));
+        return Ok(());
+    }
     let gen_config = gen_config(&cli)?;
     let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
     // The shipped generator writes the shipped fields; any other schema,
