@@ -16,7 +16,7 @@ pub fn load(path: Option<&Path>, default: impl FnOnce() -> Config) -> Result<Con
 
 /// The pipeline configuration's settings as `--print-config` shows them:
 /// where it came from (`source`), then one line per setting.
-pub fn describe(config: &Config, source: &str) -> String {
+fn describe(config: &Config, source: &str) -> String {
     let rollups = |r: &[zigzag_model::Rollup]| r.iter().map(|r| r.name()).collect::<Vec<_>>().join(", ");
     let mut lines = vec![format!("pipeline configuration: {source}")];
     let mut line = |k: &str, v: String| lines.push(format!("  {k:<20} {v}"));
@@ -45,6 +45,19 @@ pub fn describe(config: &Config, source: &str) -> String {
     line("flush.max_memory_mb", config.flush.max_memory_mb.to_string());
     line("flush.concurrency", config.flush.concurrency.to_string());
     lines.join("\n") + "\n"
+}
+
+/// `--print-config`: the binary's settings, then the pipeline
+/// configuration from `path`, or `default` without one (None: the binary
+/// reads it from the table, and says so).
+pub fn print_with(settings: &str, path: Option<&Path>, default: Option<fn() -> Config>) -> Result<()> {
+    print!("{settings}");
+    match (path, default) {
+        (Some(p), _) => print!("{}", describe(&load(Some(p), Config::default)?, &p.display().to_string())),
+        (None, Some(d)) => print!("{}", describe(&d(), "the shipped layout (no --config)")),
+        (None, None) => println!("pipeline configuration: the table's layout, read when a report runs"),
+    }
+    Ok(())
 }
 
 /// A file's text, or an error naming it and what it is.

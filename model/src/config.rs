@@ -188,8 +188,7 @@ pub struct Config {
     /// The declared projections, defaults resolved (the base is the
     /// top-level declaration: `projection.rs`).
     pub projections: Vec<ProjectionSpec>,
-    /// How long each rollup's items are kept (`[retention]`; part of the
-    /// layout: `retention.rs`).
+    /// How long each rollup's items are kept (part of the layout).
     pub retention: Retention,
     pub flush: FlushConfig,
 }
@@ -215,8 +214,8 @@ struct ConfigFile {
     /// Rollup name → a duration (`14d`) or `forever`.
     retention: std::collections::BTreeMap<String, String>,
     flush: FlushConfig,
-    /// The binaries' own settings (their flags: `[ingest] failover =
-    /// "10s"`), read by the application layer (`zigzag_app::settings`).
+    /// The binaries' own settings (`[ingest] failover = "10s"`), read by
+    /// `zigzag_app::settings`, not here.
     #[serde(rename = "ingest")]
     _ingest: Option<toml::Table>,
     #[serde(rename = "gather")]

@@ -8,10 +8,9 @@
 //! so this crate only turns key conditions into SQL. WAL mode lets another
 //! process read while one writes.
 //!
-//! Expiry: an item's `expires` attribute (`TTL_ATTR`, epoch seconds) is
-//! also kept in a column of its own, indexed, so [`SortedTable::purge_expired`]
-//! deletes expired items by one range of that index, as DynamoDB's TTL
-//! deletes them there. Files from before the column get it when opened.
+//! Expiry (`expiry.rs`): an item's `expires` is also an indexed column,
+//! which [`SortedTable::purge_expired`] deletes by; files from before the
+//! column get it when opened.
 //!
 //! Writes run on tokio's blocking pool: a flush's transaction of 4,096 items
 //! takes tens of milliseconds (hundreds in a debug build), and run on a
@@ -23,6 +22,7 @@
 //! per worker (later).
 
 mod codec;
+mod expiry;
 mod turns;
 
 use async_trait::async_trait;
@@ -30,8 +30,8 @@ use rusqlite::{params_from_iter, Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use zigzag_core::table::{
-    apply_update, check_delete, evaluate_page, AttrValue, DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage,
-    QueryRequest, SortKeyCondition, SortedTable, TableError, UpdateOutcome, UpdateRequest, TTL_ATTR,
+    apply_update, check_delete, evaluate_page, DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest,
+    SortKeyCondition, SortedTable, TableError, UpdateOutcome, UpdateRequest,
 };
 
 pub use codec::CorruptAttributes;
@@ -116,7 +116,7 @@ impl SqliteTable {
              ) WITHOUT ROWID;"
         ))
         .map_err(sqlite_err)?;
-        add_expires_column(&conn, table)?;
+        expiry::add_expires_column(&conn, table)?;
         let turns = file.map_or_else(|| Arc::new(turns::Turns::new(())), turns::of_file);
         Ok(SqliteTable { conn: Arc::new(Mutex::new(conn)), table: table.into(), turns })
     }
@@ -181,7 +181,7 @@ impl SqliteTable {
                 ))
                 .map_err(sqlite_err)?;
             for item in items {
-                stmt.execute(rusqlite::params![item.pk, item.sk, codec::encode(&item.attrs), expires_of(item)])
+                stmt.execute(rusqlite::params![item.pk, item.sk, codec::encode(&item.attrs), expiry::expires_of(item)])
                     .map_err(sqlite_err)?;
             }
         }
@@ -233,7 +233,12 @@ impl SqliteTable {
                 let outcome = apply_update(current, req)?;
                 if let UpdateOutcome::Applied(item) = &outcome {
                     upsert
-                        .execute(rusqlite::params![item.pk, item.sk, codec::encode(&item.attrs), expires_of(item)])
+                        .execute(rusqlite::params![
+                            item.pk,
+                            item.sk,
+                            codec::encode(&item.attrs),
+                            expiry::expires_of(item)
+                        ])
                         .map_err(sqlite_err)?;
                 }
                 outcomes.push(outcome);
@@ -272,50 +277,6 @@ impl SqliteTable {
         }
         tx.commit().map_err(sqlite_err)?;
         Ok(outcome)
-    }
-
-    /// Deletes the items that expired before `now_s`, in one statement.
-    pub fn purge_expired_sync(&self, now_s: i64) -> Result<u64, TableError> {
-        let conn = self.lock();
-        let deleted = conn
-            .execute(&format!("DELETE FROM {} WHERE expires IS NOT NULL AND expires < ?1", self.table), [now_s])
-            .map_err(sqlite_err)?;
-        Ok(deleted as u64)
-    }
-}
-
-/// Gives a table from before expiry its `expires` column (none of its
-/// items has the attribute: they were written without a retention), and
-/// the partial index the purge reads. Two processes opening one old file
-/// at once: the second finds the column there.
-fn add_expires_column(conn: &Connection, table: &str) -> Result<(), TableError> {
-    let has = |conn: &Connection| -> Result<bool, TableError> {
-        conn.query_row(
-            &format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = 'expires'"),
-            [],
-            |row| row.get::<_, i64>(0),
-        )
-        .map(|n| n > 0)
-        .map_err(sqlite_err)
-    };
-    if !has(conn)? {
-        if let Err(e) = conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN expires INTEGER;")) {
-            if !has(conn)? {
-                return Err(sqlite_err(e));
-            }
-        }
-    }
-    conn.execute_batch(&format!(
-        "CREATE INDEX IF NOT EXISTS {table}_expires ON {table} (expires) WHERE expires IS NOT NULL;"
-    ))
-    .map_err(sqlite_err)
-}
-
-/// An item's `expires` column: its [`TTL_ATTR`] as whole seconds.
-fn expires_of(item: &Item) -> Option<i64> {
-    match item.attrs.get(TTL_ATTR) {
-        Some(AttrValue::N(n)) => n.trunc().to_string().parse().ok(),
-        _ => None,
     }
 }
 
@@ -458,53 +419,6 @@ impl SortedTable for SqliteTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn expired_items_are_purged_and_the_rest_kept() {
-        let t = SqliteTable::in_memory().unwrap();
-        let item = |sk: u8, expires: Option<i64>| {
-            let i = Item::new("p", vec![sk]).with("n", 1);
-            match expires {
-                Some(e) => i.with(TTL_ATTR, e),
-                None => i,
-            }
-        };
-        t.put(item(1, Some(100))).await.unwrap();
-        t.put_batch(vec![item(2, Some(200)), item(3, None)]).await.unwrap();
-        // Written through an update, as flushes write: the column follows.
-        let req = UpdateRequest::new("p", vec![4]).set_if_absent(TTL_ATTR, 150).add("n", rust_decimal::Decimal::ONE);
-        assert!(t.update(&req).await.unwrap().applied());
-        assert_eq!(t.purge_expired(100).await.unwrap(), 0, "expires 100 is not before 100");
-        assert_eq!(t.purge_expired(151).await.unwrap(), 2, "100 and 150");
-        let left: Vec<u8> = t
-            .query(&QueryRequest::new("p", SortKeyCondition::Any))
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|i| i.sk[0])
-            .collect();
-        assert_eq!(left, vec![2, 3], "the later one and the one kept forever");
-        assert_eq!(t.purge_expired(i64::MAX).await.unwrap(), 1);
-    }
-
-    #[test]
-    fn a_file_from_before_expiry_gets_the_column_when_opened() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("old.db");
-        {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(
-                "CREATE TABLE items (pk TEXT NOT NULL, sk BLOB NOT NULL, attrs BLOB NOT NULL, PRIMARY KEY (pk, sk)) \
-                 WITHOUT ROWID;",
-            )
-            .unwrap();
-        }
-        let t = SqliteTable::open(&path).unwrap();
-        t.put_batch_sync(&[Item::new("p", vec![1]).with(TTL_ATTR, 5)]).unwrap();
-        assert_eq!(t.purge_expired_sync(6).unwrap(), 1);
-        SqliteTable::open(&path).expect("opened again: the column is there");
-    }
 
     #[test]
     fn prefix_successors() {

@@ -412,18 +412,7 @@ async fn main() -> Result<()> {
     let parsed = zigzag_app::settings::parse::<Cli>("gather");
     let cli = parsed.cli;
     if let Some(settings) = parsed.print {
-        print!("{settings}");
-        match cli.config.as_deref() {
-            Some(path) => print!(
-                "{}",
-                zigzag_app::config::describe(
-                    &zigzag_app::config::load(Some(path), Config::default)?,
-                    &path.display().to_string()
-                )
-            ),
-            None => println!("pipeline configuration: the table's layout, read when a report runs"),
-        }
-        return Ok(());
+        return zigzag_app::config::print_with(&settings, cli.config.as_deref(), None);
     }
     let config = cli.config.as_deref();
     let store = &cli.store;

@@ -283,10 +283,7 @@ async fn main() -> Result<()> {
     let parsed = zigzag_app::settings::parse::<Cli>("loadgen");
     let cli = parsed.cli;
     if let Some(settings) = parsed.print {
-        let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
-        let source = cli.config.as_ref().map_or("the shipped layout (no --config)".into(), |p| p.display().to_string());
-        print!("{settings}{}", zigzag_app::config::describe(&config, &source));
-        return Ok(());
+        return zigzag_app::config::print_with(&settings, cli.config.as_deref(), Some(Config::shipped));
     }
     let gen_config = gen_config(&cli)?;
     let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
