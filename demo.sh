@@ -12,11 +12,12 @@ OUT=demo
 # Built without the AWS SDK (--no-default-features: no DynamoDB, no
 # Kinesis), which the embedded demo never calls and which would take
 # minutes to compile; in a directory of its own, so that these binaries
-# never stand in for the full ones in $CARGO_TARGET_DIR/release.
+# never stand in for the full ones in $CARGO_TARGET_DIR/release; with the
+# `demo` profile (Cargo.toml), built for a short first wait.
 echo "== building (release, embedded only; the first build takes a couple of minutes)"
-cargo build --release --locked -q -p zigzag-app --no-default-features --bin loadgen --bin gather \
+cargo build --profile demo --locked -q -p zigzag-app --no-default-features --bin loadgen --bin gather \
   --target-dir "$CARGO_TARGET_DIR/embedded"
-BIN="$CARGO_TARGET_DIR/embedded/release"
+BIN="$CARGO_TARGET_DIR/embedded/demo"
 
 rm -rf "$OUT" && mkdir -p "$OUT"
 echo "== loadgen → ingest → $OUT/zigzag.db ($RECORDS records, 4 shards)"
