@@ -12,7 +12,8 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "ID")]
     pub worker_id: Option<String>,
     /// How long without a heartbeat before a worker is presumed dead and its
-    /// leases are taken (heartbeats and lease passes run every third of it)
+    /// leases are taken (heartbeats run every third of it, lease passes
+    /// every half)
     #[arg(long, default_value = "10s", value_parser = crate::duration::positive, value_name = "DURATION")]
     pub failover: Duration,
     /// Between listings of the stream's shards (new shards after a split or
