@@ -43,3 +43,57 @@ fn every_stderr_line_is_a_json_event_and_the_summary_is_one_of_them() {
     let records: u64 = (0..2).map(|s| gen.shard_len(s)).sum();
     assert!(summary.contains(&format!("ingest: {records} records")), "{summary}");
 }
+
+/// Logs at info level carry neither a record's contents nor a credential:
+/// records that fail to decode go to the dead letters, not the log, and
+/// the AWS options are never logged.
+#[test]
+fn info_logs_carry_no_record_payload_and_no_credential() {
+    const PAYLOAD: &str = "zz-payload-marker-7f3a";
+    const SECRET: &str = "zz-secret-marker-91c2";
+    let dir = tempfile::tempdir().unwrap();
+    let gen = Generator::new(GenConfig { seed: 4, shards: 1, records: 500, ..Default::default() });
+    let inputs = write_shard_files(&gen, dir.path(), || {}).unwrap();
+    let mut text = std::fs::read_to_string(&inputs[0]).unwrap();
+    text.push_str(&format!("{{\"broken\": \"{PAYLOAD}\"\n{{\"type\": \"{PAYLOAD}\", \"ts\": 1}}\n"));
+    std::fs::write(&inputs[0], text).unwrap();
+    let dead = dir.path().join("dead.jsonl");
+    for format in ["text", "json"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
+            .args(["--db", dir.path().join(format!("{format}.db")).to_str().unwrap()])
+            .args(["--dead-letters", dead.to_str().unwrap(), "--log-format", format, "--input"])
+            .args(&inputs)
+            .env("RUST_LOG", "info")
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(!stderr.contains(PAYLOAD), "a record's contents in the {format} log: {stderr}");
+    }
+    assert!(std::fs::read_to_string(&dead).unwrap().contains(PAYLOAD), "the bad records are in the dead letters");
+    // An AWS call that fails (nothing listens there) is logged and
+    // explained without the credentials it was signed with.
+    let out = Command::new(env!("CARGO_BIN_EXE_gather"))
+        .args([
+            "--dynamodb",
+            "t",
+            "--endpoint-url",
+            "http://127.0.0.1:9",
+            "--aws-timeout",
+            "2s",
+            "totals",
+            "--last",
+            "1d",
+        ])
+        .env("RUST_LOG", "info")
+        .env("AWS_ACCESS_KEY_ID", "AKIDZZMARKER")
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "nothing listens on port 9: {stderr}");
+    assert!(!stderr.contains(SECRET) && !stderr.contains("AKIDZZMARKER"), "a credential in the log: {stderr}");
+}
