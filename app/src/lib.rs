@@ -6,7 +6,8 @@
 //!   table (one naming rule), opened for writing, reading or operating;
 //! - `aws` (feature `aws`, on by default): the AWS options every AWS call
 //!   takes (`--region`, `--endpoint-url`, `--aws-timeout`);
-//! - [`config`]: reading the pipeline configuration file;
+//! - [`config`]: the pipeline configuration file, and its settings as
+//!   flags and variables over it;
 //! - [`settings`]: every option a flag, a `ZIGZAG_*` variable and a key of
 //!   the file, layered; `--print-config`;
 //! - [`duration`]: one duration grammar for every flag (`zigzag_core::duration`);

@@ -63,9 +63,11 @@ pub fn env_var(long: &str) -> String {
 /// A command line parsed with its settings layered.
 pub struct Parsed<C> {
     pub cli: C,
-    /// `--print-config` was given: the settings as it prints them (the
-    /// binary adds the pipeline configuration's, then exits).
-    pub print: Option<String>,
+    /// Every setting: its value and where it came from.
+    pub settings: Vec<Setting>,
+    /// `--print-config` was given: the binary prints the settings and the
+    /// pipeline configuration's, then exits.
+    pub print: bool,
 }
 
 /// Parses the command line of `binary` with its settings layered (see the
@@ -73,7 +75,7 @@ pub struct Parsed<C> {
 pub fn parse<C: Parser>(binary: &str) -> Parsed<C> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     match parse_from::<C>(binary, argv, &|var| std::env::var(var).ok()) {
-        Ok((cli, settings, print)) => Parsed { cli, print: print.then(|| render(&settings)) },
+        Ok((cli, settings, print)) => Parsed { cli, settings, print },
         Err(e) => e.exit(),
     }
 }
@@ -115,8 +117,11 @@ pub fn parse_from<C: Parser>(
         Some(_) => settings.into_iter().filter(Arg::is_global_set).collect(),
         None => settings,
     };
+    // The pipeline configuration's flags have their keys in the file
+    // already (`[flush] interval_ms`): only the variable is layered here.
+    let from_file: Vec<Arg> = settings.iter().filter(|a| !is_pipeline(a)).cloned().collect();
     let table = match &file {
-        Some(path) => file_table(&cmd, binary, path, &settings)?,
+        Some(path) => file_table(&cmd, binary, path, &from_file)?,
         None => BTreeMap::new(),
     };
 
@@ -173,6 +178,11 @@ pub fn parse_from<C: Parser>(
     Ok((cli, effective(&matches, &settings, &sources), print))
 }
 
+/// A flag of the pipeline configuration (`config::overrides`).
+fn is_pipeline(arg: &Arg) -> bool {
+    arg.get_help_heading() == Some(crate::config::overrides::HEADING)
+}
+
 fn long_of<'a>(settings: &'a [Arg], id: &'a str) -> &'a str {
     settings.iter().find(|a| a.get_id() == id).and_then(Arg::get_long).unwrap_or(id)
 }
@@ -192,6 +202,13 @@ fn file_table(
     let table = table.as_table().ok_or_else(|| bad(format!("{}: [{binary}] must be a table", path.display())))?;
     let mut out = BTreeMap::new();
     for (key, value) in table {
+        if let Some(k) = crate::config::overrides::key_of_flag(key) {
+            return Err(bad(format!(
+                "{} [{binary}] {key}: that is the pipeline configuration's {}: write it there",
+                path.display(),
+                k.dotted()
+            )));
+        }
         if !settings.iter().any(|a| a.get_long() == Some(key.as_str())) {
             let mut known: Vec<&str> = settings.iter().filter_map(Arg::get_long).collect();
             known.sort_unstable();
@@ -240,12 +257,15 @@ fn effective(matches: &ArgMatches, settings: &[Arg], sources: &BTreeMap<String, 
 }
 
 /// The settings as `--print-config` prints them: name, value, source,
-/// and the variable that would set it.
+/// and the variable that would set it (the pipeline configuration's are
+/// shown with it: `config::print_with`).
 pub fn render(settings: &[Setting]) -> String {
+    let settings: Vec<&Setting> =
+        settings.iter().filter(|s| crate::config::overrides::key_of_flag(&s.name).is_none()).collect();
     let width = settings.iter().map(|s| s.name.len()).max().unwrap_or(0);
     let vwidth = settings.iter().map(|s| s.value.len()).max().unwrap_or(0).min(40);
     let mut out = String::new();
-    for s in settings {
+    for s in &settings {
         out.push_str(&format!(
             "{:<width$}  {:<vwidth$}  {}  [{}]\n",
             s.name,

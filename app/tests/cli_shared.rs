@@ -146,3 +146,75 @@ fn every_binary_layers_flags_variables_and_its_table_and_prints_where_each_came_
         .unwrap();
     fails_naming(&out, "--failover", "ZIGZAG_FAILOVER");
 }
+
+/// The pipeline configuration's settings (`[flush] interval_ms`, the
+/// retention, ...) are flags and `ZIGZAG_*` variables too, laid over the
+/// file's keys; `--print-config` says where each came from; a bad one is
+/// one error naming it; and what they set is what the run writes.
+#[test]
+fn pipeline_settings_are_flags_and_variables_over_the_file_and_reach_the_written_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let f = p("zigzag.toml");
+    std::fs::write(&f, "[flush]\ninterval_ms = 5000\nmax_keys = 100\n[retention]\nhour = \"400d\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        .args(["--config", &f, "--input", "x.jsonl", "--flush-max-keys", "300", "--print-config"])
+        .env("ZIGZAG_FLUSH_INTERVAL_MS", "7000")
+        .env("ZIGZAG_RETENTION", "minute=1d")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = |key: &str| text.lines().find(|l| l.trim_start().starts_with(&format!("{key} "))).unwrap_or_default();
+    let interval = line("flush.interval_ms");
+    assert!(interval.contains(" 7000 ") && interval.contains("environment (ZIGZAG_FLUSH_INTERVAL_MS)"), "{text}");
+    assert!(line("flush.max_keys").contains(" 300 ") && line("flush.max_keys").contains(" flag "), "{text}");
+    let retention = line("retention");
+    assert!(retention.contains("minute 1d, hour 400d, day forever"), "merged with the file's: {text}");
+    assert!(retention.contains("environment (ZIGZAG_RETENTION)"), "{text}");
+    assert!(line("flush.concurrency").contains(" default "), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("flush-interval-ms")), "listed once, with the configuration: {text}");
+
+    // A key of the configuration in the binary's table: refused, saying
+    // where it belongs.
+    std::fs::write(p("wrong.toml"), "[ingest]\nflush-interval-ms = 5000\n").unwrap();
+    let out = run(env!("CARGO_BIN_EXE_ingest"), &["--config", &p("wrong.toml"), "--input", "x.jsonl"]);
+    fails_naming(&out, "flush-interval-ms", "the pipeline configuration's flush.interval_ms");
+    // A value of the right form the configuration refuses: one error naming
+    // the flag, the variable and why.
+    let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        .args(["--input", "x.jsonl", "--db", &p("z.db")])
+        .env("ZIGZAG_FLUSH_EVERY_MS", "nope=60000")
+        .output()
+        .unwrap();
+    fails_naming(&out, "--flush-every-ms from environment (ZIGZAG_FLUSH_EVERY_MS)", "\"nope\" is no projection");
+    let out = run(env!("CARGO_BIN_EXE_ingest"), &["--input", "x.jsonl", "--flush-interval-ms", "5s"]);
+    fails_naming(&out, "--flush-interval-ms", "not a non-negative integer");
+
+    // What the variable set is in the table's layout: a reader (which
+    // needs no configuration) refuses the minutes past their retention,
+    // and answers them from a table written without it.
+    let start = chrono::Utc::now() - chrono::Duration::days(3);
+    let start = start.format("%Y-%m-%dT00:00:00Z").to_string();
+    let write =
+        |db: &str, retention: Option<&str>| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_loadgen"));
+            cmd.args(["--sink", "ingest", "--records", "2000", "--shards", "1", "--span", "1h", "--start", &start])
+                .args(["--db", db, "--truth", &p("truth.json"), "--dead-letters", &p("dead.jsonl")]);
+            if let Some(r) = retention {
+                cmd.env("ZIGZAG_RETENTION", r);
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        };
+    let minutes = |db: &str| {
+        let to = start.replace("T00:", "T01:");
+        let args = ["--db", db, "totals", "--from", &start, "--to", &to, "--rollup", "minute"];
+        run(env!("CARGO_BIN_EXE_gather"), &args)
+    };
+    write(&p("kept.db"), None);
+    let out = minutes(&p("kept.db"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    write(&p("expiring.db"), Some("minute=1d"));
+    fails_naming(&minutes(&p("expiring.db")), "minute items are kept 1d", "retention");
+}

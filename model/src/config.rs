@@ -56,8 +56,9 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
+    // The message is the error's own: not its source too, or it is said twice.
     #[error("configuration TOML: {0}")]
-    Toml(#[from] toml::de::Error),
+    Toml(toml::de::Error),
     #[error("configuration: {0}")]
     Invalid(String),
 }
@@ -294,7 +295,16 @@ impl Config {
     }
 
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        let file: ConfigFile = toml::from_str(text)?;
+        Self::from_file(toml::from_str(text).map_err(ConfigError::Toml)?)
+    }
+
+    /// From a document already parsed (a file with settings laid over it:
+    /// its errors name the key, not a line of a text nobody wrote).
+    pub fn from_table(doc: toml::Table) -> Result<Self, ConfigError> {
+        Self::from_file(toml::Value::Table(doc).try_into().map_err(ConfigError::Toml)?)
+    }
+
+    fn from_file(file: ConfigFile) -> Result<Self, ConfigError> {
         let shipped = Config::default();
         let custom_fields = file.fields.is_some();
         let missing = |part: &str| {

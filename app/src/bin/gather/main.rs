@@ -215,7 +215,7 @@ struct Common {
 /// first read: if it fails on DynamoDB, a DescribeTable says why when it
 /// can (missing table, other key schema).
 async fn layout(store: &StoreArgs, table: &dyn SortedTable, path: Option<&Path>) -> Result<Config> {
-    let given = zigzag_app::config::load(path, Config::default)?;
+    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
     let stored = match layout::load(table).await.context("reading the table's layout") {
         Ok(stored) => stored,
         Err(e) => return Err(store.explain(e).await),
@@ -411,8 +411,8 @@ async fn check_cmd(
 async fn main() -> Result<()> {
     let parsed = zigzag_app::settings::parse::<Cli>("gather");
     let cli = parsed.cli;
-    if let Some(settings) = parsed.print {
-        return zigzag_app::config::print_with(&settings, cli.config.as_deref(), None);
+    if parsed.print {
+        return zigzag_app::config::print_with(&parsed.settings, cli.config.as_deref(), None, &[]);
     }
     let config = cli.config.as_deref();
     let store = &cli.store;

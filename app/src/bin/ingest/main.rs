@@ -8,6 +8,7 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use zigzag_app::config::{self, overrides::PipelineArgs, Base};
 use zigzag_app::logging::{self, say, LogFormat};
 use zigzag_app::store::{CreateArgs, StoreArgs};
 use zigzag_app::telemetry::{self, EmfArgs};
@@ -17,7 +18,6 @@ use zigzag_ingest::source::{JsonlSource, Source};
 use zigzag_ingest::{Pipeline, PipelineOptions};
 #[cfg(feature = "aws")]
 use zigzag_kinesis::{KinesisSource, StartingPosition};
-use zigzag_model::Config;
 
 mod probes;
 
@@ -84,6 +84,8 @@ struct Cli {
     emf: EmfArgs,
     #[command(flatten)]
     worker: WorkerArgs,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
     #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
@@ -191,8 +193,9 @@ fn parse_start(s: &str) -> Result<StartingPosition, String> {
 async fn main() -> Result<()> {
     let parsed = zigzag_app::settings::parse::<Cli>("ingest");
     let cli = parsed.cli;
-    if let Some(settings) = parsed.print {
-        return zigzag_app::config::print_with(&settings, cli.config.as_deref(), Some(Config::shipped));
+    let overrides = cli.pipeline.overrides(&parsed.settings);
+    if parsed.print {
+        return config::print_with(&parsed.settings, cli.config.as_deref(), Some(Base::Shipped), &overrides);
     }
     logging::init(cli.log_format);
     match &cli.command {
@@ -220,7 +223,7 @@ async fn main() -> Result<()> {
             probes::serve(addr, handle, watched.clone()).await.with_context(|| format!("serving metrics on {addr}"))?;
         say(cli.log_format, &format!("ingest: serving /metrics, /health and /ready on http://{bound}"));
     }
-    let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
+    let config = config::load(cli.config.as_deref(), Base::Shipped, &overrides)?;
     let source: Arc<dyn Source> = match &kinesis {
         #[cfg(feature = "aws")]
         Some(stream) => {

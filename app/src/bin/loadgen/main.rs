@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use zigzag_app::config::read;
+use zigzag_app::config::{self, overrides::PipelineArgs, read, Base};
 use zigzag_app::duration::{any, millis, positive};
 use zigzag_app::store::StoreArgs;
 use zigzag_app::worker::WorkerArgs;
@@ -121,6 +121,8 @@ struct Cli {
     store: StoreArgs,
     #[command(flatten)]
     worker: WorkerArgs,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
 }
 
 fn gen_config(cli: &Cli) -> Result<GenConfig> {
@@ -282,11 +284,12 @@ async fn run_kinesis(cli: &Cli, gen: &dyn Traffic, stream: &str) -> Result<()> {
 async fn main() -> Result<()> {
     let parsed = zigzag_app::settings::parse::<Cli>("loadgen");
     let cli = parsed.cli;
-    if let Some(settings) = parsed.print {
-        return zigzag_app::config::print_with(&settings, cli.config.as_deref(), Some(Config::shipped));
+    let overrides = cli.pipeline.overrides(&parsed.settings);
+    if parsed.print {
+        return config::print_with(&parsed.settings, cli.config.as_deref(), Some(Base::Shipped), &overrides);
     }
     let gen_config = gen_config(&cli)?;
-    let config = zigzag_app::config::load(cli.config.as_deref(), Config::shipped)?;
+    let config = config::load(cli.config.as_deref(), Base::Shipped, &overrides)?;
     // The shipped generator writes the shipped fields; any other schema,
     // or a field traffic file, takes the declared schema's generator.
     let gen: Arc<dyn Traffic> = if cli.fields.is_none() && config.fields == Config::default().fields {
