@@ -30,3 +30,23 @@ pub fn say(format: LogFormat, line: &str) {
         LogFormat::Json => tracing::info!(target: "zigzag", "{line}"),
     }
 }
+
+/// A fatal error, the run's last line: as `main` returning it prints it in
+/// text mode; in JSON mode one event (level ERROR, the whole chain of
+/// causes in `error`), so a log service sees why the process stopped.
+pub fn fatal(format: LogFormat, error: &anyhow::Error) {
+    match format {
+        LogFormat::Text => eprintln!("Error: {error:?}"),
+        LogFormat::Json => {
+            // The chain, each cause once (an error that shows its source
+            // in its own message would otherwise say it twice).
+            let mut text = error.to_string();
+            for cause in error.chain().skip(1).map(ToString::to_string) {
+                if !text.contains(&cause) {
+                    text = format!("{text}: {cause}");
+                }
+            }
+            tracing::error!(target: "zigzag", error = text, "stopped by an error")
+        }
+    }
+}

@@ -42,6 +42,47 @@ fn every_stderr_line_is_a_json_event_and_the_summary_is_one_of_them() {
         .unwrap_or_else(|| panic!("the run summary as an event: {stderr}"));
     let records: u64 = (0..2).map(|s| gen.shard_len(s)).sum();
     assert!(summary.contains(&format!("ingest: {records} records")), "{summary}");
+
+    // Per-shard spans: each shard task logs inside a span naming its
+    // shard and lease, itself inside the worker's.
+    let stems: Vec<String> = inputs.iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
+    let mut read: Vec<String> = events
+        .iter()
+        .filter(|e| e["fields"]["message"] == "reading")
+        .map(|e| {
+            assert_eq!(e["span"]["name"], "shard", "{e}");
+            assert!(e["span"]["lease"].is_u64(), "{e}");
+            let spans = e["spans"].as_array().unwrap();
+            assert_eq!((spans[0]["name"].as_str(), spans.len()), (Some("worker"), 2), "{e}");
+            e["span"]["shard"].as_str().unwrap().to_string()
+        })
+        .collect();
+    read.sort();
+    assert_eq!(read, stems, "one shard span per shard read: {stderr}");
+}
+
+/// An error that stops the process is a JSON event too, its last line,
+/// with the whole chain of causes.
+#[test]
+fn a_fatal_error_is_the_last_json_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-shard.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        .args(["--log-format", "json", "--db", dir.path().join("z.db").to_str().unwrap()])
+        .args(["--dead-letters", dir.path().join("dead.jsonl").to_str().unwrap()])
+        .arg("--input")
+        .arg(&missing)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().filter(|l| !l.trim().is_empty()).last().expect("a last line");
+    let e: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    assert_eq!((e["level"].as_str(), e["fields"]["message"].as_str()), (Some("ERROR"), Some("stopped by an error")));
+    let error = e["fields"]["error"].as_str().unwrap();
+    assert!(error.contains("no-such-shard.jsonl") && error.contains("No such file"), "{error}");
+    assert_eq!(error.matches("No such file").count(), 1, "each cause once: {error}");
 }
 
 /// Logs at info level carry neither a record's contents nor a credential:

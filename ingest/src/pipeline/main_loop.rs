@@ -263,7 +263,6 @@ impl Pipeline {
             caught_up: Arc::default(),
             events: run.events_tx.clone(),
         };
-        tracing::info!(shard = %ready.shard, lease = ready.lease, ?start, "reading");
         metrics::gauge!("zigzag_ingest_shard_reading", "shard" => ready.shard.clone()).set(1.0);
         run.shards_read.insert(ready.shard.clone());
         shard.reader = Some(task.spawn());

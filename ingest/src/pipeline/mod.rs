@@ -6,7 +6,8 @@
 //! checkpoints); the lease crate's two background loops keep the lease
 //! protocol going (`zigzag_lease::lifecycle`: heartbeat and lease passes,
 //! reported here as events). `options`: what a worker is told
-//! and what it reports. Memory stays bounded at about two generations: readers
+//! and what it reports; `counters`: what it counts (the run summary,
+//! readiness). Memory stays bounded at about two generations: readers
 //! wait while a full one is being written, and nothing is dropped.
 //!
 //! The main loop is a loop over `Event`s. It reconciles each lease plan
@@ -19,6 +20,7 @@
 //! or — for a bounded source (files, a generator) — every shard finished.
 
 mod cadence;
+mod counters;
 mod error;
 mod flushing;
 mod job;
@@ -29,18 +31,20 @@ mod reader;
 pub use error::PipelineError;
 pub use options::{worker_id, PipelineOptions, RunSummary};
 
-use crate::aggregate::{Aggregator, BatchCounts, Generation, Rejected};
+use crate::aggregate::{Aggregator, Generation, Rejected};
 use crate::deadletter::DeadLetters;
 use crate::flush::Flusher;
-use crate::source::{RecordBatch, Source, SourceError};
+use crate::source::{Source, SourceError};
+use counters::Counters;
 use job::FlushJob;
 use reader::ReaderHandle;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Notify, RwLock};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use zigzag_core::retry::Retryable;
 use zigzag_core::table::SortedTable;
 use zigzag_lease::lifecycle::{self, LeaseEvent};
@@ -72,34 +76,6 @@ struct Batch {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-#[derive(Default)]
-struct Counters {
-    records: AtomicU64,
-    valid: AtomicU64,
-    rejected: AtomicU64,
-    headers: AtomicU64,
-    max_keys_seen: AtomicU64,
-    recovered: AtomicU64,
-    flush_pauses: AtomicU64,
-    shard_pauses: AtomicU64,
-    catch_up_failures: AtomicU64,
-    /// Joins tried again after a retryable failure (the store's other
-    /// retries are counted by the flusher and the coordinator).
-    join_retries: AtomicU64,
-    /// Flushes are paused on a failing store (readiness).
-    flush_paused: AtomicBool,
-}
-
-impl Counters {
-    fn add(&self, batch: &RecordBatch, counts: BatchCounts) {
-        self.records.fetch_add(batch.records.len() as u64, Ordering::Relaxed);
-        self.valid.fetch_add(counts.valid, Ordering::Relaxed);
-        self.rejected.fetch_add(counts.rejected, Ordering::Relaxed);
-        self.headers.fetch_add(counts.headers, Ordering::Relaxed);
-        metrics::counter!("zigzag_ingest_records_total").increment(batch.records.len() as u64);
-    }
 }
 
 /// What the lease loops (`zigzag_lease::lifecycle`) report.
@@ -304,6 +280,17 @@ impl Pipeline {
         stop: CancellationToken,
         producer_done: CancellationToken,
     ) -> Result<RunSummary, PipelineError> {
+        // Every log line of the run names its worker (and a shard task's,
+        // its shard: `reader.rs`), in text and in JSON.
+        let span = tracing::info_span!("worker", worker = %self.opts.worker);
+        self.drain(stop, producer_done).instrument(span).await
+    }
+
+    async fn drain(
+        self: Arc<Self>,
+        stop: CancellationToken,
+        producer_done: CancellationToken,
+    ) -> Result<RunSummary, PipelineError> {
         self.join(&stop).await?;
         let (events_tx, mut events) = mpsc::unbounded_channel();
         // The heartbeat runs until the lane is left, through the final flush
@@ -313,15 +300,20 @@ impl Pipeline {
         let heartbeat = CancellationToken::new();
         let taking = stop.child_token();
         let poke = Arc::new(Notify::new());
-        let beating = tokio::spawn(lifecycle::heartbeat(self.coord.clone(), events_tx.clone(), heartbeat.clone()));
-        let passes = tokio::spawn(lifecycle::passes(
-            self.coord.clone(),
-            self.source.clone(),
-            self.opts.relist,
-            events_tx.clone(),
-            poke.clone(),
-            taking.clone(),
-        ));
+        let beating = tokio::spawn(
+            lifecycle::heartbeat(self.coord.clone(), events_tx.clone(), heartbeat.clone()).in_current_span(),
+        );
+        let passes = tokio::spawn(
+            lifecycle::passes(
+                self.coord.clone(),
+                self.source.clone(),
+                self.opts.relist,
+                events_tx.clone(),
+                poke.clone(),
+                taking.clone(),
+            )
+            .in_current_span(),
+        );
         let (swapped_tx, _) = watch::channel(0u64);
         let mut run = Run {
             shards: BTreeMap::new(),
@@ -433,58 +425,6 @@ impl Pipeline {
             metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => r.error.reason()).increment(1);
         }
         dead.sync().map_err(io)
-    }
-
-    /// Whether this worker is doing its job, for a readiness probe: joined
-    /// to a lane, the lane's beat renewed within half the failover time
-    /// (other workers take its shards after the whole of it), and flushes
-    /// not paused on a failing store. Err says what is wrong.
-    pub fn readiness(&self) -> Result<(), String> {
-        let failover = self.coord.options().failover;
-        match self.coord.renewed_ago() {
-            None => return Err("not joined to a lane (starting, or rejoining after losing it)".into()),
-            Some(ago) if ago > failover / 2 => {
-                return Err(format!(
-                    "the lane's beat was last renewed {:.1} s ago (failover {:.1} s): the lease table is failing",
-                    ago.as_secs_f64(),
-                    failover.as_secs_f64()
-                ))
-            }
-            Some(_) => {}
-        }
-        if self.counters.flush_paused.load(Ordering::Relaxed) {
-            return Err("flushes are paused: the aggregate store is failing".into());
-        }
-        Ok(())
-    }
-
-    fn summary(&self, shards: usize) -> RunSummary {
-        let s = &self.flusher.stats;
-        let l = &self.coord.stats;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        RunSummary {
-            shards,
-            records: get(&self.counters.records),
-            valid: get(&self.counters.valid),
-            rejected: get(&self.counters.rejected),
-            headers: get(&self.counters.headers),
-            flushes: get(&s.flushes),
-            recovered: get(&self.counters.recovered),
-            items: get(&s.items),
-            write_requests: get(&s.write_requests),
-            skipped: get(&s.skipped),
-            lease_requests: get(&l.requests),
-            retries: get(&s.retries) + get(&l.retries) + get(&self.counters.join_retries),
-            leases_taken: get(&l.taken),
-            leases_lost: get(&l.lost),
-            leases_handed_off: get(&l.handed_off),
-            per_prefix: s.per_prefix.iter().map(get).collect(),
-            max_generation_keys: get(&self.counters.max_keys_seen),
-            flush_pauses: get(&self.counters.flush_pauses),
-            shard_pauses: get(&self.counters.shard_pauses),
-            catch_up_failures: get(&self.counters.catch_up_failures),
-            lease_failures: get(&l.heartbeat_failures) + get(&l.pass_failures),
-        }
     }
 }
 

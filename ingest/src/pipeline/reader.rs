@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{mpsc, watch, Notify, RwLock};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use zigzag_core::retry::Retryable;
 
 /// How far a reader is: when its reads found the shard at its tip.
@@ -62,10 +63,14 @@ pub(super) struct ShardTask {
 impl ShardTask {
     pub fn spawn(self) -> ReaderHandle {
         let (cancel, caught_up) = (self.cancel.clone(), self.caught_up.clone());
-        ReaderHandle { cancel, caught_up, task: tokio::spawn(self.run()) }
+        // The shard's span: every line the task logs (the source's too: an
+        // iterator renewed, an aggregate that does not decode) names it.
+        let span = tracing::info_span!("shard", shard = %self.id, lease = self.lease);
+        ReaderHandle { cancel, caught_up, task: tokio::spawn(self.run().instrument(span)) }
     }
 
     async fn run(mut self) {
+        tracing::info!(start = ?self.start, "reading");
         if let Err(error) = self.read().await {
             let _ = self.events.send(Event::SourceFailed { shard: self.id.clone(), error });
         }
@@ -90,10 +95,10 @@ impl ShardTask {
         *failures += 1;
         let wait = p.pause_after(*failures);
         if e.is_retryable() {
-            tracing::warn!(shard = %self.id, error = %e, retry_in_s = wait.as_secs_f64(), "source unavailable: shard paused");
+            tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "source unavailable: shard paused");
         } else {
             metrics::counter!("zigzag_ingest_shard_failures_total").increment(1);
-            tracing::error!(shard = %self.id, error = %e, retry_in_s = wait.as_secs_f64(), "shard cannot be read: paused");
+            tracing::error!(error = %e, retry_in_s = wait.as_secs_f64(), "shard cannot be read: paused");
         }
         metrics::counter!("zigzag_ingest_shard_pauses_total").increment(1);
         p.counters.shard_pauses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -6,10 +6,12 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use zigzag_app::config::{self, overrides::PipelineArgs, Base};
 use zigzag_app::logging::{self, say, LogFormat};
+use zigzag_app::settings::Parsed;
 use zigzag_app::store::{CreateArgs, StoreArgs};
 use zigzag_app::telemetry::{self, EmfArgs};
 use zigzag_app::worker::WorkerArgs;
@@ -190,14 +192,25 @@ fn parse_start(s: &str) -> Result<StartingPosition, String> {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> ExitCode {
     let parsed = zigzag_app::settings::parse::<Cli>("ingest");
+    let format = parsed.cli.log_format;
+    logging::init(format);
+    match run(parsed).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            logging::fatal(format, &e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(parsed: Parsed<Cli>) -> Result<()> {
     let cli = parsed.cli;
     let overrides = cli.pipeline.overrides(&parsed.settings);
     if parsed.print {
         return config::print_with(&parsed.settings, cli.config.as_deref(), Some(Base::Shipped), &overrides);
     }
-    logging::init(cli.log_format);
     match &cli.command {
         Some(Command::Leases { stream }) => return print_leases(stream, &cli.store).await,
         Some(Command::AbandonFlush { stream, lane, failover }) => {
