@@ -8,11 +8,32 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber: RUST_LOG filters (default: info).
-pub fn init(format: LogFormat) {
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr);
+/// The logging options of a binary that logs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogArgs {
+    /// Log lines on stderr: text (coloured on a terminal) or json (one
+    /// object per line, for a log service; the run summary too)
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    pub log_format: LogFormat,
+    /// Which lines are logged, in RUST_LOG's syntax: a level (warn), or
+    /// per module (info,zigzag_lease=debug) [default: RUST_LOG, else info]
+    #[arg(long, value_name = "DIRECTIVES", global = true, value_parser = filter)]
+    pub log_filter: Option<String>,
+}
+
+fn filter(text: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(text).map(|_| text.to_string()).map_err(|e| e.to_string())
+}
+
+/// Installs the global subscriber, filtered by `--log-filter`, else
+/// RUST_LOG, else at info.
+pub fn init(args: &LogArgs) {
+    let filter = match &args.log_filter {
+        Some(directives) => tracing_subscriber::EnvFilter::new(directives),
+        None => tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+    };
+    let format = args.log_format;
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         // Colour only for a person: logs sent to a file, a journal or a log
         // service keep their fields greppable.

@@ -62,9 +62,10 @@ fn every_stderr_line_is_a_json_event_and_the_summary_is_one_of_them() {
 }
 
 /// An error that stops the process is a JSON event too, its last line,
-/// with the whole chain of causes.
+/// with the whole chain of causes; `ZIGZAG_LOG_FILTER` (`--log-filter`)
+/// wins over RUST_LOG.
 #[test]
-fn a_fatal_error_is_the_last_json_event() {
+fn a_fatal_error_is_the_last_json_event_and_the_log_filter_wins_over_rust_log() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-shard.jsonl");
     let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
@@ -73,10 +74,12 @@ fn a_fatal_error_is_the_last_json_event() {
         .arg("--input")
         .arg(&missing)
         .env("RUST_LOG", "info")
+        .env("ZIGZAG_LOG_FILTER", "error")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.lines().all(|l| l.contains("\"level\":\"ERROR\"")), "errors only: {stderr}");
     let last = stderr.lines().filter(|l| !l.trim().is_empty()).last().expect("a last line");
     let e: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
     assert_eq!((e["level"].as_str(), e["fields"]["message"].as_str()), (Some("ERROR"), Some("stopped by an error")));

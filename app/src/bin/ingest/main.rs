@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use zigzag_app::config::{self, overrides::PipelineArgs, Base};
-use zigzag_app::logging::{self, say, LogFormat};
+use zigzag_app::logging::{self, say, LogArgs};
 use zigzag_app::settings::Parsed;
 use zigzag_app::store::{CreateArgs, StoreArgs};
 use zigzag_app::telemetry::{self, EmfArgs};
@@ -77,11 +77,8 @@ struct Cli {
     /// something else must scrape it.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
-    /// Log lines on stderr: text (coloured on a terminal) or json (one
-    /// object per line, for a log service; the run summary too). RUST_LOG
-    /// filters them (default: info).
-    #[arg(long, value_enum, default_value = "text", global = true)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    log: LogArgs,
     #[command(flatten)]
     emf: EmfArgs,
     #[command(flatten)]
@@ -194,8 +191,8 @@ fn parse_start(s: &str) -> Result<StartingPosition, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let parsed = zigzag_app::settings::parse::<Cli>("ingest");
-    let format = parsed.cli.log_format;
-    logging::init(format);
+    let format = parsed.cli.log.log_format;
+    logging::init(&parsed.cli.log);
     match run(parsed).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -234,7 +231,7 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
     if let (Some(addr), Some(handle)) = (cli.metrics_addr, telemetry.prometheus.clone()) {
         let bound =
             probes::serve(addr, handle, watched.clone()).await.with_context(|| format!("serving metrics on {addr}"))?;
-        say(cli.log_format, &format!("ingest: serving /metrics, /health and /ready on http://{bound}"));
+        say(cli.log.log_format, &format!("ingest: serving /metrics, /health and /ready on http://{bound}"));
     }
     let config = config::load(cli.config.as_deref(), Base::Shipped, &overrides)?;
     let source: Arc<dyn Source> = match &kinesis {
@@ -260,9 +257,9 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
     let s = pipeline.run(stop).await;
     telemetry.flush();
     let s = s?;
-    say(cli.log_format, &summary::pipeline("ingest", &s, started.elapsed(), &cli.dead_letters));
+    say(cli.log.log_format, &summary::pipeline("ingest", &s, started.elapsed(), &cli.dead_letters));
     for line in summary::capacity("ingest", &stores) {
-        say(cli.log_format, &line);
+        say(cli.log.log_format, &line);
     }
     Ok(())
 }
