@@ -10,6 +10,13 @@
 //!   (`decompose(box, exact_ranges)` is exact), read each range whole: no
 //!   garbage at all, one request per range (point queries, a box that is a
 //!   run of the curve, a whole time bin);
+//! - **with statistics** ([`super::Expected`]: the partition's items and
+//!   their size, which `gather` has from ingest's statistics): the ranges
+//!   a cost model picks (`zorder::costed_ranges`: the items spread evenly,
+//!   straddling blocks split while that saves units), each read in pages
+//!   of a few units doubling, for as long as what they hold agrees with
+//!   the model (within 2x, and the share inside the box at least half the
+//!   expected); where it does not, the rest of the box is paged as below;
 //! - **otherwise page-jump in read units**: `Limit = u × m`, `u` from the
 //!   mean size of the items seen so far (before any: `probe_limit`), `m`
 //!   doubling while pages come back full and useful (≥ 3/4 inside the
@@ -25,16 +32,21 @@
 //!   to BIGMIN of it.
 //!
 //! Measured against the fixed strategies on varied data in
-//! `core/benches/strategies.rs` (BENCHMARKS.md): within 1.1x of the best
-//! one's RCU on 53 of 58 queries; what it loses to is precise(64) on
-//! boxes of many dense runs or thin runs spread everywhere.
+//! `core/benches/strategies.rs` (BENCHMARKS.md): with statistics within
+//! 1.1x of the best one's RCU on 56 of 58 queries (worst 1.11x), without
+//! on 53 (worst 1.39x). The model pays where the data is even (uniform
+//! boxes: 0.94-0.99x of precise(64), which paging lost to); on clustered
+//! and skewed data it gives up within a few ranges.
 //!
 //! `u` and `m` carry from box to box of one query ([`Auto`]).
 
 use super::reader::{Next, Reader};
 use super::QueryError;
 use crate::table::SortedTable;
-use crate::zorder::{decompose, span_end_within_garbage, ZAddress};
+use crate::zorder::{costed_ranges, decompose, span_end_within_garbage, CostModel, CostedRange, ZAddress};
+
+/// The most blocks the cost model visits before `auto` pages instead.
+const COSTED_BLOCKS: usize = 1 << 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AutoConfig {
@@ -110,6 +122,21 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
     }
     let mut lo = zbox.min().clone();
     let mut after: Option<Vec<u8>> = None;
+    // What the partition holds is known: the ranges a cost model over it
+    // picks, while what they hold agrees with it.
+    if let Some(e) = reader.expected() {
+        let model = CostModel {
+            items_per_address: e.items / 2f64.powi(zbox.layout().total_bits() as i32),
+            items_per_unit: f64::from(items_per_unit(cfg.unit_bytes, e.item_bytes)),
+        };
+        if let Some((ranges, _)) = costed_ranges(zbox, &model, COSTED_BLOCKS) {
+            match read_costed(reader, &ranges, &model, cfg.max_limit).await? {
+                Next::Done => return Ok(()),
+                Next::After(key, _) => after = Some(key),
+                Next::Jump(next) => lo = next,
+            }
+        }
+    }
     let mut bounded_from: Option<ZAddress>;
     state.units = state.units.max(1);
     loop {
@@ -172,6 +199,54 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
             Next::Done => return Ok(()),
         }
     }
+}
+
+/// Reads `ranges` (from [`costed_ranges`]) while what they hold agrees
+/// with `model`; where it does not, where to go on paging without it. A
+/// range is read in pages of a few units at first, doubling: a page whose
+/// share of items inside the box is under half the model's (dense data
+/// outside the box, which the model took for cheap garbage), a range
+/// holding over twice its expected items, or ranges holding under half of
+/// theirs over two units (sparse data: each empty range still costs a
+/// request) stop it.
+async fn read_costed<T: SortedTable + ?Sized>(
+    reader: &mut Reader<'_, T>,
+    ranges: &[CostedRange],
+    model: &CostModel,
+    max_limit: u32,
+) -> Result<Next, QueryError> {
+    let u = model.items_per_unit;
+    let (mut expected, mut scanned) = (0.0, 0u64);
+    for r in ranges {
+        let share = if r.items > 0.0 { r.inside / r.items } else { 1.0 };
+        let most = (2.0 * r.items).max(u);
+        let (mut read, mut after) = (0u64, None);
+        let mut limit = (4.0 * u).min(most);
+        loop {
+            let ask = limit.ceil().clamp(1.0, f64::from(max_limit)) as u32;
+            let before = *reader.stats();
+            let last = reader.page(&r.range.lo, &r.range.hi, after.take(), Some(ask)).await?;
+            let now = reader.stats();
+            let (page, useful) = (now.scanned - before.scanned, now.returned - before.returned);
+            read += page;
+            // Judged only once the page should hold a few of the box's items.
+            let hoped = share * page as f64;
+            let garbage = page as f64 >= u && hoped >= 4.0 && (useful as f64) < hoped / 2.0;
+            match last {
+                Some(key) if garbage || read as f64 >= most => return reader.after_page(key),
+                Some(key) => after = Some(key),
+                None if garbage => return Ok(reader.past(&r.range.hi)),
+                None => break,
+            }
+            limit = (limit * 2.0).min(most - read as f64).max(1.0);
+        }
+        scanned += read;
+        expected += r.items;
+        if expected > 2.0 * u && (scanned as f64) < expected / 2.0 {
+            return Ok(reader.past(&r.range.hi));
+        }
+    }
+    Ok(Next::Done)
 }
 
 #[cfg(test)]

@@ -53,6 +53,18 @@ pub struct ZQuery<'a> {
     /// Sort keys carry bytes after the Z-address.
     pub suffixed: bool,
     pub consistent: bool,
+    /// What the partition is expected to hold (the statistics'), which
+    /// lets `auto` cost its ranges before reading (None: it learns as it
+    /// reads).
+    pub expected: Option<Expected>,
+}
+
+/// What a partition is expected to hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Expected {
+    pub items: f64,
+    /// Mean bytes of an item.
+    pub item_bytes: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -37,6 +37,10 @@ impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
         self.query.zbox
     }
 
+    pub fn expected(&self) -> Option<super::Expected> {
+        self.query.expected
+    }
+
     pub fn stats(&self) -> &QueryStats {
         &self.stats
     }

@@ -85,13 +85,27 @@ fn check(case: Case, suffixed: bool, with_filter: bool) -> Result<(), TestCaseEr
                 filter.and(&format!("d{d}"), Test::Between(AttrValue::from(*lo as i64), AttrValue::from(*hi as i64)));
         }
     }
-    let q = ZQuery { pk: "p".into(), zbox: &zbox, filter, suffixed, consistent: false };
-    for s in strategies() {
+    let q = ZQuery { pk: "p".into(), zbox: &zbox, filter, suffixed, consistent: false, expected: None };
+    // `auto` with what statistics would say of the partition: right, far
+    // too many, far too few, nothing (the cost model's ranges, and its
+    // giving up part-way for paging).
+    let n = points.len() as f64;
+    let told: Vec<Option<Expected>> = [n, n * 50.0, n / 50.0, 0.0]
+        .iter()
+        .map(|&items| Some(Expected { items, item_bytes: 40.0 }))
+        .chain([None])
+        .collect();
+    let runs = strategies().into_iter().flat_map(|s| match s {
+        Strategy::Auto(_) => told.iter().map(|e| (s.clone(), *e)).collect::<Vec<_>>(),
+        _ => vec![(s, None)],
+    });
+    for (s, told) in runs {
+        let q = ZQuery { expected: told, ..q.clone() };
         let out = block_on(run_query(&table, &q, &s)).unwrap();
         let got: Vec<_> = out.items.iter().map(|i| i.sk.clone()).collect();
         let got_set: BTreeSet<_> = got.iter().cloned().collect();
-        prop_assert_eq!(got.len(), got_set.len(), "{} returned an item twice", s.name());
-        prop_assert_eq!(&got_set, &expected, "{}", s.name());
+        prop_assert_eq!(got.len(), got_set.len(), "{} ({:?}) returned an item twice", s.name(), told);
+        prop_assert_eq!(&got_set, &expected, "{} ({:?})", s.name(), told);
         prop_assert_eq!(out.stats.returned as usize, expected.len());
         prop_assert!(out.stats.scanned >= out.stats.returned);
         prop_assert!(out.stats.requests >= 1 && out.stats.rcu >= 0.5);
@@ -116,7 +130,14 @@ fn precise_scans_only_matches_and_naive_scans_the_span() {
     let items = (0..64u128).map(|z| Item::new("p", vec![z as u8])).collect();
     block_on(table.put_batch(items)).unwrap();
     let zbox = ZBox::new(layout, vec![3, 1], vec![4, 3]).unwrap();
-    let q = ZQuery { pk: "p".into(), zbox: &zbox, filter: Filter::none(), suffixed: false, consistent: false };
+    let q = ZQuery {
+        pk: "p".into(),
+        zbox: &zbox,
+        filter: Filter::none(),
+        suffixed: false,
+        consistent: false,
+        expected: None,
+    };
     let run = |s| block_on(run_query(&table, &q, &s)).unwrap().stats;
     let naive = run(Strategy::Naive);
     assert_eq!((naive.returned, naive.scanned, naive.requests), (6, 27, 1), "naive reads 11..=37");
@@ -139,7 +160,14 @@ fn adaptive_spans_gaps_on_sparse_data() {
     let table = MemoryTable::new();
     block_on(table.put_batch(items)).unwrap();
     let zbox = ZBox::new(layout, vec![16, 16, 16], vec![111, 111, 111]).unwrap();
-    let q = ZQuery { pk: "p".into(), zbox: &zbox, filter: Filter::none(), suffixed: false, consistent: false };
+    let q = ZQuery {
+        pk: "p".into(),
+        zbox: &zbox,
+        filter: Filter::none(),
+        suffixed: false,
+        consistent: false,
+        expected: None,
+    };
     let out = block_on(run_query(&table, &q, &Strategy::Adaptive(AdaptiveConfig::default()))).unwrap();
     assert_eq!(out.stats.returned, 3);
     assert!(out.stats.requests <= 3, "sparse data needs few requests, took {}", out.stats.requests);

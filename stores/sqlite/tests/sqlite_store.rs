@@ -66,7 +66,14 @@ async fn strategies_see_the_same_pages_as_the_memory_table() {
     mem.put_batch(items.clone()).await.unwrap();
     lite.put_batch(items).await.unwrap();
     let zbox = ZBox::new(layout, vec![100, 20, 3], vec![400, 90, 9]).unwrap();
-    let q = ZQuery { pk: "p".into(), zbox: &zbox, filter: Filter::none(), suffixed: true, consistent: false };
+    let q = ZQuery {
+        pk: "p".into(),
+        zbox: &zbox,
+        filter: Filter::none(),
+        suffixed: true,
+        consistent: false,
+        expected: None,
+    };
     for strategy in [
         Strategy::Naive,
         Strategy::Precise { budget: 32 },
