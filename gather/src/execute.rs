@@ -9,7 +9,7 @@ use crate::plan::{Plan, PlannedQuery};
 use crate::throttle::Paced;
 use futures::stream::{self, StreamExt};
 use std::time::{Duration, Instant};
-use zigzag_core::query::{run_query, AutoConfig, QueryStats, Strategy, ZQuery};
+use zigzag_core::query::{run_query, AutoConfig, Expected, QueryStats, Strategy, ZQuery};
 use zigzag_core::table::{Item, SortedTable};
 
 pub const DEFAULT_CONCURRENCY: usize = 32;
@@ -34,17 +34,26 @@ fn strategy_for<'a>(plan: &Plan, q: &PlannedQuery, opts: &'a ExecOptions) -> &'a
     if !matches!(opts.strategy, Strategy::Auto(_)) {
         return &opts.strategy;
     }
-    let share = if q.compacted { 1.0 } else { f64::from(plan.prefixes.max(1)) };
-    let small = match plan.bin_items.get(q.box_index).copied().flatten() {
-        Some(items) => items / share * plan.item_bytes <= WHOLE_PARTITION_BYTES,
-        None => false,
-    };
+    let small = expected(plan, q).is_some_and(|e| e.items * e.item_bytes <= WHOLE_PARTITION_BYTES);
     let mostly_inside = plan.box_share.get(q.box_index).copied().flatten().is_some_and(|s| s >= WHOLE_BOX_SHARE);
     if small || mostly_inside {
         &NAIVE
     } else {
         &opts.strategy
     }
+}
+
+/// What the statistics say the partition `q` reads holds: its bin's items
+/// over the partitions a box of the bin is read from (the prefixes, and
+/// the values of a projection keyed by value), or the whole bin's when it
+/// is read compacted; at the projection's estimated item size.
+pub fn expected(plan: &Plan, q: &PlannedQuery) -> Option<Expected> {
+    let items = plan.bin_items.get(q.box_index).copied().flatten()?;
+    let partitions = match q.compacted {
+        true => 1,
+        false => plan.queries.iter().filter(|p| p.box_index == q.box_index).count().max(1),
+    };
+    Some(Expected { items: items / partitions as f64, item_bytes: plan.item_bytes })
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +154,7 @@ where
                 filter: plan.server_filter.clone(),
                 suffixed: true,
                 consistent: opts.consistent || q.consistent,
+                expected: expected(plan, q),
             };
             run_query(paced, &zq, strategy_for(plan, q, opts))
                 .await
