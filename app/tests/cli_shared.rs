@@ -218,3 +218,43 @@ fn pipeline_settings_are_flags_and_variables_over_the_file_and_reach_the_written
     write(&p("expiring.db"), Some("minute=1d"));
     fails_naming(&minutes(&p("expiring.db")), "minute items are kept 1d", "retention");
 }
+
+/// The worker's limits and retries are settings too: a variable moving
+/// the accepted event times dead-letters the events outside them, and a
+/// flag bounding a record's bytes dead-letters the larger ones, each with
+/// its reason; the retry policy's bounds are checked when parsed.
+#[test]
+fn decode_limits_and_retries_are_settings_that_take_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let day = |d: u32| format!("2026-11-{d:02}T12:00:00Z");
+    let lines: Vec<String> = [(20, "a"), (21, "b"), (21, &"x".repeat(300) as &str)]
+        .iter()
+        .map(|(d, r)| {
+            let rest = r#""campaign":"c","country":"DE","url":"/p/1","user_id":"u1""#;
+            format!(r#"{{"ts":"{}","type":"click","referrer":"{r}",{rest}}}"#, day(*d))
+        })
+        .collect();
+    std::fs::write(p("shard-0.jsonl"), lines.join("\n") + "\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        .args(["--db", &p("z.db"), "--dead-letters", &p("dead.jsonl"), "--input", &p("shard-0.jsonl")])
+        .args(["--max-record-bytes", "200", "--retry-attempts", "3", "--retry-base", "5ms"])
+        .env("ZIGZAG_MIN_EVENT_TIME", "2026-11-21T00:00:00Z")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dead = std::fs::read_to_string(p("dead.jsonl")).unwrap();
+    let reasons: Vec<String> = dead
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["reason"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(reasons, ["timestamp_out_of_range", "oversize"], "{dead}");
+    let out = run(env!("CARGO_BIN_EXE_ingest"), &["--input", "x.jsonl", "--retry-attempts", "0"]);
+    fails_naming(&out, "--retry-attempts", "not in 1..");
+    let out = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        .args(["--input", "x.jsonl"])
+        .env("ZIGZAG_MAX_EVENT_TIME", "tomorrow")
+        .output()
+        .unwrap();
+    fails_naming(&out, "ZIGZAG_MAX_EVENT_TIME", "not an RFC 3339 time");
+}

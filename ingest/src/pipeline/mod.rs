@@ -223,15 +223,18 @@ impl Pipeline {
         let projections = Projections::new(&opts.config)?;
         let decoder = crate::decode::Decoder::new(&opts.config, opts.limits)?;
         let aggregator = Aggregator::new(&projections, decoder, opts.config.measure_set()?);
-        let flusher = Flusher::new(projections, &opts.config, aggregates.clone())?;
+        let flusher = Flusher::new(projections, &opts.config, aggregates.clone())?.with_retry(opts.retry);
         // The waiting records may hold a quarter of the memory bound.
         let budget = opts.config.flush.max_memory_mb.saturating_mul(1 << 20) / 4;
         let interval = Duration::from_millis(opts.config.flush.interval_ms);
         let cadences = Mutex::new(cadence::Cadences::new(&flusher, interval, budget));
         let dead = DeadLetters::open(&opts.dead_letters)
             .map_err(|error| PipelineError::DeadLetter { path: opts.dead_letters.clone(), error })?;
-        let lease_opts =
-            LeaseOptions { failover: opts.failover, ..LeaseOptions::new(opts.stream.clone(), opts.worker.clone()) };
+        let lease_opts = LeaseOptions {
+            failover: opts.failover,
+            retry: opts.retry,
+            ..LeaseOptions::new(opts.stream.clone(), opts.worker.clone())
+        };
         Ok(Pipeline {
             source,
             flusher,

@@ -4,6 +4,7 @@
 use crate::decode::DecodeLimits;
 use std::path::PathBuf;
 use std::time::Duration;
+use zigzag_core::retry::RetryPolicy;
 use zigzag_model::Config;
 
 #[derive(Debug, Clone)]
@@ -23,6 +24,9 @@ pub struct PipelineOptions {
     /// The longest pause between attempts while a store or stream is down.
     pub max_pause: Duration,
     pub limits: DecodeLimits,
+    /// How a failing store call is tried again (the flusher's item writes,
+    /// the lease protocol's calls) before the worker pauses it.
+    pub retry: RetryPolicy,
     /// Records per source read.
     pub batch_size: usize,
     pub dead_letters: PathBuf,
@@ -39,6 +43,7 @@ impl PipelineOptions {
             idle_exit: None,
             max_pause: Duration::from_secs(30),
             limits: DecodeLimits::default(),
+            retry: RetryPolicy::default(),
             batch_size: 1000,
             dead_letters,
         }

@@ -238,7 +238,7 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
         #[cfg(feature = "aws")]
         Some(stream) => {
             let client = zigzag_kinesis::client(&cli.store.aws.options()).await;
-            Arc::new(KinesisSource::new(client, stream, cli.start))
+            Arc::new(KinesisSource::new(client, stream, cli.start).with_retry(cli.worker.retry()))
         }
         _ => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
     };
