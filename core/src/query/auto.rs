@@ -10,8 +10,9 @@
 //!   (`decompose(box, exact_ranges)` is exact), read each range whole: no
 //!   garbage at all, one request per range (point queries, a box that is a
 //!   run of the curve, a whole time bin);
-//! - **with statistics** ([`super::Expected`]: the partition's items and
-//!   their size, which `gather` has from ingest's statistics): the ranges
+//! - **with statistics**, as `costed` ([`AutoConfig::costed`], given
+//!   [`super::Expected`]: the partition's items and their size, which
+//!   `gather` has from ingest's statistics): the ranges
 //!   a cost model picks (`zorder::costed_ranges`: the items spread evenly,
 //!   straddling blocks split while that saves units), each read in pages
 //!   of a few units doubling, for as long as what they hold agrees with
@@ -32,11 +33,13 @@
 //!   to BIGMIN of it.
 //!
 //! Measured against the fixed strategies on varied data in
-//! `core/benches/strategies.rs` (BENCHMARKS.md): with statistics within
-//! 1.1x of the best one's RCU on 56 of 58 queries (worst 1.11x), without
-//! on 53 (worst 1.39x). The model pays where the data is even (uniform
-//! boxes: 0.94-0.99x of precise(64), which paging lost to); on clustered
-//! and skewed data it gives up within a few ranges.
+//! `core/benches/strategies.rs` (BENCHMARKS.md): `auto` within 1.1x of the
+//! best one's RCU on 53 of 58 queries (worst 1.39x), `costed` on 56 (worst
+//! 1.11x). The model pays where the data is even (uniform boxes: 0.94-0.99x
+//! of precise(64), which paging lost to); on clustered and skewed data it
+//! gives up within a few ranges, which costs a little; on the demo store's
+//! aggregates (constant string prefixes, a day of data in a month's bin)
+//! it costs up to a fifth more than `auto`, so it is not the default.
 //!
 //! `u` and `m` carry from box to box of one query ([`Auto`]).
 
@@ -59,11 +62,16 @@ pub struct AutoConfig {
     /// The store's read unit: DynamoDB's 4 KB (smaller in tests, so that
     /// small items fill several units).
     pub unit_bytes: u32,
+    /// Plan the ranges with the cost model when the query says what the
+    /// partition holds (`costed`); not by default: it pays on even data
+    /// and costs more than it saves on the aggregates measured so far
+    /// (BENCHMARKS.md).
+    pub costed: bool,
 }
 
 impl Default for AutoConfig {
     fn default() -> Self {
-        AutoConfig { probe_limit: 16, exact_ranges: 4, max_limit: 4096, unit_bytes: 4096 }
+        AutoConfig { probe_limit: 16, exact_ranges: 4, max_limit: 4096, unit_bytes: 4096, costed: false }
     }
 }
 
@@ -124,7 +132,7 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
     let mut after: Option<Vec<u8>> = None;
     // What the partition holds is known: the ranges a cost model over it
     // picks, while what they hold agrees with it.
-    if let Some(e) = reader.expected() {
+    if let Some(e) = reader.expected().filter(|_| cfg.costed) {
         let model = CostModel {
             items_per_address: e.items / 2f64.powi(zbox.layout().total_bits() as i32),
             items_per_unit: f64::from(items_per_unit(cfg.unit_bytes, e.item_bytes)),

@@ -14,6 +14,9 @@
 //!   of each page was inside the box.
 //! - **auto**: see `auto.rs`; a box of a few exact runs range by range,
 //!   else page-jump with pages sized in read units from the items seen.
+//! - **costed**: `auto` that first reads the ranges a cost model over the
+//!   partition's expected items picks (`zorder::costed_ranges`), while
+//!   the data agrees with it.
 //!
 //! Sort keys are the Z-address bytes, optionally followed by a suffix that
 //! makes them unique (`suffixed`); then a range's upper key bound is the
@@ -85,6 +88,7 @@ impl Strategy {
             Strategy::PageJump { limit } => format!("page-jump(N={limit})"),
             Strategy::Adaptive(_) => "adaptive".into(),
             Strategy::Elastic(c) => format!("elastic(N={}..{})", c.min_limit, c.max_limit),
+            Strategy::Auto(c) if c.costed => "costed".into(),
             Strategy::Auto(_) => "auto".into(),
         }
     }
@@ -99,12 +103,13 @@ impl Strategy {
             "adaptive" => Strategy::Adaptive(AdaptiveConfig::default()),
             "elastic" => Strategy::Elastic(ElasticConfig { start_limit: 32, min_limit: 16, max_limit: 1024 }),
             "auto" => Strategy::Auto(AutoConfig::default()),
+            "costed" => Strategy::Auto(AutoConfig { costed: true, ..AutoConfig::default() }),
             _ => return None,
         })
     }
 
     /// Every name [`Strategy::named`] knows.
-    pub const NAMES: [&'static str; 6] = ["auto", "naive", "precise", "page-jump", "adaptive", "elastic"];
+    pub const NAMES: [&'static str; 7] = ["auto", "naive", "precise", "page-jump", "adaptive", "elastic", "costed"];
 }
 
 /// Cost of one query run.

@@ -31,8 +31,12 @@ fn strategies() -> Vec<Strategy> {
         Strategy::Auto(AutoConfig::default()),
         // Read units of a few small items: pages grow, stop at run ends
         // and read through gaps; no box is read as exact ranges.
-        Strategy::Auto(AutoConfig { probe_limit: 1, exact_ranges: 1, max_limit: 64, unit_bytes: 64 }),
-        Strategy::Auto(AutoConfig { probe_limit: 2, exact_ranges: 1, max_limit: 16, unit_bytes: 200 }),
+        Strategy::Auto(AutoConfig { probe_limit: 1, exact_ranges: 1, max_limit: 64, unit_bytes: 64, costed: false }),
+        Strategy::Auto(AutoConfig { probe_limit: 2, exact_ranges: 1, max_limit: 16, unit_bytes: 200, costed: false }),
+        // The cost model's ranges (given expectations below), small units.
+        Strategy::Auto(AutoConfig { costed: true, ..AutoConfig::default() }),
+        Strategy::Auto(AutoConfig { probe_limit: 1, exact_ranges: 1, max_limit: 64, unit_bytes: 64, costed: true }),
+        Strategy::Auto(AutoConfig { probe_limit: 2, exact_ranges: 1, max_limit: 16, unit_bytes: 200, costed: true }),
     ]
 }
 
