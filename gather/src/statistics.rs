@@ -1,6 +1,7 @@
 //! Reading the statistics ingest keeps (`zigzag_model::stats`) for the
 //! planner's estimates: one query per candidate plan, over the statistics
-//! items of its projection, rollup and the plan's partition bins.
+//! items of its projection, rollup and the plan's partition bins, the
+//! candidates' at once.
 
 use crate::error::{GatherError, Result};
 use crate::plan::Plan;
@@ -60,31 +61,43 @@ impl Statistics {
     }
 }
 
-/// The statistics of every plan's projection, rollup and bins.
+/// The statistics of every plan's projection, rollup and bins: one query
+/// per plan, all at once (a report waits for one round trip, not one per
+/// candidate).
 pub async fn load<T: SortedTable + ?Sized>(table: &T, plans: &[&Plan]) -> Result<Statistics> {
-    let mut stats = Statistics::default();
-    for plan in plans {
+    let reads = plans.iter().filter_map(|plan| {
         let bins: Vec<i64> = plan.boxes.iter().filter_map(|b| b.bin_start).collect();
-        let (Some(&first), Some(&last)) = (bins.iter().min(), bins.iter().max()) else { continue };
-        let (lo, hi) = stats_range(&plan.projection, plan.rollup, first, last);
-        let mut req = QueryRequest::new(STATS_PK, SortKeyCondition::Between(lo, hi));
-        loop {
-            let page = table.query(&req).await.map_err(|e| GatherError::Query {
-                pk: STATS_PK.into(),
-                source: zigzag_core::query::QueryError::Table(e),
-            })?;
-            stats.requests += 1;
-            stats.rcu += page.consumed_rcu;
-            for item in &page.items {
-                let s = StoredStats::from_item(item)
-                    .map_err(|why| GatherError::Item { pk: item.pk.clone(), why: format!("statistics: {why}") })?;
-                stats.by_sk.insert(item.sk.clone(), s);
-            }
-            match page.last_evaluated {
-                Some(k) => req.exclusive_start = Some(k),
-                None => break,
-            }
-        }
+        let (first, last) = (*bins.iter().min()?, *bins.iter().max()?);
+        Some(read(table, stats_range(&plan.projection, plan.rollup, first, last)))
+    });
+    let mut stats = Statistics::default();
+    for read in futures::future::try_join_all(reads).await? {
+        stats.requests += read.requests;
+        stats.rcu += read.rcu;
+        stats.by_sk.extend(read.by_sk);
     }
     Ok(stats)
+}
+
+/// Every statistics item between two sort keys, page after page.
+async fn read<T: SortedTable + ?Sized>(table: &T, (lo, hi): (Vec<u8>, Vec<u8>)) -> Result<Statistics> {
+    let mut stats = Statistics::default();
+    let mut req = QueryRequest::new(STATS_PK, SortKeyCondition::Between(lo, hi));
+    loop {
+        let page = table.query(&req).await.map_err(|e| GatherError::Query {
+            pk: STATS_PK.into(),
+            source: zigzag_core::query::QueryError::Table(e),
+        })?;
+        stats.requests += 1;
+        stats.rcu += page.consumed_rcu;
+        for item in &page.items {
+            let s = StoredStats::from_item(item)
+                .map_err(|why| GatherError::Item { pk: item.pk.clone(), why: format!("statistics: {why}") })?;
+            stats.by_sk.insert(item.sk.clone(), s);
+        }
+        match page.last_evaluated {
+            Some(k) => req.exclusive_start = Some(k),
+            None => return Ok(stats),
+        }
+    }
 }
