@@ -178,9 +178,9 @@ pub fn parse_from<C: Parser>(
     Ok((cli, effective(&matches, &settings, &sources), print))
 }
 
-/// A flag of the pipeline configuration (`config::overrides`).
+/// A flag of the pipeline configuration (`config::overrides::KEYS`).
 fn is_pipeline(arg: &Arg) -> bool {
-    arg.get_help_heading() == Some(crate::config::overrides::HEADING)
+    arg.get_long().and_then(crate::config::overrides::key_of_flag).is_some()
 }
 
 fn long_of<'a>(settings: &'a [Arg], id: &'a str) -> &'a str {

@@ -14,9 +14,10 @@
 use crate::settings::{Setting, Source};
 use clap::{Arg, ArgMatches};
 
-/// The heading of these flags in `--help`; [`crate::settings`] knows them
-/// by it (their file key is the configuration's, not `[ingest] ...`).
-pub const HEADING: &str = "Pipeline configuration (each also a key of the --config file)";
+/// The heading of these flags in `--help` ([`crate::settings`] knows them
+/// by [`key_of_flag`]: their file key is the configuration's, not
+/// `[ingest] ...`).
+const HEADING: &str = "Pipeline configuration (each also a key of the --config file)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
