@@ -1,7 +1,8 @@
 //! The data model shared by `ingest` (writer) and `gather` (reader): what an
 //! aggregate item is and where it lives.
 //!
-//! - [`config`]: the pipeline configuration (TOML, all defaults sensible).
+//! - [`config`]: the pipeline configuration (TOML, all defaults sensible);
+//!   [`shipped`]: the layout written without one.
 //! - [`schema`]: the declared event schema (format, fields, types) and the
 //!   rules that type a field's value.
 //! - [`rollup`]: rollup granularities and their partition time bins.
@@ -33,6 +34,7 @@ pub mod projection;
 pub mod retention;
 pub mod rollup;
 pub mod schema;
+pub mod shipped;
 pub mod source;
 pub mod stats;
 pub mod truth;

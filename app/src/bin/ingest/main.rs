@@ -58,7 +58,7 @@ struct Cli {
     /// Pipeline configuration (TOML; it starts from the full layout: every
     /// dimension and rollup, written every flush). Without one, the shipped
     /// layout: three projections on cadences of 10 s and 5 minutes
-    /// (model/src/config.rs, SHIPPED_TOML)
+    /// (model/src/shipped.rs, SHIPPED_TOML)
     #[arg(long)]
     config: Option<PathBuf>,
     /// Name of the stream in checkpoints [default: the Kinesis stream name, or "default"]
