@@ -49,9 +49,11 @@ fn strategy_for<'a>(plan: &Plan, q: &PlannedQuery, opts: &'a ExecOptions) -> &'a
 /// is read compacted; at the projection's estimated item size.
 pub fn expected(plan: &Plan, q: &PlannedQuery) -> Option<Expected> {
     let items = plan.bin_items.get(q.box_index).copied().flatten()?;
+    // Every box is read from the same partitions (`plan_source`: each
+    // prefix, times each fixed value of a projection keyed by value).
     let partitions = match q.compacted {
         true => 1,
-        false => plan.queries.iter().filter(|p| p.box_index == q.box_index).count().max(1),
+        false => (plan.queries.len() / plan.boxes.len().max(1)).max(1),
     };
     Some(Expected { items: items / partitions as f64, item_bytes: plan.item_bytes })
 }

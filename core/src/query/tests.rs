@@ -40,6 +40,11 @@ fn strategies() -> Vec<Strategy> {
     ]
 }
 
+/// A query of partition "p", eventually consistent, with no expectation.
+fn query(zbox: &ZBox, filter: Filter, suffixed: bool) -> ZQuery<'_> {
+    ZQuery { pk: "p".into(), zbox, filter, suffixed, consistent: false, expected: None }
+}
+
 type Case = (Vec<u32>, Vec<Vec<u128>>, Vec<(u128, u128)>);
 
 /// A layout of 2..=4 dimensions of 1..=8 bits, up to 200 points (with
@@ -89,7 +94,7 @@ fn check(case: Case, suffixed: bool, with_filter: bool) -> Result<(), TestCaseEr
                 filter.and(&format!("d{d}"), Test::Between(AttrValue::from(*lo as i64), AttrValue::from(*hi as i64)));
         }
     }
-    let q = ZQuery { pk: "p".into(), zbox: &zbox, filter, suffixed, consistent: false, expected: None };
+    let q = query(&zbox, filter, suffixed);
     // `auto` with what statistics would say of the partition: right, far
     // too many, far too few, nothing (the cost model's ranges, and its
     // giving up part-way for paging).
@@ -134,14 +139,7 @@ fn precise_scans_only_matches_and_naive_scans_the_span() {
     let items = (0..64u128).map(|z| Item::new("p", vec![z as u8])).collect();
     block_on(table.put_batch(items)).unwrap();
     let zbox = ZBox::new(layout, vec![3, 1], vec![4, 3]).unwrap();
-    let q = ZQuery {
-        pk: "p".into(),
-        zbox: &zbox,
-        filter: Filter::none(),
-        suffixed: false,
-        consistent: false,
-        expected: None,
-    };
+    let q = query(&zbox, Filter::none(), false);
     let run = |s| block_on(run_query(&table, &q, &s)).unwrap().stats;
     let naive = run(Strategy::Naive);
     assert_eq!((naive.returned, naive.scanned, naive.requests), (6, 27, 1), "naive reads 11..=37");
@@ -164,14 +162,7 @@ fn adaptive_spans_gaps_on_sparse_data() {
     let table = MemoryTable::new();
     block_on(table.put_batch(items)).unwrap();
     let zbox = ZBox::new(layout, vec![16, 16, 16], vec![111, 111, 111]).unwrap();
-    let q = ZQuery {
-        pk: "p".into(),
-        zbox: &zbox,
-        filter: Filter::none(),
-        suffixed: false,
-        consistent: false,
-        expected: None,
-    };
+    let q = query(&zbox, Filter::none(), false);
     let out = block_on(run_query(&table, &q, &Strategy::Adaptive(AdaptiveConfig::default()))).unwrap();
     assert_eq!(out.stats.returned, 3);
     assert!(out.stats.requests <= 3, "sparse data needs few requests, took {}", out.stats.requests);

@@ -62,15 +62,7 @@ impl CostModel {
 pub fn costed_ranges(zbox: &ZBox, model: &CostModel, max_blocks: usize) -> Option<(Vec<CostedRange>, f64)> {
     let bits = zbox.layout().total_bits();
     let (min, max) = (zbox.min(), zbox.max());
-    let mut diff = min.clone();
-    for (d, m) in diff.words.iter_mut().zip(max.words.iter()) {
-        *d ^= m;
-    }
-    let k = diff.highest_bit().map_or(0, |h| h + 1);
-    let mut root = min.clone();
-    for p in 0..k {
-        root.clear_bit(p);
-    }
+    let (root, k) = zbox.enclosing_block();
     let mut atoms = Vec::new();
     let mut visits = max_blocks;
     refine(zbox, model, root, k, &mut visits, &mut atoms)?;

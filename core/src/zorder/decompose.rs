@@ -43,16 +43,7 @@ pub fn decompose(zbox: &ZBox, budget: usize) -> Decomposition {
     let cap = budget.saturating_mul(8).max(1024);
     let bits = zbox.layout().total_bits();
 
-    let (min, max) = (zbox.min(), zbox.max());
-    let mut diff = min.clone();
-    for (d, m) in diff.words.iter_mut().zip(max.words.iter()) {
-        *d ^= m;
-    }
-    let k = diff.highest_bit().map_or(0, |h| h + 1);
-    let mut root = min.clone();
-    for p in 0..k {
-        root.clear_bit(p);
-    }
+    let (root, k) = zbox.enclosing_block();
     let mut frontier = Vec::new();
     push_cell(&mut frontier, zbox, root, k, bits);
 

@@ -177,6 +177,22 @@ impl ZBox {
         }
     }
 
+    /// The smallest aligned block holding the whole box: its first address
+    /// and `k` (it holds `2^k` addresses), the root of the prefix tree the
+    /// decompositions refine.
+    pub(crate) fn enclosing_block(&self) -> (ZAddress, u32) {
+        let mut diff = self.min.clone();
+        for (d, m) in diff.words.iter_mut().zip(self.max.words.iter()) {
+            *d ^= m;
+        }
+        let k = diff.highest_bit().map_or(0, |h| h + 1);
+        let mut root = self.min.clone();
+        for p in 0..k {
+            root.clear_bit(p);
+        }
+        (root, k)
+    }
+
     /// Number of addresses inside the box among the aligned block of `2^k`
     /// addresses starting at `start` (whose low `k` bits must be zero).
     pub fn volume_in_block(&self, start: &ZAddress, k: u32) -> f64 {
