@@ -120,15 +120,20 @@ where
     T: SortedTable + ?Sized,
 {
     let mut attempt = 0;
+    // Read again, the markers read with the statistics are out of date.
+    let mut again: Option<Plan> = None;
     loop {
         attempt += 1;
         let mut state = fresh();
+        let plan = again.as_ref().unwrap_or(plan);
         match execute(table, plan, opts, |item| add(&mut state, item)).await {
             Ok(mut actual) => {
                 actual.rereads = attempt - 1;
                 return Ok((state, actual));
             }
-            Err(GatherError::CompactedWhileRead { .. }) if attempt < 5 => {}
+            Err(GatherError::CompactedWhileRead { .. }) if attempt < 5 => {
+                again = Some(Plan { markers: None, ..plan.clone() });
+            }
             Err(e) => return Err(e),
         }
     }
@@ -213,6 +218,65 @@ mod tests {
         let mut p = plan_source(&km, req).unwrap();
         p.bin_items = vec![bin_items; p.boxes.len()];
         p
+    }
+
+    /// A table whose bin is compacted, and its partials set for deletion,
+    /// while the first data query is read.
+    struct CompactedDuringRead {
+        inner: zigzag_core::table::MemoryTable,
+        bin_start: i64,
+        done: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl SortedTable for CompactedDuringRead {
+        async fn put(&self, item: Item) -> std::result::Result<(), zigzag_core::table::TableError> {
+            self.inner.put(item).await
+        }
+        async fn query(
+            &self,
+            req: &zigzag_core::table::QueryRequest,
+        ) -> std::result::Result<zigzag_core::table::QueryPage, zigzag_core::table::TableError> {
+            use crate::compact::marker::{self, Marker, State, MARKERS_PK};
+            use std::sync::atomic::Ordering;
+            if req.pk != MARKERS_PK && !self.done.swap(true, Ordering::SeqCst) {
+                let m =
+                    Marker { bin_start: self.bin_start, state: State::Compacted, items: 0, partials: 0, seal: 0, at_ms: 0 };
+                self.inner.update(&marker::compacted("base", zigzag_model::Rollup::Minute, &m)).await?;
+                let deleting = marker::advance("base", zigzag_model::Rollup::Minute, self.bin_start, State::Deleting);
+                self.inner.update(&deleting).await?;
+            }
+            self.inner.query(req).await
+        }
+        async fn update(
+            &self,
+            req: &zigzag_core::table::UpdateRequest,
+        ) -> std::result::Result<zigzag_core::table::UpdateOutcome, zigzag_core::table::TableError> {
+            self.inner.update(req).await
+        }
+        async fn delete(
+            &self,
+            req: &zigzag_core::table::DeleteRequest,
+        ) -> std::result::Result<zigzag_core::table::DeleteOutcome, zigzag_core::table::TableError> {
+            self.inner.delete(req).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_report_read_again_reads_the_markers_again_not_the_ones_planned_with() {
+        let mut p = plan(None);
+        let bin_start = p.boxes[0].bin_start.expect("a binned box");
+        let table =
+            CompactedDuringRead { inner: Default::default(), bin_start, done: std::sync::atomic::AtomicBool::new(false) };
+        // Planned with the markers read beside the statistics: none yet.
+        let mut read = crate::compact::route::prefetch(&table, &[&p]).await.unwrap();
+        p.markers = crate::compact::route::prefetched_for(&mut read, "base");
+        assert!(p.markers.as_ref().is_some_and(|m| m.markers.is_empty()));
+        let (items, actual) =
+            execute_fresh(&table, &p, &ExecOptions::default(), || 0u64, |n, _| Ok(*n += 1)).await.unwrap();
+        assert_eq!(items, 0);
+        assert_eq!(actual.rereads, 1, "the first read met the deletion and was read again");
+        assert_eq!((actual.compacted_bins, actual.queries), (1, 1), "the second read knew of the compaction");
     }
 
     #[test]

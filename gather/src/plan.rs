@@ -73,6 +73,10 @@ pub struct Plan {
     pub source_reason: String,
     /// Reading the planner's statistics: requests and RCU.
     pub statistics_cost: (u64, f64),
+    /// The compaction markers of its bins, read beside the statistics (in
+    /// the same round trip) when the planner chose among candidates; None:
+    /// `compact::route` reads them.
+    pub markers: Option<crate::compact::route::Prefetched>,
     /// When a flush last wrote to the items read (the statistics'; ms).
     pub written_at: Option<i64>,
     pub window: Window,
@@ -197,8 +201,9 @@ pub async fn plan<T: SortedTable + ?Sized>(
     req: PlanRequest,
     group_by: &[String],
 ) -> Result<Plan> {
-    let (mut plan, reason, candidates, stats) =
+    let (mut plan, reason, candidates, stats, markers) =
         crate::source::choose(table, config, projections, &req, group_by).await?;
+    plan.markers = markers;
     plan.candidates = candidates;
     plan.source_reason = reason.to_string();
     plan.statistics_cost = (stats.requests, stats.rcu);
@@ -289,6 +294,7 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         candidates: Vec::new(),
         source_reason: "planned on it alone".into(),
         statistics_cost: (0, 0.0),
+        markers: None,
         written_at: None,
         window,
         rollup,

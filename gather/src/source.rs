@@ -25,6 +25,7 @@
 //! and each query at least half a unit. `--projection NAME` forces one
 //! (refused, with why, when it is not exact).
 
+use crate::compact::route::{self, Prefetched};
 use crate::error::{GatherError, Result};
 use crate::plan::{plan_source, Plan, PlanRequest};
 use crate::statistics::Statistics;
@@ -139,7 +140,7 @@ pub async fn choose<T: SortedTable + ?Sized>(
     projections: &Projections,
     req: &PlanRequest,
     group_by: &[String],
-) -> Result<(Plan, &'static str, Vec<Candidate>, Statistics)> {
+) -> Result<(Plan, &'static str, Vec<Candidate>, Statistics, Option<Prefetched>)> {
     let mut dims: Vec<String> = group_by.to_vec();
     for p in &req.filters.predicates {
         if !dims.contains(&p.field) {
@@ -172,7 +173,10 @@ pub async fn choose<T: SortedTable + ?Sized>(
     // compare them, and to say how fresh the one read is.
     let wanted: Vec<&Plan> =
         plans.iter().filter_map(|p| p.as_ref().ok()).filter(|p| forced.is_none_or(|f| f == p.projection)).collect();
-    let stats = crate::statistics::load(table, &wanted).await?;
+    // The compaction markers of every candidate come in the same round
+    // trip: the chosen one's are then read before its items with no wait.
+    let (stats, mut markers) =
+        futures::try_join!(crate::statistics::load(table, &wanted), route::prefetch(table, &wanted))?;
     let mut candidates = Vec::new();
     let mut best: Option<(usize, Plan, Estimate)> = None;
     for (i, (km, planned)) in projections.iter().zip(plans).enumerate() {
@@ -203,7 +207,8 @@ pub async fn choose<T: SortedTable + ?Sized>(
     };
     candidates[i].chosen = true;
     let reason = if forced.is_some() { "--projection" } else { "the lowest estimated RCU" };
-    Ok((plan, reason, candidates, stats))
+    let markers = route::prefetched_for(&mut markers, &plan.projection);
+    Ok((plan, reason, candidates, stats, markers))
 }
 
 /// The candidates as `--explain` lists them.

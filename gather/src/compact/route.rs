@@ -10,8 +10,9 @@
 //! consistent read could find its marker on a replica its folded items
 //! have not reached yet.
 
-use super::marker::{self, compacted_pk};
+use super::marker::{self, compacted_pk, Marker};
 use crate::error::{GatherError, Result};
+use std::collections::BTreeMap;
 use crate::plan::{Plan, PlannedQuery};
 use zigzag_core::table::SortedTable;
 
@@ -36,18 +37,54 @@ fn bin_of(plan: &Plan, q: &PlannedQuery) -> Option<i64> {
 /// may be on a replica its folded items have not reached yet.
 pub const FRESH_MS: i64 = 60_000;
 
+/// A plan's markers, read before the plan was chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prefetched {
+    pub markers: BTreeMap<i64, Marker>,
+    /// Reading them, and the other candidates' (requests, RCU).
+    pub cost: (u64, f64),
+}
+
+/// The first and last bin `plan` reads, if it reads binned boxes.
+fn bin_range(plan: &Plan) -> Option<(i64, i64)> {
+    let bins = plan.boxes.iter().filter_map(|b| b.bin_start);
+    Some((bins.clone().min()?, bins.max()?))
+}
+
+/// The markers of every plan's bins, one query each, all at once (beside
+/// the statistics: the planner's round trip), by projection.
+pub async fn prefetch<T: SortedTable + ?Sized>(table: &T, plans: &[&Plan]) -> Result<BTreeMap<String, Prefetched>> {
+    let reads = plans.iter().filter_map(|plan| {
+        let bins = bin_range(plan)?;
+        Some(async move {
+            let (markers, cost) = marker::read(table, &plan.projection, plan.rollup, bins, false).await?;
+            Ok::<_, GatherError>((plan.projection.clone(), Prefetched { markers, cost }))
+        })
+    });
+    Ok(futures::future::try_join_all(reads).await?.into_iter().collect())
+}
+
+/// `projection`'s prefetched markers, charged with every candidate's read.
+pub fn prefetched_for(all: &mut BTreeMap<String, Prefetched>, projection: &str) -> Option<Prefetched> {
+    let (requests, rcu) = all.values().fold((0, 0.0), |(n, r), p| (n + p.cost.0, r + p.cost.1));
+    all.remove(projection).map(|p| Prefetched { cost: (requests, rcu), ..p })
+}
+
 /// Routes `plan`'s queries by the markers of its bins (eventually
-/// consistent: [`verify`] catches a marker read stale).
+/// consistent: [`verify`] catches a marker read stale): the ones read with
+/// its statistics if there are, else read now.
 pub async fn route<T: SortedTable + ?Sized>(table: &T, plan: &Plan) -> Result<Routed> {
     route_at(table, plan, chrono::Utc::now().timestamp_millis()).await
 }
 
 async fn route_at<T: SortedTable + ?Sized>(table: &T, plan: &Plan, now_ms: i64) -> Result<Routed> {
-    let bins: Vec<i64> = plan.boxes.iter().filter_map(|b| b.bin_start).collect();
-    let (Some(&first), Some(&last)) = (bins.iter().min(), bins.iter().max()) else {
+    let Some((first, last)) = bin_range(plan) else {
         return Ok(Routed { queries: plan.queries.clone(), prefix_bins: vec![], compacted_bins: 0, cost: (0, 0.0) });
     };
-    let (markers, cost) = marker::read(table, &plan.projection, plan.rollup, (first, last), false).await?;
+    let (markers, cost) = match &plan.markers {
+        Some(p) => (p.markers.clone(), p.cost),
+        None => marker::read(table, &plan.projection, plan.rollup, (first, last), false).await?,
+    };
     let mut routed = Routed { queries: Vec::new(), prefix_bins: Vec::new(), compacted_bins: 0, cost };
     let mut compacted_boxes = Vec::new();
     for q in &plan.queries {
@@ -147,6 +184,28 @@ mod tests {
         let fresh = route_at(&t, &plan, 1_000_000 + FRESH_MS / 2).await.unwrap();
         assert!(fresh.queries.iter().any(|q| q.compacted && q.consistent));
         assert!(fresh.queries.iter().filter(|q| !q.compacted).all(|q| !q.consistent));
+    }
+
+    #[tokio::test]
+    async fn markers_read_with_the_statistics_route_the_plan_without_another_read() {
+        let t = MemoryTable::new();
+        mark(&t, T + DAY, State::Compacted).await;
+        let mut plan = two_day_plan();
+        let other = Plan { projection: "cc".into(), ..plan.clone() };
+        let mut all = prefetch(&t, &[&plan, &other]).await.unwrap();
+        assert_eq!(all.len(), 2, "one read per candidate");
+        plan.markers = prefetched_for(&mut all, "base");
+        let p = plan.markers.clone().unwrap();
+        assert_eq!(p.markers.keys().copied().collect::<Vec<_>>(), vec![T + DAY]);
+        assert_eq!(p.cost.0, 2, "charged with every candidate's read");
+        // Routed from what was read, not from the table: a marker written
+        // since is not seen (verify, after the items, is what catches it).
+        mark(&t, T, State::Compacted).await;
+        let routed = route(&t, &plan).await.unwrap();
+        assert_eq!((routed.prefix_bins.clone(), routed.compacted_bins, routed.cost), (vec![T], 1, p.cost));
+        plan.markers = None;
+        let fresh = route(&t, &plan).await.unwrap();
+        assert_eq!((fresh.prefix_bins.len(), fresh.compacted_bins, fresh.cost.0), (0, 2, 1), "read now");
     }
 
     #[tokio::test]

@@ -5,8 +5,10 @@
 
 use super::ZbenchError;
 use rust_decimal::Decimal;
+use std::collections::HashMap;
 use std::io::Read;
 use std::str::FromStr;
+use zigzag_core::query::Expected;
 use zigzag_core::schema::{Encoding, Schema, Value};
 use zigzag_core::table::{AttrValue, Item, MemoryTable, SortedTable};
 
@@ -17,6 +19,9 @@ pub struct Dataset {
     pub z_index: MemoryTable,
     pub single_index: MemoryTable,
     pub rows: usize,
+    /// What each Z-index partition holds: what ingest's statistics tell
+    /// `gather` of a partition, here counted exactly.
+    pub partitions: HashMap<String, Expected>,
 }
 
 /// Partition key for a row or query bin.
@@ -99,9 +104,17 @@ pub async fn load(schema: &Schema, order_by: usize, input: impl Read) -> Result<
         z_items.push(item);
         rows += 1;
     }
+    let mut sizes: HashMap<String, (f64, f64)> = HashMap::new();
+    for item in &z_items {
+        let s = sizes.entry(item.pk.clone()).or_default();
+        s.0 += 1.0;
+        s.1 += item.size() as f64;
+    }
+    let partitions =
+        sizes.into_iter().map(|(pk, (items, bytes))| (pk, Expected { items, item_bytes: bytes / items })).collect();
     let z_index = MemoryTable::new();
     let single_index = MemoryTable::new();
     z_index.put_batch(z_items).await.map_err(|e| ZbenchError::Internal(e.to_string()))?;
     single_index.put_batch(single_items).await.map_err(|e| ZbenchError::Internal(e.to_string()))?;
-    Ok(Dataset { z_index, single_index, rows })
+    Ok(Dataset { z_index, single_index, rows, partitions })
 }

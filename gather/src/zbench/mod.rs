@@ -129,8 +129,8 @@ pub async fn run(
             single.add(&out.stats);
             single_items.extend(out.items);
 
-            let zq =
-                ZQuery { pk, zbox: &b.zbox, filter: filter.clone(), suffixed: true, consistent: false, expected: None };
+            let expected = data.partitions.get(&pk).copied();
+            let zq = ZQuery { pk, zbox: &b.zbox, filter: filter.clone(), suffixed: true, consistent: false, expected };
             for (s, acc) in strategies.iter().zip(per_strategy.iter_mut()) {
                 let out = run_query_with(&data.z_index, &zq, s, &mut acc.2)
                     .await
