@@ -240,8 +240,14 @@ mod tests {
             use crate::compact::marker::{self, Marker, State, MARKERS_PK};
             use std::sync::atomic::Ordering;
             if req.pk != MARKERS_PK && !self.done.swap(true, Ordering::SeqCst) {
-                let m =
-                    Marker { bin_start: self.bin_start, state: State::Compacted, items: 0, partials: 0, seal: 0, at_ms: 0 };
+                let m = Marker {
+                    bin_start: self.bin_start,
+                    state: State::Compacted,
+                    items: 0,
+                    partials: 0,
+                    seal: 0,
+                    at_ms: 0,
+                };
                 self.inner.update(&marker::compacted("base", zigzag_model::Rollup::Minute, &m)).await?;
                 let deleting = marker::advance("base", zigzag_model::Rollup::Minute, self.bin_start, State::Deleting);
                 self.inner.update(&deleting).await?;
@@ -266,8 +272,11 @@ mod tests {
     async fn a_report_read_again_reads_the_markers_again_not_the_ones_planned_with() {
         let mut p = plan(None);
         let bin_start = p.boxes[0].bin_start.expect("a binned box");
-        let table =
-            CompactedDuringRead { inner: Default::default(), bin_start, done: std::sync::atomic::AtomicBool::new(false) };
+        let table = CompactedDuringRead {
+            inner: Default::default(),
+            bin_start,
+            done: std::sync::atomic::AtomicBool::new(false),
+        };
         // Planned with the markers read beside the statistics: none yet.
         let mut read = crate::compact::route::prefetch(&table, &[&p]).await.unwrap();
         p.markers = crate::compact::route::prefetched_for(&mut read, "base");

@@ -1,4 +1,4 @@
-//! `gather scatter`: the scatter rule (`zigzag_model::projection::
+//! `gather scatter`: the scatter rule (`zigzag_model::scatter::
 //! scatter_prefixes`, seed 003's write-rate formula) applied to the items
 //! per bucket each projection and rollup holds, as the table's statistics
 //! measured them, for a number of writers and a flush interval: how many
@@ -7,7 +7,7 @@
 use crate::error::{GatherError, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
-use zigzag_model::projection::{one_key_exceeds_a_partition, scatter_prefixes};
+use zigzag_model::scatter::{one_key_exceeds_a_partition, scatter_prefixes};
 use zigzag_model::stats::{StoredStats, STATS_PK};
 use zigzag_model::{Projections, Rollup, ScatterMode};
 

@@ -30,8 +30,11 @@
 //! denominator = "impressions"
 //!
 //! [scatter]
-//! prefixes = 16                              # P
+//! prefixes = 16                              # P, or "auto": the scatter rule's (scatter.rs)
 //! mode = "hash"                              # hash | random
+//! writers = 100                              # the rule's inputs, for "auto" (not layout)
+//! events_per_sec = 20000
+//! cardinality = { referrer = 10000, campaign = 40, country = 12 }
 //!
 //! [[projection]]                            # projection::ProjectionSpec: a subset of the
 //! name = "by_country"                        # dimensions with its own rollups, measures and
@@ -52,6 +55,7 @@ use crate::measure::{default_measures, default_ratios, MeasureSet, MeasureSpec, 
 use crate::projection::{ProjectionFile, ProjectionSpec};
 use crate::retention::Retention;
 use crate::rollup::Rollup;
+use crate::scatter::{PrefixCount, RuleInputs, ScatterRule};
 use crate::schema::{default_fields, FieldSpec, FieldType, InputSpec, TypedField};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -188,6 +192,9 @@ pub struct Config {
     pub measures: Vec<MeasureSpec>,
     pub ratios: Vec<RatioSpec>,
     pub scatter: ScatterConfig,
+    /// The scatter rule's inputs and the counts it derived
+    /// (`prefixes = "auto"`; not part of the layout: `scatter.rs`).
+    pub scatter_rule: ScatterRule,
     /// The declared projections, defaults resolved (the base is the
     /// top-level declaration: `projection.rs`).
     pub projections: Vec<ProjectionSpec>,
@@ -211,7 +218,7 @@ struct ConfigFile {
     measures: Option<Vec<MeasureSpec>>,
     #[serde(rename = "ratio")]
     ratios: Option<Vec<RatioSpec>>,
-    scatter: ScatterConfig,
+    scatter: ScatterFile,
     #[serde(rename = "projection")]
     projections: Option<Vec<ProjectionFile>>,
     /// Rollup name → a duration (`14d`) or `forever`.
@@ -225,6 +232,18 @@ struct ConfigFile {
     _gather: Option<toml::Table>,
     #[serde(rename = "loadgen")]
     _loadgen: Option<toml::Table>,
+}
+
+/// `[scatter]` as written: the top-level count (or `"auto"`) and mode, and
+/// the scatter rule's inputs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ScatterFile {
+    prefixes: PrefixCount,
+    mode: Option<ScatterMode>,
+    writers: Option<u32>,
+    events_per_sec: Option<u64>,
+    cardinality: std::collections::BTreeMap<String, u64>,
 }
 
 pub fn default_dimensions() -> Vec<DimensionSpec> {
@@ -245,6 +264,7 @@ impl Default for Config {
             measures: default_measures(),
             ratios: default_ratios(),
             scatter: ScatterConfig::default(),
+            scatter_rule: ScatterRule::default(),
             projections: Vec::new(),
             retention: Retention::default(),
             flush: FlushConfig::default(),
@@ -291,7 +311,24 @@ impl Config {
                 None if custom_measures => Vec::new(),
                 None => shipped.ratios,
             },
-            scatter: file.scatter,
+            scatter: ScatterConfig {
+                prefixes: match file.scatter.prefixes {
+                    PrefixCount::Auto => crate::projection::AUTO,
+                    PrefixCount::Count(n) if (1..=crate::scatter::MAX_PREFIXES).contains(&n) => n,
+                    PrefixCount::Count(n) => {
+                        return Err(ConfigError::Invalid(format!("scatter.prefixes = {n} must be in 1..=1000")))
+                    }
+                },
+                mode: file.scatter.mode.unwrap_or(shipped.scatter.mode),
+            },
+            scatter_rule: ScatterRule {
+                inputs: RuleInputs {
+                    writers: file.scatter.writers,
+                    events_per_sec: file.scatter.events_per_sec,
+                    cardinality: file.scatter.cardinality,
+                },
+                derived: Default::default(),
+            },
             projections: Vec::new(),
             retention: Retention::parse(&file.retention).map_err(ConfigError::Invalid)?,
             flush: file.flush,
@@ -301,8 +338,45 @@ impl Config {
             projections.push(p.resolve(&config)?);
         }
         config.projections = projections;
+        config.derive_scatter()?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Puts the scatter rule's count in place of every `"auto"`, each
+    /// projection's from its own keys and cadences.
+    fn derive_scatter(&mut self) -> Result<(), ConfigError> {
+        use crate::projection::{every_ms, ProjectionSpec, AUTO, BASE};
+        for d in self.scatter_rule.inputs.cardinality.keys() {
+            if !self.dimensions.iter().any(|c| &c.field == d) {
+                return Err(ConfigError::Invalid(format!("scatter.cardinality: {d} is not a [[dimension]]")));
+            }
+        }
+        let flush = self.flush.clone();
+        let every = |name: &str, rollup: Rollup| every_ms(&flush, name, rollup);
+        let inputs = self.scatter_rule.inputs.clone();
+        let mut derived = std::collections::BTreeMap::new();
+        for p in self.projections.iter_mut().filter(|p| p.scatter.prefixes == AUTO) {
+            let d = crate::scatter::derive(p, p.scatter.mode, &inputs, every)
+                .map_err(|why| ConfigError::Invalid(format!("projection {}: {why}", p.name)))?;
+            p.scatter.prefixes = d.prefixes;
+            derived.insert(p.name.clone(), d);
+        }
+        if self.scatter.prefixes == AUTO {
+            if self.rollups.is_empty() {
+                // No base is written: the count is only a default, and every
+                // projection without its own derived one of its own.
+                self.scatter.prefixes = ScatterConfig::default().prefixes;
+            } else {
+                let base = ProjectionSpec::base(self);
+                let d = crate::scatter::derive(&base, self.scatter.mode, &inputs, every)
+                    .map_err(|why| ConfigError::Invalid(format!("[scatter] (the base): {why}")))?;
+                self.scatter.prefixes = d.prefixes;
+                derived.insert(BASE.to_string(), d);
+            }
+        }
+        self.scatter_rule.derived = derived;
+        Ok(())
     }
 
     /// The fields with their bounds resolved (validates them).

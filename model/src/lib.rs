@@ -14,6 +14,8 @@
 //!   readers take it from the table).
 //! - [`projection`]: declared subsets of the dimensions, each written
 //!   with its own rollups, measures and scatter; the base is one of them.
+//! - [`scatter`]: the scatter rule (seed 003's write-rate formula) and the
+//!   prefix counts it derives for `prefixes = "auto"`.
 //! - [`measure`]: the measure kinds (count, sum, min, max): accumulation,
 //!   merge, item codec and the exactly-once update request, in one place.
 //! - [`stats`]: items per projection, rollup and bin, kept by ingest for
@@ -33,6 +35,7 @@ pub mod position;
 pub mod projection;
 pub mod retention;
 pub mod rollup;
+pub mod scatter;
 pub mod schema;
 pub mod shipped;
 pub mod source;

@@ -28,29 +28,20 @@
 //! items alone: one referrer's hourly series reads what it returns. Such a
 //! projection answers only reports that fix the dimension.
 //!
-//! **Scatter rule** (seed 003's write-rate formula). A writer writes each
-//! item it saw at most once per flush, so the items of one projection,
-//! rollup and bucket take `items × writers / interval` writes per second
-//! (writers: those that see a key; all of them when the stream's partition
-//! key is random, one when it is a dimension the projection keeps), spread
-//! over its `P` prefixes (hash mode: each key in one; random mode: each
-//! write anywhere). A partition takes about 1,000 writes/s, and a report
-//! reads every prefix: choose the least `P` that keeps
-//! `items × writers / (interval × P)` at half that or less. For the shipped
-//! layout at 100 writers, a random partition key and 10 s: `total` holds 1
-//! item a bucket (10 writes/s: `P = 1`), `cc` up to 480 (4,800 writes/s:
-//! `P = 16`, 300 a partition; the least is 10). With fewer keys than
-//! prefixes, hash mode cannot spread one key: a key written more than ~500
-//! times a second needs random mode. [`scatter_prefixes`] computes the
-//! rule; `gather scatter` applies it to the items per bucket the table's
-//! statistics measured.
+//! **Scatter**: each projection's prefix count is given or derived by the
+//! scatter rule (`prefixes = "auto"`): [`crate::scatter`].
 //!
 //! A projection's items are sums of the base's finest partials over the
 //! dimensions it leaves out, so every report it answers is exactly the
 //! base's answer (`tests/tests/projections.rs` checks it against brute
 //! force). [`Projections`] is the set of key models one layout writes.
 
-use crate::config::{Config, ConfigError, ScatterConfig};
+use crate::config::{Config, ConfigError, FlushConfig, ScatterConfig, ScatterMode};
+use crate::scatter::{PrefixCount, MAX_PREFIXES};
+
+/// A prefix count the scatter rule is yet to derive (during
+/// `Config::from_file` only: never a count a layout records).
+pub(crate) const AUTO: u32 = 0;
 use crate::keys::KeyModel;
 use crate::rollup::Rollup;
 use crate::schema::FieldType;
@@ -59,28 +50,6 @@ use serde::{Deserialize, Serialize};
 /// The name of the projection the top-level declaration describes.
 pub const BASE: &str = "base";
 
-/// Writes per second one partition is given by the scatter rule: half of
-/// DynamoDB's 1,000 WCU a partition.
-pub const PARTITION_WRITES_PER_SEC: f64 = 500.0;
-
-/// The scatter rule (see the module docs): the least prefix count that
-/// keeps each partition of a projection's rollup at or under
-/// [`PARTITION_WRITES_PER_SEC`], for `items` items a bucket, each written
-/// by `writers` workers once per flush every `interval_s` seconds; at most
-/// 1,000 (the layout's bound).
-pub fn scatter_prefixes(items: f64, writers: u32, interval_s: f64) -> u32 {
-    let writes_per_sec = items.max(0.0) * writers as f64 / interval_s.max(1e-3);
-    (writes_per_sec / PARTITION_WRITES_PER_SEC).ceil().clamp(1.0, 1000.0) as u32
-}
-
-/// Whether one key, written by `writers` workers every `interval_s`
-/// seconds, exceeds a partition by itself: then only random scatter mode
-/// spreads it (hash mode keeps a key in one prefix).
-pub fn one_key_exceeds_a_partition(writers: u32, interval_s: f64) -> bool {
-    writers as f64 / interval_s.max(1e-3) > PARTITION_WRITES_PER_SEC
-}
-
-/// A projection as the configuration file gives it (defaults unresolved).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProjectionFile {
@@ -89,8 +58,22 @@ pub(crate) struct ProjectionFile {
     dimensions: Vec<String>,
     rollups: Option<Vec<Rollup>>,
     measures: Option<Vec<String>>,
-    scatter: Option<ScatterConfig>,
+    scatter: Option<ProjectionScatter>,
     partition_by: Option<String>,
+}
+
+/// `[projection.scatter]` as written: a count or `"auto"`, and a mode.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct ProjectionScatter {
+    prefixes: PrefixCount,
+    mode: ScatterMode,
+}
+
+impl Default for ProjectionScatter {
+    fn default() -> Self {
+        ProjectionScatter { prefixes: PrefixCount::default(), mode: ScatterConfig::default().mode }
+    }
 }
 
 /// A projection with every default resolved: what the layout records, so a
@@ -163,10 +146,19 @@ impl ProjectionFile {
                 config.measures.iter().filter(|c| listed.contains(&c.name)).map(|c| c.name.clone()).collect()
             }
         };
-        let scatter = self.scatter.unwrap_or_else(|| config.scatter.clone());
-        if scatter.prefixes == 0 || scatter.prefixes > 1000 {
-            return bad(format!("scatter.prefixes = {} must be in 1..=1000", scatter.prefixes));
-        }
+        // `"auto"` resolves to 0 here, and `Config` puts the scatter rule's
+        // count in its place once every projection is known.
+        let (count, mode) = match self.scatter {
+            Some(s) => (s.prefixes, s.mode),
+            None if config.scatter.prefixes == AUTO => (PrefixCount::Auto, config.scatter.mode),
+            None => (PrefixCount::Count(config.scatter.prefixes), config.scatter.mode),
+        };
+        let prefixes = match count {
+            PrefixCount::Auto => AUTO,
+            PrefixCount::Count(n) if (1..=MAX_PREFIXES).contains(&n) => n,
+            PrefixCount::Count(n) => return bad(format!("scatter.prefixes = {n} must be in 1..={MAX_PREFIXES}")),
+        };
+        let scatter = ScatterConfig { prefixes, mode };
         if let Some(d) = &self.partition_by {
             if !self.dimensions.contains(d) {
                 return bad(format!("partition_by = {d:?} is not one of its dimensions"));
@@ -201,7 +193,10 @@ impl ProjectionSpec {
             dimensions: self.dimensions.clone(),
             rollups: Some(self.rollups.clone()),
             measures: Some(self.measures.clone()),
-            scatter: Some(self.scatter.clone()),
+            scatter: Some(ProjectionScatter {
+                prefixes: PrefixCount::Count(self.scatter.prefixes),
+                mode: self.scatter.mode,
+            }),
             partition_by: self.partition_by.clone(),
         };
         let resolved = file.resolve(config)?;
@@ -319,14 +314,16 @@ pub struct ItemSet {
     pub every_ms: u64,
 }
 
+/// Milliseconds between the flushes of `projection`'s `rollup`.
+pub fn every_ms(flush: &FlushConfig, projection: &str, rollup: Rollup) -> u64 {
+    let by_rollup = flush.every_ms.get(&format!("{projection}.{rollup}"));
+    by_rollup.or_else(|| flush.every_ms.get(projection)).copied().unwrap_or(flush.interval_ms)
+}
+
 /// Every item set `config` writes, numbered in layout order.
 pub fn item_sets(config: &Config) -> Vec<ItemSet> {
     let base = (!config.rollups.is_empty()).then(|| ProjectionSpec::base(config));
-    let every = |name: &str, rollup: Rollup| {
-        let flush = &config.flush;
-        let by_rollup = flush.every_ms.get(&format!("{name}.{rollup}"));
-        by_rollup.or_else(|| flush.every_ms.get(name)).copied().unwrap_or(flush.interval_ms)
-    };
+    let every = |name: &str, rollup: Rollup| every_ms(&config.flush, name, rollup);
     base.iter()
         .chain(&config.projections)
         .enumerate()
@@ -347,19 +344,6 @@ mod tests {
 
     fn with(projections: &str) -> Result<Config, ConfigError> {
         Config::from_toml(projections)
-    }
-
-    #[test]
-    fn the_scatter_rule_keeps_each_partition_at_half_its_write_capacity() {
-        // The module docs' shipped layout at 100 writers every 10 s.
-        assert_eq!(scatter_prefixes(1.0, 100, 10.0), 1, "total: 10 writes/s");
-        assert_eq!(scatter_prefixes(480.0, 100, 10.0), 10, "cc: 4,800 writes/s, 480 a partition");
-        assert_eq!(scatter_prefixes(500.0, 1, 1.0), 1, "exactly at the bound");
-        assert_eq!(scatter_prefixes(501.0, 1, 1.0), 2);
-        assert_eq!(scatter_prefixes(0.0, 100, 10.0), 1, "at least one");
-        assert_eq!(scatter_prefixes(1e9, 100, 1.0), 1000, "at most the layout's bound");
-        assert!(!one_key_exceeds_a_partition(100, 10.0));
-        assert!(one_key_exceeds_a_partition(1000, 1.0), "1,000 writes/s of one key: random mode only");
     }
 
     #[test]

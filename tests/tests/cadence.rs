@@ -270,7 +270,7 @@ async fn the_shipped_layout_answers_the_readme_reports_exactly() {
     assert_eq!(advice.len(), 8, "every projection's every rollup: {advice:?}");
     for a in &advice {
         let items = a.peak_items.unwrap_or_else(|| panic!("{} {}: statistics were kept", a.projection, a.rollup));
-        let want = zigzag_model::projection::scatter_prefixes(items, 100, 10.0);
+        let want = zigzag_model::scatter::scatter_prefixes(items, 100, 10.0);
         assert_eq!(a.recommended, Some(want), "{a:?}");
         if a.projection == "total" {
             assert!((0.9..=1.1).contains(&items), "one item a bucket: {a:?}");

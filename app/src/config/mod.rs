@@ -100,12 +100,22 @@ fn describe(l: &Layered, overrides: &[Override]) -> String {
     };
     let rollups = |r: &[zigzag_model::Rollup]| r.iter().map(|r| r.name()).collect::<Vec<_>>().join(", ");
     let every: Vec<String> = config.flush.every_ms.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let (inputs, derived) = (&config.scatter_rule.inputs, &config.scatter_rule.derived);
     let value_of = |key: &str| -> String {
         match key {
             "rollups" if config.rollups.is_empty() => "none (the base is not written)".into(),
             "rollups" => rollups(&config.rollups),
-            "scatter.prefixes" => config.scatter.prefixes.to_string(),
+            "scatter.prefixes" => match derived.get(zigzag_model::projection::BASE) {
+                Some(d) => format!("{} ({d})", config.scatter.prefixes),
+                None => config.scatter.prefixes.to_string(),
+            },
             "scatter.mode" => config.scatter.mode.name().into(),
+            "scatter.writers" => inputs.writers.map_or("-".into(), |w| w.to_string()),
+            "scatter.events_per_sec" => inputs.events_per_sec.map_or("-".into(), |e| e.to_string()),
+            "scatter.cardinality" if inputs.cardinality.is_empty() => "-".into(),
+            "scatter.cardinality" => {
+                inputs.cardinality.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+            }
             "retention" => config.retention.describe(),
             "flush.interval_ms" => config.flush.interval_ms.to_string(),
             "flush.every_ms" if every.is_empty() => "-".into(),
@@ -125,11 +135,12 @@ fn describe(l: &Layered, overrides: &[Override]) -> String {
         .collect();
     for p in &config.projections {
         let value = format!(
-            "dimensions [{}], rollups [{}], {} prefix(es) {}",
+            "dimensions [{}], rollups [{}], {} prefix(es) {}{}",
             p.dimensions.join(", "),
             rollups(&p.rollups),
             p.scatter.prefixes,
-            p.scatter.mode.name()
+            p.scatter.mode.name(),
+            derived.get(&p.name).map_or(String::new(), |d| format!(" ({d})"))
         );
         rows.push([format!("projection.{}", p.name), value, declared(), String::new()]);
     }
@@ -153,6 +164,28 @@ pub fn print_with(settings: &[Setting], path: Option<&Path>, base: Option<Base>,
         (_, base) => print!("{}", describe(&layered(path, base.unwrap_or(Base::Full), overrides)?, overrides)),
     }
     Ok(())
+}
+
+/// `config` with the scatter prefix counts `aggregates` records for the
+/// projections whose counts the scatter rule derived (`prefixes =
+/// "auto"`): a count cannot change under written items, so the table's
+/// holds (logged when the rule now says otherwise). No read when nothing
+/// was derived.
+pub async fn adopt_recorded_scatter(
+    config: Config,
+    aggregates: &dyn zigzag_core::table::SortedTable,
+) -> Result<Config> {
+    if config.scatter_rule.derived.is_empty() {
+        return Ok(config);
+    }
+    let Some(stored) = zigzag_model::layout::load(aggregates).await.context("reading the table's layout")? else {
+        return Ok(config);
+    };
+    let (config, notes) = zigzag_model::scatter::adopt_recorded(&config, &stored);
+    for note in notes {
+        tracing::info!("{note}");
+    }
+    Ok(config)
 }
 
 /// A file's text, or an error naming it and what it is.

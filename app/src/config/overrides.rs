@@ -23,6 +23,8 @@ const HEADING: &str = "Pipeline configuration (each also a key of the --config f
 enum Kind {
     /// A non-negative integer.
     Count,
+    /// A non-negative integer or `auto`.
+    CountOrAuto,
     /// A string, checked by the configuration.
     Text,
     /// `a,b,c` (empty: none).
@@ -61,8 +63,26 @@ pub const KEYS: &[Key] = &[
     Key {
         flag: "scatter-prefixes",
         path: &["scatter", "prefixes"],
+        kind: Kind::CountOrAuto,
+        help: "scatter prefixes of projections that do not declare their own; auto: the scatter rule's, from writers and cardinality",
+    },
+    Key {
+        flag: "scatter-writers",
+        path: &["scatter", "writers"],
         kind: Kind::Count,
-        help: "scatter prefixes of projections that do not declare their own",
+        help: "the most ingest workers writing at once (the scatter rule's input for prefixes = auto)",
+    },
+    Key {
+        flag: "scatter-events-per-sec",
+        path: &["scatter", "events_per_sec"],
+        kind: Kind::Count,
+        help: "the stream's peak events per second (caps the scatter rule's writes per second)",
+    },
+    Key {
+        flag: "scatter-cardinality",
+        path: &["scatter", "cardinality"],
+        kind: Kind::Map(&Kind::Count),
+        help: "distinct values expected per dimension, DIMENSION=N,... (the scatter rule's input); merged into the file's",
     },
     Key {
         flag: "scatter-mode",
@@ -141,6 +161,7 @@ impl clap::Args for PipelineArgs {
                 .help_heading(HEADING)
                 .value_name(match kind {
                     Kind::Count => "N",
+                    Kind::CountOrAuto => "N|auto",
                     Kind::Text => "NAME",
                     Kind::List => "LIST",
                     Kind::Map(_) => "KEY=VALUE,...",
@@ -158,7 +179,7 @@ impl clap::Args for PipelineArgs {
 /// A value's form (what the configuration checks beyond it, it checks).
 fn check(kind: Kind, text: &str) -> Result<(), String> {
     match kind {
-        Kind::Count => to_value(kind, text).map(drop),
+        Kind::Count | Kind::CountOrAuto => to_value(kind, text).map(drop),
         Kind::Text | Kind::List => Ok(()),
         Kind::Map(_) => entries(text).and_then(|e| e.iter().try_for_each(|(_, v)| check(kind_of_entry(kind), v))),
     }
@@ -188,6 +209,8 @@ fn to_value(kind: Kind, text: &str) -> Result<toml::Value, String> {
             let n: u64 = text.trim().parse().map_err(|_| format!("{text:?} is not a non-negative integer"))?;
             toml::Value::Integer(i64::try_from(n).map_err(|_| format!("{text} is too large"))?)
         }
+        Kind::CountOrAuto if text.trim() == "auto" => toml::Value::String("auto".into()),
+        Kind::CountOrAuto => to_value(Kind::Count, text).map_err(|e| format!("{e} nor auto"))?,
         Kind::Text => toml::Value::String(text.trim().to_string()),
         Kind::List => toml::Value::Array(
             text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| toml::Value::String(s.into())).collect(),

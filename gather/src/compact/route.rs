@@ -12,8 +12,8 @@
 
 use super::marker::{self, compacted_pk, Marker};
 use crate::error::{GatherError, Result};
-use std::collections::BTreeMap;
 use crate::plan::{Plan, PlannedQuery};
+use std::collections::BTreeMap;
 use zigzag_core::table::SortedTable;
 
 /// A plan's queries routed around the compacted bins.

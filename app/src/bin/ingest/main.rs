@@ -243,6 +243,7 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
         _ => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
     };
     let stores = cli.store.open(Some(&cli.create)).await?;
+    let config = config::adopt_recorded_scatter(config, stores.aggregates.as_ref()).await?;
     let _purge = zigzag_app::purge::start(stores.aggregates.clone(), &config.retention).await;
     let opts = PipelineOptions {
         batch_size: cli.batch.max(1),
