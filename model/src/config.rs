@@ -56,6 +56,7 @@ use crate::projection::{ProjectionFile, ProjectionSpec};
 use crate::retention::Retention;
 use crate::rollup::Rollup;
 use crate::scatter::{PrefixCount, RuleInputs, ScatterRule};
+pub use crate::scatter::{ScatterConfig, ScatterMode};
 use crate::schema::{default_fields, FieldSpec, FieldType, InputSpec, TypedField};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -113,41 +114,6 @@ impl DimensionSpec {
             bits: None,
             indexed: true,
         }
-    }
-}
-
-/// How a write picks its scatter prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ScatterMode {
-    /// A stable hash of the item's key: one item per logical key.
-    Hash,
-    /// A fresh pseudo-random prefix per write (seed 003), derived from the
-    /// shard and flush number so a replayed flush picks the same prefixes.
-    Random,
-}
-
-impl ScatterMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            ScatterMode::Hash => "hash",
-            ScatterMode::Random => "random",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ScatterConfig {
-    pub prefixes: u32,
-    pub mode: ScatterMode,
-}
-
-impl Default for ScatterConfig {
-    fn default() -> Self {
-        // Hash by default: as even as random for writes, one item per key
-        // for reads (BENCHMARKS.md, "Scatter modes").
-        ScatterConfig { prefixes: 16, mode: ScatterMode::Hash }
     }
 }
 
@@ -313,7 +279,7 @@ impl Config {
             },
             scatter: ScatterConfig {
                 prefixes: match file.scatter.prefixes {
-                    PrefixCount::Auto => crate::projection::AUTO,
+                    PrefixCount::Auto => crate::scatter::AUTO,
                     PrefixCount::Count(n) if (1..=crate::scatter::MAX_PREFIXES).contains(&n) => n,
                     PrefixCount::Count(n) => {
                         return Err(ConfigError::Invalid(format!("scatter.prefixes = {n} must be in 1..=1000")))
@@ -338,45 +304,9 @@ impl Config {
             projections.push(p.resolve(&config)?);
         }
         config.projections = projections;
-        config.derive_scatter()?;
+        crate::scatter::derive_counts(&mut config)?;
         config.validate()?;
         Ok(config)
-    }
-
-    /// Puts the scatter rule's count in place of every `"auto"`, each
-    /// projection's from its own keys and cadences.
-    fn derive_scatter(&mut self) -> Result<(), ConfigError> {
-        use crate::projection::{every_ms, ProjectionSpec, AUTO, BASE};
-        for d in self.scatter_rule.inputs.cardinality.keys() {
-            if !self.dimensions.iter().any(|c| &c.field == d) {
-                return Err(ConfigError::Invalid(format!("scatter.cardinality: {d} is not a [[dimension]]")));
-            }
-        }
-        let flush = self.flush.clone();
-        let every = |name: &str, rollup: Rollup| every_ms(&flush, name, rollup);
-        let inputs = self.scatter_rule.inputs.clone();
-        let mut derived = std::collections::BTreeMap::new();
-        for p in self.projections.iter_mut().filter(|p| p.scatter.prefixes == AUTO) {
-            let d = crate::scatter::derive(p, p.scatter.mode, &inputs, every)
-                .map_err(|why| ConfigError::Invalid(format!("projection {}: {why}", p.name)))?;
-            p.scatter.prefixes = d.prefixes;
-            derived.insert(p.name.clone(), d);
-        }
-        if self.scatter.prefixes == AUTO {
-            if self.rollups.is_empty() {
-                // No base is written: the count is only a default, and every
-                // projection without its own derived one of its own.
-                self.scatter.prefixes = ScatterConfig::default().prefixes;
-            } else {
-                let base = ProjectionSpec::base(self);
-                let d = crate::scatter::derive(&base, self.scatter.mode, &inputs, every)
-                    .map_err(|why| ConfigError::Invalid(format!("[scatter] (the base): {why}")))?;
-                self.scatter.prefixes = d.prefixes;
-                derived.insert(BASE.to_string(), d);
-            }
-        }
-        self.scatter_rule.derived = derived;
-        Ok(())
     }
 
     /// The fields with their bounds resolved (validates them).

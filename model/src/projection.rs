@@ -37,13 +37,9 @@
 //! force). [`Projections`] is the set of key models one layout writes.
 
 use crate::config::{Config, ConfigError, FlushConfig, ScatterConfig, ScatterMode};
-use crate::scatter::{PrefixCount, MAX_PREFIXES};
-
-/// A prefix count the scatter rule is yet to derive (during
-/// `Config::from_file` only: never a count a layout records).
-pub(crate) const AUTO: u32 = 0;
 use crate::keys::KeyModel;
 use crate::rollup::Rollup;
+use crate::scatter::{PrefixCount, AUTO, MAX_PREFIXES};
 use crate::schema::FieldType;
 use serde::{Deserialize, Serialize};
 

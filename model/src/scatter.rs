@@ -42,11 +42,11 @@
 //! changing a prefix count would move items, so it never happens silently
 //! nor by a change of cadence.
 
-use crate::config::{Config, ScatterMode};
+use crate::config::{Config, ConfigError};
 use crate::layout::Layout;
 use crate::projection::ProjectionSpec;
 use crate::rollup::Rollup;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -56,6 +56,10 @@ pub const PARTITION_WRITES_PER_SEC: f64 = 500.0;
 
 /// The most prefixes a projection may have (the layout's bound).
 pub const MAX_PREFIXES: u32 = 1000;
+
+/// A prefix count the scatter rule is yet to derive (during
+/// `Config::from_file` only: never a count a layout records).
+pub(crate) const AUTO: u32 = 0;
 
 /// The scatter rule: the least prefix count that keeps each partition of a
 /// projection's rollup at or under [`PARTITION_WRITES_PER_SEC`], for
@@ -77,6 +81,41 @@ pub fn one_key_exceeds_a_partition(writers: u32, interval_s: f64) -> bool {
     writers as f64 / interval_s.max(1e-3) > PARTITION_WRITES_PER_SEC
 }
 
+/// How a write picks its scatter prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScatterMode {
+    /// A stable hash of the item's key: one item per logical key.
+    Hash,
+    /// A fresh pseudo-random prefix per write (seed 003), derived from the
+    /// shard and flush number so a replayed flush picks the same prefixes.
+    Random,
+}
+
+impl ScatterMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterMode::Hash => "hash",
+            ScatterMode::Random => "random",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScatterConfig {
+    pub prefixes: u32,
+    pub mode: ScatterMode,
+}
+
+impl Default for ScatterConfig {
+    fn default() -> Self {
+        // Hash by default: as even as random for writes, one item per key
+        // for reads (BENCHMARKS.md, "Scatter modes").
+        ScatterConfig { prefixes: 16, mode: ScatterMode::Hash }
+    }
+}
+
 /// A prefix count as a configuration file gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrefixCount {
@@ -87,7 +126,7 @@ pub enum PrefixCount {
 
 impl Default for PrefixCount {
     fn default() -> Self {
-        PrefixCount::Count(crate::config::ScatterConfig::default().prefixes)
+        PrefixCount::Count(ScatterConfig::default().prefixes)
     }
 }
 
@@ -208,6 +247,43 @@ pub fn derive(
         }
     }
     busiest.map(|(_, d)| d).ok_or_else(|| format!("projection {} has no rollups", spec.name))
+}
+
+/// Puts the scatter rule's count in place of every `"auto"` of `config`
+/// (`Config::from_file`, once its projections are resolved), each
+/// projection's from its own keys and cadences.
+pub(crate) fn derive_counts(config: &mut Config) -> Result<(), ConfigError> {
+    use crate::projection::{every_ms, BASE};
+    for d in config.scatter_rule.inputs.cardinality.keys() {
+        if !config.dimensions.iter().any(|c| &c.field == d) {
+            return Err(ConfigError::Invalid(format!("scatter.cardinality: {d} is not a [[dimension]]")));
+        }
+    }
+    let flush = config.flush.clone();
+    let every = |name: &str, rollup: Rollup| every_ms(&flush, name, rollup);
+    let inputs = config.scatter_rule.inputs.clone();
+    let mut derived = std::collections::BTreeMap::new();
+    for p in config.projections.iter_mut().filter(|p| p.scatter.prefixes == AUTO) {
+        let d = derive(p, p.scatter.mode, &inputs, every)
+            .map_err(|why| ConfigError::Invalid(format!("projection {}: {why}", p.name)))?;
+        p.scatter.prefixes = d.prefixes;
+        derived.insert(p.name.clone(), d);
+    }
+    if config.scatter.prefixes == AUTO {
+        if config.rollups.is_empty() {
+            // No base is written: the count is only a default, and every
+            // projection without its own derived one of its own.
+            config.scatter.prefixes = ScatterConfig::default().prefixes;
+        } else {
+            let base = ProjectionSpec::base(config);
+            let d = derive(&base, config.scatter.mode, &inputs, every)
+                .map_err(|why| ConfigError::Invalid(format!("[scatter] (the base): {why}")))?;
+            config.scatter.prefixes = d.prefixes;
+            derived.insert(BASE.to_string(), d);
+        }
+    }
+    config.scatter_rule.derived = derived;
+    Ok(())
 }
 
 /// `config` with the prefix counts `stored` records for the projections
