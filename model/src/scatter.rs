@@ -120,7 +120,7 @@ impl Default for ScatterConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrefixCount {
     Count(u32),
-    /// The scatter rule's ([`derive`]).
+    /// The scatter rule's ([`derive()`]).
     Auto,
 }
 
