@@ -91,7 +91,7 @@ fn every_strategy_returns_the_brute_force_matches() {
     assert_eq!(report["rows"], 5000);
     for (q, want) in queries.iter().zip(expected) {
         let runs = q["runs"].as_array().unwrap();
-        assert_eq!(runs.len(), 7, "timestamp index + six strategies");
+        assert_eq!(runs.len(), 8, "timestamp index + seven strategies (costed given each partition's count)");
         for r in runs {
             assert_eq!(r["returned"].as_u64().unwrap() as usize, want, "{} / {}", q["name"], r["strategy"]);
             assert!(r["scanned"].as_u64() >= r["returned"].as_u64());
@@ -110,7 +110,9 @@ fn every_strategy_returns_the_brute_force_matches() {
     // The table output names every strategy.
     let out = gather(&[&csv, &schema, &queries_path(dir.path())], &[]);
     let text = String::from_utf8(out.stdout).unwrap();
-    for s in ["t index", "naive", "precise(R=256)", "page-jump(N=16)", "adaptive", "seed-001 estimate"] {
+    for s in
+        ["t index", "naive", "precise(R=256)", "page-jump(N=16)", "adaptive", "auto", "costed", "seed-001 estimate"]
+    {
         assert!(text.contains(s), "{s} missing from:\n{text}");
     }
 }

@@ -101,6 +101,19 @@ fn derived_prefix_counts_are_recorded_read_back_and_kept_by_later_writers() {
     let why = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && why.contains("scatter.prefixes"), "{why}");
 
+    // An input given only by a flag or a variable completes the file.
+    std::fs::write(
+        p("flagged.toml"),
+        "[scatter]\nprefixes = \"auto\"\ncardinality = { campaign = 40, country = 12, referrer = 10 }\n",
+    )
+    .unwrap();
+    let (printed, _) = ok(run(
+        "ingest",
+        &["--config", &p("flagged.toml"), "--input", "x.jsonl", "--print-config"],
+        &[("ZIGZAG_SCATTER_WRITERS", "100")],
+    ));
+    assert!(printed.contains("(auto: 4800 keys a bucket, 240000 writes/s at minute every 2000 ms"), "{printed}");
+
     // Inputs missing: refused before anything is read, naming what to add.
     std::fs::write(p("bare.toml"), "[scatter]\nprefixes = \"auto\"\nwriters = 4\n").unwrap();
     let out = run("ingest", &["--db", &p("other.db"), "--config", &p("bare.toml"), "--input", &inputs[0]], &[]);

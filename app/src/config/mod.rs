@@ -55,17 +55,24 @@ fn layered(path: Option<&Path>, base: Base, overrides: &[Override]) -> Result<La
     let mut config = match (path, base) {
         // Not the same as parsing "": the defaults are what a table
         // written before projections were declared holds.
-        (None, Base::Full) if overrides.is_empty() => Config::default(),
-        _ => Config::from_toml(&text).with_context(|| format!("in {origin}"))?,
+        (None, Base::Full) if overrides.is_empty() => Ok(Config::default()),
+        _ => Config::from_toml(&text).with_context(|| format!("in {origin}")),
     };
     let doc: toml::Table = toml::from_str(&text).with_context(|| format!("in {origin}"))?;
-    // One at a time, so that a value the configuration refuses is named.
+    // One at a time, so that a value the configuration refuses is named:
+    // the error is the one of the step that made a valid configuration
+    // invalid (or the file's, when it needs a value only a flag gives, as
+    // `prefixes = "auto"` needs writers, and none does).
     let mut over = doc.clone();
     for o in overrides {
         o.apply(&mut over).map_err(|e| anyhow!("{}: {e}", o.origin()))?;
-        config = Config::from_table(over.clone()).with_context(|| format!("{} (over {origin})", o.origin()))?;
+        let now = Config::from_table(over.clone()).with_context(|| format!("{} (over {origin})", o.origin()));
+        config = match (config, now) {
+            (_, Ok(c)) => Ok(c),
+            (Ok(_), Err(e)) | (Err(e), Err(_)) => Err(e),
+        };
     }
-    Ok(Layered { config, doc, origin, from_file: path.is_some() })
+    Ok(Layered { config: config?, doc, origin, from_file: path.is_some() })
 }
 
 /// The configuration in the file at `path` (or `base` without one) with
