@@ -34,16 +34,27 @@
 //!   8 % of a query's units). When a bounded page finishes its
 //!   run, where the next run starts and how full it is are unknown: back
 //!   to one unbounded unit. After each page: continue from a
-//!   LastEvaluatedKey inside the box, else jump to BIGMIN of it.
+//!   LastEvaluatedKey inside the box, else jump to BIGMIN of it;
+//! - **learned, where the partition looks even**: after [`LEARN_PAGES`]
+//!   full one-unit probes whose densities (items per address spanned) lie
+//!   within [`EVEN`] of each other, their density is taken for the
+//!   partition's and the rest of the box is read as `costed` reads it
+//!   (the same model, the same checks), once per box. This is what reads a
+//!   thin box well: a value of one dimension over an even partition is
+//!   thousands of one-address runs, which paging finds one garbage unit
+//!   at a time and the model's blocks cover a unit each. Where the data is
+//!   clustered or skewed the probes disagree (or the ranges soon hold far
+//!   more or fewer items than the model says) and paging goes on.
 //!
 //! Measured against the fixed strategies on varied data in
 //! `core/benches/strategies.rs` (BENCHMARKS.md): `auto` within 1.1x of the
-//! best one's RCU on 55 of 58 queries (worst 1.39x, the thin lines a
-//! value of one dimension draws), `costed` on 57 (worst 1.10x). The model pays where the data is even (uniform boxes: 0.94-0.99x
-//! of precise(64), which paging lost to); on clustered and skewed data it
-//! gives up within a few ranges, which costs a little; on the demo store's
-//! aggregates (constant string prefixes, a day of data in a month's bin)
-//! it costs up to a fifth more than `auto`, so it is not the default.
+//! best one's RCU on 58 of 58 queries at 100,000 items a data set (worst
+//! 1.09x) and 57 of 58 at 20,000 (power-law `all but the last in 20 %
+//! #1`, 1.31x: 10.5 RCU against precise's 8). `costed` (the model from
+//! the statistics' item count at once) is 57 of 58 on both; on the demo
+//! store's aggregates (constant string prefixes, a day of data in a
+//! month's bin) it costs up to a fifth more than `auto`, so the default
+//! learns the density rather than take the partition's average.
 //!
 //! `u` and `m` carry from box to box of one query ([`Auto`]).
 
@@ -54,6 +65,16 @@ use crate::zorder::{costed_ranges, decompose, span_end_within_garbage, CostModel
 
 /// The most blocks the cost model visits before `auto` pages instead.
 const COSTED_BLOCKS: usize = 1 << 16;
+
+/// Full probe pages (one unit each, unbounded) after which `auto` takes
+/// the partition's density for known and plans the rest of the box with
+/// the cost model.
+pub const LEARN_PAGES: u32 = 3;
+
+/// How far apart the probes' densities may be for the partition to be
+/// taken as even (a unit's count varies by a third or so by chance;
+/// clustered or skewed data, by orders of magnitude).
+pub const EVEN: f64 = 3.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AutoConfig {
@@ -151,7 +172,39 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
     }
     let mut bounded_from: Option<ZAddress>;
     state.units = state.units.max(1);
+    // Full probe pages of this box: items scanned, addresses they spanned,
+    // and the least and most dense of them.
+    let mut probed = (0u32, 0.0f64, 0.0f64);
+    let mut spread = (f64::INFINITY, 0.0f64);
+    let mut learned = cfg.costed && reader.expected().is_some();
     loop {
+        // Sparse in the box, dense enough around it to cost a request a
+        // unit: once a few full probes say how dense the partition is,
+        // the ranges the cost model picks at that density, while the data
+        // agrees with it (a box of thin runs, which paging reads one
+        // garbage unit at a time).
+        if !learned && after.is_none() && probed.0 >= LEARN_PAGES && spread.1 <= EVEN * spread.0 {
+            learned = true;
+            if let Some(u) = state.unit {
+                let model = CostModel { items_per_address: probed.1 / probed.2, items_per_unit: f64::from(u) };
+                if let Some((ranges, _)) = costed_ranges(zbox, &model, COSTED_BLOCKS) {
+                    let rest: Vec<CostedRange> = ranges
+                        .into_iter()
+                        .filter(|r| r.range.hi >= lo)
+                        .map(|mut r| {
+                            r.range.lo = r.range.lo.max(lo.clone());
+                            r
+                        })
+                        .collect();
+                    match read_costed(reader, &rest, &model, cfg.max_limit).await? {
+                        Next::Done => return Ok(()),
+                        Next::After(key, _) => after = Some(key),
+                        Next::Jump(next) => lo = next,
+                    }
+                    continue;
+                }
+            }
+        }
         let limit = match state.unit {
             // Bounded below: its bound, not its Limit, ends it.
             Some(_) if state.units > 1 => cfg.max_limit,
@@ -178,9 +231,24 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
             bounded_from = None;
             zbox.max().clone()
         };
+        let start = match &after {
+            Some(k) => reader.z_of(k)?,
+            None => lo.clone(),
+        };
         let before = *reader.stats();
         let last = reader.page(&lo, &hi, after.take(), Some(limit)).await?;
         let now = reader.stats();
+        let scanned = now.scanned - before.scanned;
+        if let (None, Some(k)) = (&bounded_from, &last) {
+            if scanned >= u64::from(limit) && state.unit.is_some() {
+                let span = reader.z_of(k)?.span_f64(&start) + 1.0;
+                probed.0 += 1;
+                probed.1 += scanned as f64;
+                probed.2 += span;
+                let density = scanned as f64 / span;
+                spread = (spread.0.min(density), spread.1.max(density));
+            }
+        }
         if let Some(mean) = reader.mean_item_bytes() {
             let unit = items_per_unit(cfg.unit_bytes, mean);
             state.unit = Some(unit);
@@ -256,7 +324,9 @@ async fn read_costed<T: SortedTable + ?Sized>(
         }
         scanned += read;
         expected += r.items;
-        if expected > 2.0 * u && (scanned as f64) < expected / 2.0 {
+        // Under half what was expected, by more than chance would leave
+        // (a standard deviation of a count of `expected` items).
+        if expected > 2.0 * u && (scanned as f64) < expected / 2.0 - expected.sqrt() {
             return Ok(reader.past(&r.range.hi));
         }
     }
