@@ -31,7 +31,7 @@
 //!   (`max_limit`): what it can hold is the run's items, which must be read
 //!   anyway, and the gaps allowed, so a smaller Limit would only split it
 //!   into more requests, each rounded up (on the strategies bench, up to
-//!   8 % of a query's units). When a bounded page finishes its
+//!   7 % of a query's units). When a bounded page finishes its
 //!   run, where the next run starts and how full it is are unknown: back
 //!   to one unbounded unit. After each page: continue from a
 //!   LastEvaluatedKey inside the box, else jump to BIGMIN of it;
