@@ -5,8 +5,9 @@
 //! [`crate::settings`]), the variable over the `--config` file's key, the
 //! file over the default.
 //!
-//! Only settings are here: the scalar keys, and the two maps (cadences,
-//! retention) as `KEY=VALUE,...`, merged key by key into the file's. The
+//! Only settings are here: the scalar keys, and the three maps (cadences,
+//! retention, the scatter rule's cardinalities) as `KEY=VALUE,...`, merged
+//! key by key into the file's. The
 //! declarations (`[[field]]`, `[[dimension]]`, `[[measure]]`, `[[ratio]]`,
 //! `[[projection]]`) describe the data and stay in the file (which
 //! `ZIGZAG_CONFIG` may name).
