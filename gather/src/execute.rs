@@ -281,8 +281,18 @@ mod tests {
         let mut read = crate::compact::route::prefetch(&table, &[&p]).await.unwrap();
         p.markers = crate::compact::route::prefetched_for(&mut read, "base");
         assert!(p.markers.as_ref().is_some_and(|m| m.markers.is_empty()));
-        let (items, actual) =
-            execute_fresh(&table, &p, &ExecOptions::default(), || 0u64, |n, _| Ok(*n += 1)).await.unwrap();
+        let (items, actual) = execute_fresh(
+            &table,
+            &p,
+            &ExecOptions::default(),
+            || 0u64,
+            |n, _| {
+                *n += 1;
+                Ok(())
+            },
+        )
+        .await
+        .unwrap();
         assert_eq!(items, 0);
         assert_eq!(actual.rereads, 1, "the first read met the deletion and was read again");
         assert_eq!((actual.compacted_bins, actual.queries), (1, 1), "the second read knew of the compaction");

@@ -278,13 +278,7 @@ impl Config {
                 None => shipped.ratios,
             },
             scatter: ScatterConfig {
-                prefixes: match file.scatter.prefixes {
-                    PrefixCount::Auto => crate::scatter::AUTO,
-                    PrefixCount::Count(n) if (1..=crate::scatter::MAX_PREFIXES).contains(&n) => n,
-                    PrefixCount::Count(n) => {
-                        return Err(ConfigError::Invalid(format!("scatter.prefixes = {n} must be in 1..=1000")))
-                    }
-                },
+                prefixes: file.scatter.prefixes.resolve().map_err(ConfigError::Invalid)?,
                 mode: file.scatter.mode.unwrap_or(shipped.scatter.mode),
             },
             scatter_rule: ScatterRule {

@@ -39,13 +39,14 @@
 use crate::config::{Config, ConfigError, FlushConfig, ScatterConfig, ScatterMode};
 use crate::keys::KeyModel;
 use crate::rollup::Rollup;
-use crate::scatter::{PrefixCount, AUTO, MAX_PREFIXES};
+use crate::scatter::{PrefixCount, AUTO};
 use crate::schema::FieldType;
 use serde::{Deserialize, Serialize};
 
 /// The name of the projection the top-level declaration describes.
 pub const BASE: &str = "base";
 
+/// A projection as the configuration file gives it (defaults unresolved).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProjectionFile {
@@ -149,12 +150,10 @@ impl ProjectionFile {
             None if config.scatter.prefixes == AUTO => (PrefixCount::Auto, config.scatter.mode),
             None => (PrefixCount::Count(config.scatter.prefixes), config.scatter.mode),
         };
-        let prefixes = match count {
-            PrefixCount::Auto => AUTO,
-            PrefixCount::Count(n) if (1..=MAX_PREFIXES).contains(&n) => n,
-            PrefixCount::Count(n) => return bad(format!("scatter.prefixes = {n} must be in 1..={MAX_PREFIXES}")),
+        let scatter = match count.resolve() {
+            Ok(prefixes) => ScatterConfig { prefixes, mode },
+            Err(why) => return bad(why),
         };
-        let scatter = ScatterConfig { prefixes, mode };
         if let Some(d) = &self.partition_by {
             if !self.dimensions.contains(d) {
                 return bad(format!("partition_by = {d:?} is not one of its dimensions"));

@@ -66,8 +66,13 @@ pub(crate) const AUTO: u32 = 0;
 /// `items` items a bucket, each written by `writers` workers once per
 /// flush every `interval_s` seconds; at most [`MAX_PREFIXES`].
 pub fn scatter_prefixes(items: f64, writers: u32, interval_s: f64) -> u32 {
-    let writes_per_sec = items.max(0.0) * writers as f64 / interval_s.max(1e-3);
-    prefixes_for(writes_per_sec)
+    prefixes_for(writes_per_sec(items, writers, interval_s))
+}
+
+/// Writes per second of `items` items a bucket, each written by `writers`
+/// workers once per flush every `interval_s` seconds.
+fn writes_per_sec(items: f64, writers: u32, interval_s: f64) -> f64 {
+    items.max(0.0) * writers as f64 / interval_s.max(1e-3)
 }
 
 fn prefixes_for(writes_per_sec: f64) -> u32 {
@@ -122,6 +127,17 @@ pub enum PrefixCount {
     Count(u32),
     /// The scatter rule's ([`derive()`]).
     Auto,
+}
+
+impl PrefixCount {
+    /// The count, [`AUTO`] for the rule's; Err for a count out of bounds.
+    pub(crate) fn resolve(self) -> Result<u32, String> {
+        match self {
+            PrefixCount::Auto => Ok(AUTO),
+            PrefixCount::Count(n) if (1..=MAX_PREFIXES).contains(&n) => Ok(n),
+            PrefixCount::Count(n) => Err(format!("scatter.prefixes = {n} must be in 1..={MAX_PREFIXES}")),
+        }
+    }
 }
 
 impl Default for PrefixCount {
@@ -231,7 +247,7 @@ pub fn derive(
                  (use mode = \"random\")"
             ));
         }
-        let mut rate = keys * writers as f64 / interval_s.max(1e-3);
+        let mut rate = writes_per_sec(keys, writers, interval_s);
         if let Some(events) = inputs.events_per_sec {
             rate = rate.min(events as f64);
         }
@@ -262,7 +278,7 @@ pub(crate) fn derive_counts(config: &mut Config) -> Result<(), ConfigError> {
     let flush = config.flush.clone();
     let every = |name: &str, rollup: Rollup| every_ms(&flush, name, rollup);
     let inputs = config.scatter_rule.inputs.clone();
-    let mut derived = std::collections::BTreeMap::new();
+    let mut derived = BTreeMap::new();
     for p in config.projections.iter_mut().filter(|p| p.scatter.prefixes == AUTO) {
         let d = derive(p, p.scatter.mode, &inputs, every)
             .map_err(|why| ConfigError::Invalid(format!("projection {}: {why}", p.name)))?;
@@ -271,8 +287,8 @@ pub(crate) fn derive_counts(config: &mut Config) -> Result<(), ConfigError> {
     }
     if config.scatter.prefixes == AUTO {
         if config.rollups.is_empty() {
-            // No base is written: the count is only a default, and every
-            // projection without its own derived one of its own.
+            // No base is written: the count is only the default of
+            // projections that give none, and each of those derived its own.
             config.scatter.prefixes = ScatterConfig::default().prefixes;
         } else {
             let base = ProjectionSpec::base(config);
@@ -302,7 +318,7 @@ pub fn adopt_recorded(config: &Config, stored: &Layout) -> (Config, Vec<String>)
             *mine = theirs;
         }
     };
-    for (name, _) in &config.scatter_rule.derived {
+    for name in config.scatter_rule.derived.keys() {
         if name == crate::projection::BASE {
             take(name, &mut c.scatter.prefixes, stored.scatter_prefixes);
         } else if let (Some(p), Some(s)) =
