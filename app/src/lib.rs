@@ -11,6 +11,8 @@
 //! - [`settings`]: every option a flag, a `ZIGZAG_*` variable and a key of
 //!   the file, layered; `--print-config`;
 //! - [`duration`]: one duration grammar for every flag (`zigzag_core::duration`);
+//! - [`layout_cache`]: the layout a reader last read from a table, so a
+//!   report plans while it reads the layout again;
 //! - [`signals`]: SIGINT and SIGTERM as a cancellation token;
 //! - [`worker`]: the options of a pipeline worker (`ingest`, `loadgen --sink ingest`);
 //! - [`purge`]: deleting expired items from a store without a TTL (SQLite);
@@ -28,6 +30,7 @@
 pub mod aws;
 pub mod config;
 pub mod duration;
+pub mod layout_cache;
 pub mod logging;
 pub mod purge;
 pub mod settings;

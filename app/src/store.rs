@@ -8,6 +8,7 @@
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
+use crate::layout_cache::LayoutCache;
 use zigzag_core::table::SortedTable;
 use zigzag_sqlite::SqliteTable;
 #[cfg(feature = "aws")]
@@ -135,6 +136,26 @@ impl StoreArgs {
         let table =
             SqliteTable::open(&self.db).with_context(|| format!("opening the database {}", self.db.display()))?;
         Ok(Arc::new(table))
+    }
+
+    /// The layout cache entry of the aggregate table ([`LayoutCache`]),
+    /// named by where the table is: the DynamoDB table's name, endpoint and
+    /// region as given (flags, then the SDK's variables), or the SQLite
+    /// file's full path.
+    pub fn layout_cache(&self) -> Option<LayoutCache> {
+        #[cfg(feature = "aws")]
+        if let Some(name) = &self.dynamodb {
+            let env = |vars: &[&str]| vars.iter().find_map(|v| std::env::var(v).ok()).unwrap_or_default();
+            let endpoint = self
+                .aws
+                .endpoint_url
+                .clone()
+                .unwrap_or_else(|| env(&["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"]));
+            let region = self.aws.region.clone().unwrap_or_else(|| env(&["AWS_REGION", "AWS_DEFAULT_REGION"]));
+            return LayoutCache::for_table(&format!("dynamodb\n{endpoint}\n{region}\n{name}"));
+        }
+        let path = self.db.canonicalize().ok()?;
+        LayoutCache::for_table(&format!("sqlite\n{}", path.display()))
     }
 
     /// `failed`, explained by a DescribeTable of the DynamoDB aggregate

@@ -273,6 +273,62 @@ fn the_layout_comes_from_the_table_and_a_contradicting_config_is_refused() {
     assert!(stderr.contains("scatter.prefixes is 16 here but 4 in the table"), "{stderr}");
 }
 
+/// A report plans with the layout it read from the table last time (a
+/// cache file) while it reads the table's again, and keeps that plan only
+/// if they agree: a table recreated under the same path with more scatter
+/// prefixes is read whole (a plan on the cached 2 prefixes would miss the
+/// items of the other 2), and the cache then holds the new layout; a
+/// garbled cache file is ignored.
+#[test]
+fn a_cached_layout_plans_a_report_only_while_the_table_still_has_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("recreated.db");
+    let cache = dir.path().join("cache");
+    let write = |config: &zigzag_model::Config, events: &[Event]| {
+        let _ = std::fs::remove_file(&db);
+        let table = SqliteTable::open(&db).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            write_store(&table, config, events).await;
+            zigzag_model::layout::ensure(&table, &zigzag_model::layout::Layout::of(config)).await.unwrap();
+        });
+    };
+    let report = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_gather"))
+            .env("XDG_CACHE_HOME", &cache)
+            .arg("--db")
+            .arg(&db)
+            .args(["totals", "--from", FROM, "--to", TO, "--group-by", "campaign", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let cached = || -> Vec<String> {
+        let dir = cache.join("zigzag").join("layouts");
+        std::fs::read_dir(dir).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect()
+    };
+    let want = |events: &[Event]| brute(events, FROM_MS, TO_MS, None, &[Field::Campaign], |_| true);
+
+    let (narrow, wide) = (
+        zigzag_testkit::fixture::config(2, ScatterMode::Hash),
+        zigzag_testkit::fixture::config(4, ScatterMode::Hash),
+    );
+    let (first, second) = (events(21, 600), events(22, 900));
+    write(&narrow, &first);
+    totals_equal(&report(), &want(&first));
+    assert_eq!(cached(), vec![zigzag_model::layout::Layout::of(&narrow).canonical()], "the layout read is cached");
+    totals_equal(&report(), &want(&first));
+
+    write(&wide, &second);
+    totals_equal(&report(), &want(&second));
+    assert_eq!(cached(), vec![zigzag_model::layout::Layout::of(&wide).canonical()], "the stale entry is replaced");
+
+    let entry = std::fs::read_dir(cache.join("zigzag").join("layouts")).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(&entry, "{\"version\": 2, torn").unwrap();
+    totals_equal(&report(), &want(&second));
+}
+
 /// `gather compact` on a store of its own: bins that ended before --before
 /// are folded (random scatter: fewer items than partials) and read with one
 /// query each; reports over compacted and open bins stay equal to brute

@@ -39,4 +39,4 @@ pub mod window;
 pub mod zbench;
 
 pub use error::GatherError;
-pub use run::{gather, Gathered};
+pub use run::{gather, plan_report, Gathered, Planned};

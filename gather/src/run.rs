@@ -1,4 +1,9 @@
 //! One report request end to end: plan, execute, merge.
+//!
+//! Planning and reading are two steps ([`plan_report`], then
+//! [`Planned::read`]) so that a caller may plan before it knows its
+//! configuration is current: `gather` plans with the layout it read last
+//! while it reads the table's again, and reads only once they agree.
 
 use crate::error::Result;
 use crate::execute::{execute_fresh, Actual, ExecOptions};
@@ -15,9 +20,43 @@ pub struct Gathered {
     pub actual: Actual,
 }
 
-/// Plans `req` on the cheapest exact projection, reads every item of every
-/// query, and merges them per (bucket of the plan's step, `group_by`
-/// values), in the measures of the projection read.
+/// A report planned, not read yet.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub plan: Plan,
+    projections: Projections,
+    group_by: Vec<String>,
+}
+
+/// Plans `req` on the cheapest exact projection (reading the planner's
+/// statistics, nothing of the report's items).
+pub async fn plan_report<T: SortedTable + ?Sized>(
+    table: &T,
+    config: &Config,
+    req: PlanRequest,
+    group_by: Vec<String>,
+    opts: &ExecOptions,
+) -> Result<Planned> {
+    let projections = Projections::new(config).map_err(|e| crate::GatherError::Config(e.to_string()))?;
+    let paced = crate::throttle::Paced::new(table, opts.rcu_per_sec);
+    let plan = plan(&paced, config, &projections, req, &group_by).await?;
+    Ok(Planned { plan, projections, group_by })
+}
+
+impl Planned {
+    /// Reads every item of every query of the plan and merges them per
+    /// (bucket of the plan's step, `group_by` values), in the measures of
+    /// the projection read.
+    pub async fn read<T: SortedTable + ?Sized>(self, table: &T, opts: &ExecOptions) -> Result<Gathered> {
+        let Planned { plan, projections, group_by } = self;
+        let km = projections.by_name(&plan.projection).expect("planned on one of them");
+        let fresh = || Aggregation::new(plan.step, group_by.clone(), km.measures().clone());
+        let (aggregation, actual) = execute_fresh(table, &plan, opts, fresh, |a, item| a.add_item(item)).await?;
+        Ok(Gathered { plan, aggregation, actual })
+    }
+}
+
+/// [`plan_report`], then [`Planned::read`].
 pub async fn gather<T: SortedTable + ?Sized>(
     table: &T,
     config: &Config,
@@ -25,11 +64,5 @@ pub async fn gather<T: SortedTable + ?Sized>(
     group_by: Vec<String>,
     opts: &ExecOptions,
 ) -> Result<Gathered> {
-    let projections = Projections::new(config).map_err(|e| crate::GatherError::Config(e.to_string()))?;
-    let paced = crate::throttle::Paced::new(table, opts.rcu_per_sec);
-    let plan = plan(&paced, config, &projections, req, &group_by).await?;
-    let km = projections.by_name(&plan.projection).expect("planned on one of them");
-    let fresh = || Aggregation::new(plan.step, group_by.clone(), km.measures().clone());
-    let (aggregation, actual) = execute_fresh(table, &plan, opts, fresh, |a, item| a.add_item(item)).await?;
-    Ok(Gathered { plan, aggregation, actual })
+    plan_report(table, config, req, group_by, opts).await?.read(table, opts).await
 }

@@ -17,7 +17,7 @@ use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
 use zigzag_gather::report::{self, RankBy};
 use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
-use zigzag_gather::{check, explain, merge};
+use zigzag_gather::{check, explain, merge, Planned};
 use zigzag_model::layout::{self, Layout};
 use zigzag_model::{Config, MeasureSet, Projections, Rollup, Truth};
 
@@ -209,22 +209,31 @@ struct Common {
     now: Option<String>,
 }
 
+/// The table's layout, if a writer recorded one. This is the table's
+/// first read: if it fails on DynamoDB, a DescribeTable says why when it
+/// can (missing table, other key schema). What it read is cached for the
+/// next report ([`zigzag_app::layout_cache`]).
+async fn stored_layout(store: &StoreArgs, table: &dyn SortedTable) -> Result<Option<Layout>> {
+    match layout::load(table).await.context("reading the table's layout") {
+        Ok(stored) => {
+            if let Some(cache) = store.layout_cache() {
+                cache.write(stored.as_ref());
+            }
+            Ok(stored)
+        }
+        Err(e) => Err(store.explain(e).await),
+    }
+}
+
 /// The configuration to read with: the layout recorded in the table (a
 /// `--config` given must agree with it), or, for a table written before
-/// layouts were recorded, `--config` or the defaults. This is the table's
-/// first read: if it fails on DynamoDB, a DescribeTable says why when it
-/// can (missing table, other key schema).
-async fn layout(store: &StoreArgs, table: &dyn SortedTable, path: Option<&Path>) -> Result<Config> {
-    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
-    let stored = match layout::load(table).await.context("reading the table's layout") {
-        Ok(stored) => stored,
-        Err(e) => return Err(store.explain(e).await),
-    };
+/// layouts were recorded, `--config` or the defaults (`given`).
+fn reader_config(given: &Config, stored: Option<&Layout>, path: Option<&Path>) -> Result<Config> {
     match stored {
-        None => Ok(given),
+        None => Ok(given.clone()),
         Some(stored) => {
             if path.is_some() {
-                let differences = Layout::of(&given).differences(&stored);
+                let differences = Layout::of(given).differences(stored);
                 if !differences.is_empty() {
                     bail!(
                         "--config does not match the layout recorded in the table: {}. Leave --config out to read \
@@ -233,9 +242,17 @@ async fn layout(store: &StoreArgs, table: &dyn SortedTable, path: Option<&Path>)
                     );
                 }
             }
-            Ok(stored.apply(&given))
+            Ok(stored.apply(given))
         }
     }
+}
+
+/// The configuration to read `table` with ([`reader_config`] of the
+/// table's layout).
+async fn layout(store: &StoreArgs, table: &dyn SortedTable, path: Option<&Path>) -> Result<Config> {
+    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
+    let stored = stored_layout(store, table).await?;
+    reader_config(&given, stored.as_ref(), path)
 }
 
 /// The aggregate table and its configuration, for a reader.
@@ -274,11 +291,19 @@ enum Kind {
     Totals,
 }
 
-async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Common, kind: Kind) -> Result<()> {
-    let (table, config) = open(store, config).await?;
-    let config = &config;
+/// A report's request, planned on one configuration.
+struct Prepared {
+    req: PlanRequest,
+    group_by: Vec<String>,
+    opts: ExecOptions,
+    planned: Planned,
+}
+
+/// The report `c` and `kind` ask for, planned on `config` (the planner's
+/// statistics read, none of its items).
+async fn prepare(table: &dyn SortedTable, config: &Config, c: &Common, kind: &Kind) -> Result<Prepared> {
     let set = config.measure_set()?;
-    let needed = match (&kind, c.measures.is_empty()) {
+    let needed = match (kind, c.measures.is_empty()) {
         (_, false) => {
             for m in &c.measures {
                 if set.position(m).is_none() {
@@ -315,11 +340,52 @@ async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Common, kind: K
     if matches!(kind, Kind::Top { .. }) && group_by.is_empty() {
         bail!("top ranks groups: give --group-by FIELD");
     }
-    let opts = exec_options(&c)?;
-    if let Kind::Timeseries { measure: name, .. } | Kind::Top { by: name, .. } = &kind {
+    let opts = exec_options(c)?;
+    if let Kind::Timeseries { measure: name, .. } | Kind::Top { by: name, .. } = kind {
         RankBy::parse(name, &set)?;
     }
-    let g = zigzag_gather::gather(table.as_ref(), config, req.clone(), group_by.clone(), &opts).await?;
+    let planned = zigzag_gather::plan_report(table, config, req.clone(), group_by.clone(), &opts).await?;
+    Ok(Prepared { req, group_by, opts, planned })
+}
+
+/// The table's configuration and the report planned on it. With the
+/// layout this table had last time ([`zigzag_app::layout_cache`]), the report is
+/// planned while the table's layout is read again, one round trip instead
+/// of two, and the plan is kept only if the two layouts are equal;
+/// otherwise it is planned again on the table's.
+async fn plan_on_layout(
+    store: &StoreArgs,
+    table: &dyn SortedTable,
+    path: Option<&Path>,
+    c: &Common,
+    kind: &Kind,
+) -> Result<(Config, Prepared)> {
+    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
+    let cached = store.layout_cache().and_then(|cache| cache.read());
+    let speculative = cached.as_ref().and_then(|l| reader_config(&given, Some(l), path).ok());
+    let stored = match speculative {
+        Some(guess) => {
+            let (stored, prepared) = tokio::join!(stored_layout(store, table), prepare(table, &guess, c, kind));
+            let stored = stored?;
+            if stored.is_some() && stored == cached {
+                return Ok((guess, prepared?));
+            }
+            tracing::debug!("the table's layout is not the cached one: planning again");
+            stored
+        }
+        None => stored_layout(store, table).await?,
+    };
+    let config = reader_config(&given, stored.as_ref(), path)?;
+    let prepared = prepare(table, &config, c, kind).await?;
+    Ok((config, prepared))
+}
+
+async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Common, kind: Kind) -> Result<()> {
+    let table = store.open_aggregates().await?;
+    let (config, Prepared { req, group_by, opts, planned }) =
+        plan_on_layout(store, table.as_ref(), config, &c, &kind).await?;
+    let config = &config;
+    let g = planned.read(table.as_ref(), &opts).await?;
     // Measures by position in the projection read (it may keep fewer).
     let set = g.aggregation.set.clone();
     let rank = match &kind {
