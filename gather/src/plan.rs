@@ -77,6 +77,10 @@ pub struct Plan {
     /// the same round trip) when the planner chose among candidates; None:
     /// `compact::route` reads them.
     pub markers: Option<crate::compact::route::Prefetched>,
+    /// Whether `gather compact` ever folds this projection's bins
+    /// ([`crate::compact::folds`]); if not, a report reads no marker,
+    /// before or after its items.
+    pub compactable: bool,
     /// When a flush last wrote to the items read (the statistics'; ms).
     pub written_at: Option<i64>,
     pub window: Window,
@@ -295,6 +299,7 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         source_reason: "planned on it alone".into(),
         statistics_cost: (0, 0.0),
         markers: None,
+        compactable: crate::compact::folds(km),
         written_at: None,
         window,
         rollup,

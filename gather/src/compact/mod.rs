@@ -24,7 +24,8 @@
 //! read again.
 //!
 //! Projections keyed by a dimension's value (`partition_by`) are not
-//! compacted: their partitions are per value already.
+//! compacted: their partitions are per value already ([`folds`]). A report
+//! on one reads no markers, before or after its items: none can exist.
 
 pub mod marker;
 pub mod route;
@@ -36,6 +37,13 @@ use std::time::Duration;
 use zigzag_core::table::{DeleteRequest, Item, QueryRequest, SortKeyCondition, SortedTable};
 use zigzag_model::stats::{StoredStats, STATS_PK};
 use zigzag_model::{KeyModel, Projections, Rollup};
+
+/// Whether compaction folds `km`'s bins: not a projection keyed by a
+/// dimension's value, whose partitions are per value already. A report on
+/// one it does not fold reads no markers ([`route`]).
+pub fn folds(km: &KeyModel) -> bool {
+    km.partition_dim().is_none()
+}
 
 #[derive(Debug, Clone)]
 pub struct CompactOptions {
@@ -224,7 +232,7 @@ pub async fn compact(
     let mut report = CompactReport { seal: sealed, bins: Vec::new() };
     let mut pending: Vec<(&KeyModel, Rollup, Marker)> = Vec::new();
     for km in projections.iter() {
-        if km.partition_dim().is_some() {
+        if !folds(km) {
             say(format!("projection {}: partitioned by value, not compacted", km.name()));
             continue;
         }

@@ -45,8 +45,12 @@ pub struct Prefetched {
     pub cost: (u64, f64),
 }
 
-/// The first and last bin `plan` reads, if it reads binned boxes.
+/// The first and last bin `plan` reads, if it reads binned boxes of a
+/// projection compaction folds (no other bin ever has a marker).
 fn bin_range(plan: &Plan) -> Option<(i64, i64)> {
+    if !plan.compactable {
+        return None;
+    }
     let bins = plan.boxes.iter().filter_map(|b| b.bin_start);
     Some((bins.clone().min()?, bins.max()?))
 }
@@ -230,5 +234,42 @@ mod tests {
         let again = route(&t, &plan).await.unwrap();
         assert_eq!((again.queries.len(), again.prefix_bins.len()), (2, 0));
         assert_eq!(verify(&t, &plan, &again).await.unwrap(), (0, 0.0));
+    }
+
+    /// A projection keyed by a value is never compacted (`folds`): a report
+    /// on it reads no marker before or after its items, so even a marker
+    /// that should not exist (written by hand here, `deleting`) neither
+    /// routes it nor makes it read again.
+    #[tokio::test]
+    async fn a_report_on_a_projection_keyed_by_a_value_reads_no_markers() {
+        let config = Config::from_toml(
+            "[[projection]]\nname = \"by_country\"\ndimensions = [\"country\"]\nrollups = [\"day\"]\n\
+             partition_by = \"country\"\n",
+        )
+        .unwrap();
+        let km = KeyModel::projection(&config, &config.projections[0]).unwrap();
+        assert!(!crate::compact::folds(&km) && crate::compact::folds(&KeyModel::new(&config).unwrap()));
+        let req = PlanRequest {
+            window: WindowSpec::Absolute { from: T.to_string(), to: (T + DAY).to_string() },
+            rollup: Some(zigzag_model::Rollup::Day),
+            step: None,
+            timeseries: false,
+            filters: crate::filter::FilterSet::parse(&["country=DE".to_string()], &config).unwrap(),
+            now: T + 2 * DAY,
+            source: Default::default(),
+        };
+        let plan = plan_source(&km, req).unwrap();
+        assert!(!plan.compactable);
+        let t = MemoryTable::new();
+        let bin = plan.boxes[0].bin_start.expect("a binned box");
+        let m = Marker { bin_start: bin, state: State::Compacted, items: 1, partials: 1, seal: 0, at_ms: 1_000_000 };
+        t.update(&marker::compacted("by_country", zigzag_model::Rollup::Day, &m)).await.unwrap();
+        t.update(&marker::advance("by_country", zigzag_model::Rollup::Day, bin, State::Deleting)).await.unwrap();
+
+        assert!(prefetch(&t, &[&plan]).await.unwrap().is_empty(), "nothing read beside the statistics");
+        let routed = route(&t, &plan).await.unwrap();
+        assert_eq!(routed.queries, plan.queries, "read from its value's partitions");
+        assert_eq!((routed.prefix_bins.len(), routed.compacted_bins, routed.cost), (0, 0, (0, 0.0)));
+        assert_eq!(verify(&t, &plan, &routed).await.unwrap(), (0, 0.0), "nothing read after the items");
     }
 }
