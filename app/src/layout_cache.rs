@@ -51,16 +51,24 @@ impl LayoutCache {
         }
     }
 
-    /// Records `layout` (None: the table has none; the entry is removed).
-    /// Written to a temporary file and renamed, so that a reader running at
-    /// the same time sees the old entry or the new one, whole.
+    /// Records `layout` (None: the table has none; the entry is removed),
+    /// unless the entry holds it already. Written to a temporary file and
+    /// renamed, so that a reader running at the same time sees the old
+    /// entry or the new one, whole. A new entry beyond [`MAX_ENTRIES`]
+    /// removes the least recently written ones.
     pub fn write(&self, layout: Option<&Layout>) {
         let result = match layout {
             None => match std::fs::remove_file(&self.path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 other => other,
             },
-            Some(layout) => self.replace(&layout.canonical()),
+            Some(layout) => {
+                let text = layout.canonical();
+                match std::fs::read_to_string(&self.path) {
+                    Ok(held) if held == text => Ok(()),
+                    _ => self.replace(&text).and_then(|()| self.prune()),
+                }
+            }
         };
         if let Err(e) = result {
             tracing::debug!(path = %self.path.display(), error = %e, "could not update the layout cache");
@@ -77,7 +85,30 @@ impl LayoutCache {
             let _ = std::fs::remove_file(&tmp);
         })
     }
+
+    /// Keeps the [`MAX_ENTRIES`] most recently written entries of the
+    /// directory (tables come and go: every test's temporary database is
+    /// one).
+    fn prune(&self) -> std::io::Result<()> {
+        let Some(dir) = self.path.parent() else { return Ok(()) };
+        let mut entries: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        if entries.len() <= MAX_ENTRIES {
+            return Ok(());
+        }
+        entries.sort();
+        for (_, path) in &entries[..entries.len() - MAX_ENTRIES] {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(())
+    }
 }
+
+/// The most tables a cache directory keeps an entry for.
+pub const MAX_ENTRIES: usize = 100;
 
 #[cfg(test)]
 mod tests {
@@ -105,5 +136,24 @@ mod tests {
         assert_eq!(b.read(), None, "another table's entry");
         std::fs::write(&a.path, "{not a layout").unwrap();
         assert_eq!(a.read(), None, "a torn or foreign file is ignored");
+    }
+
+    #[test]
+    fn the_directory_keeps_the_most_recently_written_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::of(&Config::default());
+        let entry = |i: usize| LayoutCache::in_dir(dir.path().to_path_buf(), &format!("table {i}"));
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for i in 0..MAX_ENTRIES {
+            entry(i).write(Some(&layout));
+            // Written long ago, the first more so than the rest.
+            let at = if i == 0 { old - std::time::Duration::from_secs(60) } else { old };
+            std::fs::File::options().write(true).open(&entry(i).path).unwrap().set_modified(at).unwrap();
+        }
+        assert!(entry(0).read().is_some(), "at the bound: nothing removed");
+        entry(MAX_ENTRIES).write(Some(&layout));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), MAX_ENTRIES);
+        assert_eq!(entry(0).read(), None, "the least recently written is gone");
+        assert!(entry(1).read().is_some() && entry(MAX_ENTRIES).read().is_some());
     }
 }
