@@ -5,10 +5,10 @@
 //! validating and creating the tables when allowed; readers open the
 //! aggregates without a call.
 
+use crate::layout_cache::LayoutCache;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
-use crate::layout_cache::LayoutCache;
 use zigzag_core::table::SortedTable;
 use zigzag_sqlite::SqliteTable;
 #[cfg(feature = "aws")]

@@ -310,10 +310,8 @@ fn a_cached_layout_plans_a_report_only_while_the_table_still_has_it() {
     };
     let want = |events: &[Event]| brute(events, FROM_MS, TO_MS, None, &[Field::Campaign], |_| true);
 
-    let (narrow, wide) = (
-        zigzag_testkit::fixture::config(2, ScatterMode::Hash),
-        zigzag_testkit::fixture::config(4, ScatterMode::Hash),
-    );
+    let (narrow, wide) =
+        (zigzag_testkit::fixture::config(2, ScatterMode::Hash), zigzag_testkit::fixture::config(4, ScatterMode::Hash));
     let (first, second) = (events(21, 600), events(22, 900));
     write(&narrow, &first);
     totals_equal(&report(), &want(&first));
