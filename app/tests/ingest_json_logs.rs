@@ -80,7 +80,7 @@ fn a_fatal_error_is_the_last_json_event_and_the_log_filter_wins_over_rust_log() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.lines().all(|l| l.contains("\"level\":\"ERROR\"")), "errors only: {stderr}");
-    let last = stderr.lines().filter(|l| !l.trim().is_empty()).last().expect("a last line");
+    let last = stderr.lines().rfind(|l| !l.trim().is_empty()).expect("a last line");
     let e: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
     assert_eq!((e["level"].as_str(), e["fields"]["message"].as_str()), (Some("ERROR"), Some("stopped by an error")));
     let error = e["fields"]["error"].as_str().unwrap();

@@ -78,7 +78,7 @@ pub fn format(d: Duration) -> String {
         return "0s".into();
     }
     for (name, unit) in UNITS.iter().rev() {
-        if ns % unit == 0 {
+        if ns.is_multiple_of(*unit) {
             return format!("{}{name}", ns / unit);
         }
     }

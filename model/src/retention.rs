@@ -101,8 +101,8 @@ impl Retention {
 fn days(d: Duration) -> String {
     let s = d.as_secs();
     match s {
-        _ if s % 86_400 == 0 => format!("{}d", s / 86_400),
-        _ if s % 3_600 == 0 => format!("{}h", s / 3_600),
+        _ if s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+        _ if s.is_multiple_of(3_600) => format!("{}h", s / 3_600),
         _ => format!("{s}s"),
     }
 }

@@ -181,7 +181,7 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
         let rollups: Vec<_> = km.rollups().collect();
         // The planner's statistics, as a flush keeps them (per rollup and bin).
         let mut stats: BTreeMap<(u8, i64), BinStats> = BTreeMap::new();
-        for ((ri, bucket, values), _) in &partials {
+        for (ri, bucket, values) in partials.keys() {
             let r = rollups[*ri as usize];
             let id = KeyModel::identity(values);
             let prefix = km.prefix(id, r, *bucket, 1, flush);

@@ -154,7 +154,7 @@ async fn compaction_under_reports_and_sigkill_is_exact() {
         let _ = c.kill(); // SIGKILL
         let out = c.wait_with_output().unwrap();
         let said = String::from_utf8_lossy(&out.stderr);
-        let last = said.lines().filter(|l| l.starts_with("compact:")).last().unwrap_or("(before its first step)");
+        let last = said.lines().rfind(|l| l.starts_with("compact:")).unwrap_or("(before its first step)");
         eprintln!("killed after {kill_after} ms; its last step: {last}");
     }
     let done = tokio::task::spawn_blocking(move || child().wait_with_output().unwrap()).await.unwrap();

@@ -124,7 +124,7 @@ async fn the_seal_only_rises_and_the_barrier_reads_every_registered_stream() {
     assert_eq!(b.len(), 2, "{b:?}");
     assert!(matches!(&b[0], Blocker::NotAcknowledged { lane: 0, .. }));
     assert!(matches!(&b[1], Blocker::Apart { shard, seal: 1500, .. } if shard == "s1"));
-    assert!(t.update(&acknowledge(0, "someone else", 2000)).await.unwrap().applied() == false, "owner-guarded");
+    assert!(!t.update(&acknowledge(0, "someone else", 2000)).await.unwrap().applied(), "owner-guarded");
     t.update(&acknowledge(0, "a", 2000)).await.unwrap();
     let b = barrier(&t, 2000).await.unwrap();
     assert_eq!(b.len(), 1, "acknowledged: only the shard apart is left: {b:?}");
