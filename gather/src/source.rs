@@ -20,7 +20,8 @@
 //! window's buckets, which ranks a projection below any with more
 //! dimensions over the same ones and is a guess between unrelated ones.
 //! A projection keyed by a dimension's value (`partition_by`) reads the
-//! share of the fixed values (out of the dimension's declared cardinality).
+//! share of the fixed values: out of the values its statistics counted in
+//! each bin, else out of the dimension's declared cardinality.
 //! Items cost their size (from the key and measures) in 4 KB read units,
 //! and each query at least half a unit. `--projection NAME` forces one
 //! (refused, with why, when it is not exact).
@@ -100,10 +101,14 @@ fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics) -> 
         true => (declared_items(config, km, plan), false),
     };
     // Keyed by a dimension's value: only the fixed values' partitions are
-    // read, their share of the items.
+    // read, their share of the items (of the values the statistics
+    // counted, else of the declared cardinality).
     if let Some(d) = km.partition_dim() {
         let fixed = plan.filters.bound_values(&d.name).map_or(1, |v| v.len()) as f64;
-        items *= (fixed / cardinality(config, &d.name)).min(1.0);
+        items = match measured.then(|| stats.items_of_values(km.name(), plan, fixed)).flatten() {
+            Some(of_values) => of_values,
+            None => items * (fixed / cardinality(config, &d.name)).min(1.0),
+        };
     }
     let item_bytes = item_bytes(km);
     let queries = plan.queries.len();

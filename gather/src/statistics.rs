@@ -52,6 +52,22 @@ impl Statistics {
             .sum()
     }
 
+    /// Estimated items of `plan`'s time range in `projection` that `fixed`
+    /// values of the dimension keying its partitions hold: per bin, the
+    /// items' share of that many of the values its statistics counted
+    /// (each value taken as holding the mean). None when a bin read has
+    /// statistics without a count of values (written before they were
+    /// kept, or not keyed by a value).
+    pub fn items_of_values(&self, projection: &str, plan: &Plan, fixed: f64) -> Option<f64> {
+        let mut sum = 0.0;
+        for bin in plan.boxes.iter().filter_map(|b| b.bin_start) {
+            let Some(s) = self.by_sk.get(&stats_sk(projection, plan.rollup, bin)) else { continue };
+            let share = (fixed / s.values? as f64).min(1.0);
+            sum += s.items_between(plan.rollup, bin, plan.window.start, plan.window.end) * share;
+        }
+        Some(sum)
+    }
+
     /// The share of the items of `bin` of `projection`'s `rollup` that
     /// `plan`'s window covers; None without statistics for it.
     pub fn window_share(&self, projection: &str, plan: &Plan, bin: i64) -> Option<f64> {
@@ -99,5 +115,54 @@ async fn read<T: SortedTable + ?Sized>(table: &T, (lo, hi): (Vec<u8>, Vec<u8>)) 
             Some(k) => req.exclusive_start = Some(k),
             None => return Ok(stats),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{plan_source, PlanRequest};
+    use crate::window::WindowSpec;
+    use zigzag_model::{Config, KeyModel, Rollup};
+
+    const DAY: i64 = 86_400_000;
+    const T: i64 = 1_795_132_800_000; // 2026-11-20
+
+    /// A projection keyed by country: a report fixing one country (or
+    /// two) reads that share of the values the statistics counted; a bin
+    /// whose statistics did not count values gives no estimate (the
+    /// planner then falls back on the declared cardinality).
+    #[test]
+    fn a_fixed_value_reads_its_share_of_the_values_counted() {
+        let config = Config::from_toml(
+            "[[projection]]\nname = \"by_country\"\ndimensions = [\"country\"]\nrollups = [\"day\"]\n\
+             partition_by = \"country\"\n",
+        )
+        .unwrap();
+        let km = KeyModel::projection(&config, &config.projections[0]).unwrap();
+        let plan_for = |countries: &[&str]| {
+            let filter = format!("country in {}", countries.join(","));
+            let req = PlanRequest {
+                window: WindowSpec::Absolute { from: T.to_string(), to: (T + DAY).to_string() },
+                rollup: Some(Rollup::Day),
+                step: None,
+                timeseries: false,
+                filters: crate::filter::FilterSet::parse(&[filter], &config).unwrap(),
+                now: T + 2 * DAY,
+                source: Default::default(),
+            };
+            plan_source(&km, req).unwrap()
+        };
+        let bin = Rollup::Day.bin().start_of(T);
+        let stored = |values| StoredStats { items: 1_200, lo: T, hi: T, at_ms: None, slices: vec![], values };
+        let mut stats = Statistics::default();
+        stats.by_sk.insert(stats_sk("by_country", Rollup::Day, bin), stored(Some(12)));
+        let (one, two) = (plan_for(&["DE"]), plan_for(&["DE", "FR"]));
+        assert_eq!(stats.items("by_country", &one), 1_200.0, "every value's items");
+        assert_eq!(stats.items_of_values("by_country", &one, 1.0), Some(100.0));
+        assert_eq!(stats.items_of_values("by_country", &two, 2.0), Some(200.0));
+        assert_eq!(stats.items_of_values("by_country", &one, 40.0), Some(1_200.0), "at most all of them");
+        stats.by_sk.insert(stats_sk("by_country", Rollup::Day, bin), stored(None));
+        assert_eq!(stats.items_of_values("by_country", &one, 1.0), None, "values not counted");
     }
 }

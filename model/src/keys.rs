@@ -262,6 +262,13 @@ impl KeyModel {
         format!("{}#{value}", self.partition_key(prefix, rollup, bin_start))
     }
 
+    /// The value keying a key's partition (`partition_by`), if the
+    /// projection has one: `values` are the text of every dimension, in
+    /// [`dims`](Self::dims) order.
+    pub fn partition_value<'v>(&self, values: &[&'v str]) -> Option<&'v str> {
+        self.partition.and_then(|i| values.get(i).copied())
+    }
+
     /// The partition key of a key's item: `values` are the text of every
     /// dimension, in [`dims`](Self::dims) order.
     pub fn item_partition_key(&self, prefix: u32, rollup: Rollup, bin_start: i64, values: &[&str]) -> String {

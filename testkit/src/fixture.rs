@@ -187,6 +187,9 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
             let prefix = km.prefix(id, r, *bucket, 1, flush);
             let s = stats.entry((*ri, r.bin().start_of(*bucket))).or_insert_with(|| BinStats::new(*bucket));
             s.add(r, prefix, *bucket, id);
+            if let Some(value) = km.partition_value(values) {
+                s.add_value(value);
+            }
         }
         for ((ri, bin), s) in &stats {
             let mut known = None;

@@ -317,6 +317,27 @@ async fn answers_random_reports_as_brute_force_does(layout: String) {
         }
     }
 
+    // Ingest's statistics count the values keying `by_referrer`'s
+    // partitions (40 referrers, in every bin), and only there.
+    let all = zigzag_core::query::run_key_range(
+        &*aggregates,
+        zigzag_core::table::QueryRequest::new(zigzag_model::stats::STATS_PK, zigzag_core::table::SortKeyCondition::Any),
+    )
+    .await
+    .unwrap();
+    let mut keyed = 0;
+    for item in &all.items {
+        let s = zigzag_model::stats::StoredStats::from_item(item).unwrap();
+        if item.sk.starts_with(b"by_referrer#") {
+            let values = s.values.expect("values counted");
+            assert!((28..=52).contains(&values), "40 referrers, p=6 sketch: {values}");
+            keyed += 1;
+        } else {
+            assert_eq!(s.values, None, "{}: not keyed by a value", String::from_utf8_lossy(&item.sk));
+        }
+    }
+    assert!(keyed >= 2, "by_referrer's hour and day bins");
+
     let events = events(&gen);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let (mut answered, mut refused, mut estimated) = (0, 0, 0);

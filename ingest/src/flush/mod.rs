@@ -224,9 +224,16 @@ impl Flusher {
             .collect();
         located.sort_unstable_by_key(|(loc, _, _)| *loc);
         let mut statistics = statistics::FlushStatistics::default();
-        for ((projection, prefix, rollup, bin), key, _) in &located {
+        for ((projection, prefix, rollup, bin), key, (_, names)) in &located {
             let s = statistics.entry((*projection, *rollup, *bin)).or_insert_with(|| BinStats::new(key.bucket));
             s.add(*rollup, *prefix, key.bucket, key.id());
+            let keys = self.projection(*key);
+            if keys.partition_dim().is_some() {
+                let strs: smallvec::SmallVec<[&str; 4]> = names.iter().collect();
+                if let Some(value) = keys.partition_value(&strs) {
+                    s.add_value(value);
+                }
+            }
         }
         // Partitions at once: one for stores that serialize writes
         // (SQLite); many for DynamoDB, whose store bounds the requests in
