@@ -1,0 +1,284 @@
+//! `gather timeseries | top | ratios | totals`: the report's arguments,
+//! the report planned on the table's layout (with the cached one while the
+//! table's is read again: [`plan_on_layout`]), read, ranked and rendered,
+//! and `--explain`.
+
+use super::{reader_config, stored_layout};
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use std::path::{Path, PathBuf};
+use zigzag_app::store::StoreArgs;
+use zigzag_core::query::Strategy;
+use zigzag_core::table::SortedTable;
+use zigzag_gather::execute::{ExecOptions, DEFAULT_CONCURRENCY};
+use zigzag_gather::filter::FilterSet;
+use zigzag_gather::plan::PlanRequest;
+use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
+use zigzag_gather::report::{self, RankBy};
+use zigzag_gather::source::SourceRequest;
+use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
+use zigzag_gather::{explain, merge, Planned};
+use zigzag_model::{Config, MeasureSet, Rollup};
+
+const WHERE_HELP: &str = "Filter, repeatable (AND): FIELD=V, FIELD!=V, 'FIELD in V1,V2', FIELD>=V, FIELD>V, \
+FIELD<=V, FIELD<V. FIELD is a dimension of the table's layout; text compares as UTF-8 bytes, integers as \
+numbers. A value may be quoted (\\\" and \\\\ escape): 'path in \"/a, b\", /c', 'campaign=\"\"'. Filters on \
+indexed dimensions narrow the Z-ranges; all are applied exactly after reading";
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RollupArg {
+    Auto,
+    Minute,
+    Hour,
+    Day,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct Common {
+    /// Window start (inclusive): RFC 3339, YYYY-MM-DD (UTC) or epoch ms
+    #[arg(long, allow_hyphen_values = true)]
+    from: Option<String>,
+    /// Window end (exclusive)
+    #[arg(long, allow_hyphen_values = true)]
+    to: Option<String>,
+    /// Window ending now: 15m, 1h, 7d, 2w ...
+    #[arg(long)]
+    last: Option<String>,
+    /// Rollup to read; auto = the coarsest that gives the step and fits the window
+    #[arg(long, value_enum, default_value = "auto")]
+    rollup: RollupArg,
+    /// Resolution: time-series bucket width, and what --last rounds to (5m, 1h, 1d ...)
+    #[arg(long)]
+    step: Option<String>,
+    #[arg(long = "where", short = 'w', value_name = "EXPR", help = WHERE_HELP)]
+    filters: Vec<String>,
+    /// Group by dimensions: FIELD, or several as FIELD,FIELD
+    #[arg(long, value_name = "FIELDS")]
+    group_by: Vec<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+    /// Print the plan, the estimate and the actual cost (stdout for tables, stderr otherwise)
+    #[arg(long)]
+    explain: bool,
+    /// --explain, and also read the report from every other projection that
+    /// answers it exactly, to show each one's actual cost (costs those reads)
+    #[arg(long)]
+    explain_all: bool,
+    /// Queries in flight at once
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+    concurrency: usize,
+    /// Read budget in RCU per second (paces requests)
+    #[arg(long)]
+    rcu_per_sec: Option<f64>,
+    /// Strongly consistent reads (twice the RCU)
+    #[arg(long)]
+    consistent: bool,
+    /// Z-query strategy: auto (a box of a few exact Z-runs range by range, else page-jump in
+    /// 4 KB read units), naive (one key range), precise (exact sub-ranges, budget 64),
+    /// page-jump (Limit 40), adaptive, elastic
+    #[arg(long, default_value = "auto", value_parser = Strategy::NAMES)]
+    strategy: String,
+    /// Read this projection (a name from the layout, `base` for the base);
+    /// default: the cheapest that answers the report exactly (--explain lists them)
+    #[arg(long, value_name = "NAME")]
+    projection: Option<String>,
+    /// Measures the report needs, comma-separated (a source must keep them);
+    /// default: every measure for totals and time series, the ranked one for top,
+    /// the ratios' for ratios
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    measures: Vec<String>,
+    /// Pretend now is this instant (reproducible --last)
+    #[arg(long, hide = true)]
+    now: Option<String>,
+}
+
+fn now_ms(arg: Option<&str>) -> Result<i64> {
+    match arg {
+        Some(t) => Ok(parse_time("--now", t)?),
+        None => Ok(chrono::Utc::now().timestamp_millis()),
+    }
+}
+
+fn exec_options(c: &Common) -> Result<ExecOptions> {
+    if let Some(r) = c.rcu_per_sec {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--rcu-per-sec {r}: must be a positive number");
+        }
+    }
+    Ok(ExecOptions {
+        concurrency: c.concurrency.max(1),
+        rcu_per_sec: c.rcu_per_sec,
+        consistent: c.consistent,
+        strategy: Strategy::named(&c.strategy)
+            .with_context(|| format!("--strategy {}: one of {}", c.strategy, Strategy::NAMES.join(", ")))?,
+    })
+}
+
+pub(crate) enum Kind {
+    Timeseries { chart: Option<PathBuf>, measure: String },
+    Top { n: usize, by: String },
+    Ratios,
+    Totals,
+}
+
+/// A report's request, planned on one configuration.
+struct Prepared {
+    req: PlanRequest,
+    group_by: Vec<String>,
+    opts: ExecOptions,
+    planned: Planned,
+}
+
+/// The report `c` and `kind` ask for, planned on `config` (the planner's
+/// statistics read, none of its items).
+async fn prepare(table: &dyn SortedTable, config: &Config, c: &Common, kind: &Kind) -> Result<Prepared> {
+    let set = config.measure_set()?;
+    let needed = match (kind, c.measures.is_empty()) {
+        (_, false) => {
+            for m in &c.measures {
+                if set.position(m).is_none() {
+                    bail!("--measures {m}: not a measure of the layout");
+                }
+            }
+            Some(c.measures.clone())
+        }
+        (Kind::Top { by: name, .. }, true) => Some(measures_of(name, &set)?),
+        (Kind::Ratios, true) => Some(
+            set.ratios()
+                .iter()
+                .flat_map(|r| [r.numerator, r.denominator])
+                .map(|i| set.measures()[i].name.clone())
+                .collect(),
+        ),
+        _ => None,
+    };
+    let req = PlanRequest {
+        window: WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?,
+        rollup: match c.rollup {
+            RollupArg::Auto => None,
+            RollupArg::Minute => Some(Rollup::Minute),
+            RollupArg::Hour => Some(Rollup::Hour),
+            RollupArg::Day => Some(Rollup::Day),
+        },
+        step: c.step.as_deref().map(|s| parse_duration("--step", s)).transpose()?,
+        timeseries: matches!(kind, Kind::Timeseries { .. }),
+        filters: FilterSet::parse(&c.filters, config)?,
+        now: now_ms(c.now.as_deref())?,
+        source: SourceRequest { projection: c.projection.clone(), measures: needed },
+    };
+    let group_by = merge::parse_group_by(&c.group_by, config)?;
+    if matches!(kind, Kind::Top { .. }) && group_by.is_empty() {
+        bail!("top ranks groups: give --group-by FIELD");
+    }
+    let opts = exec_options(c)?;
+    if let Kind::Timeseries { measure: name, .. } | Kind::Top { by: name, .. } = kind {
+        RankBy::parse(name, &set)?;
+    }
+    let planned = zigzag_gather::plan_report(table, config, req.clone(), group_by.clone(), &opts).await?;
+    Ok(Prepared { req, group_by, opts, planned })
+}
+
+/// The table's configuration and the report planned on it. With the
+/// layout this table had last time ([`zigzag_app::layout_cache`]), the report is
+/// planned while the table's layout is read again, one round trip instead
+/// of two, and the plan is kept only if the two layouts are equal;
+/// otherwise it is planned again on the table's.
+async fn plan_on_layout(
+    store: &StoreArgs,
+    table: &dyn SortedTable,
+    path: Option<&Path>,
+    c: &Common,
+    kind: &Kind,
+) -> Result<(Config, Prepared)> {
+    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
+    let cached = store.layout_cache().and_then(|cache| cache.read());
+    let speculative = cached.as_ref().and_then(|l| reader_config(&given, Some(l), path).ok());
+    let stored = match speculative {
+        Some(guess) => {
+            let (stored, prepared) = tokio::join!(stored_layout(store, table), prepare(table, &guess, c, kind));
+            let stored = stored?;
+            if stored.is_some() && stored == cached {
+                return Ok((guess, prepared?));
+            }
+            tracing::debug!("the table's layout is not the cached one: planning again");
+            stored
+        }
+        None => stored_layout(store, table).await?,
+    };
+    let config = reader_config(&given, stored.as_ref(), path)?;
+    let prepared = prepare(table, &config, c, kind).await?;
+    Ok((config, prepared))
+}
+
+pub(crate) async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Common, kind: Kind) -> Result<()> {
+    let table = store.open_aggregates().await?;
+    let (config, Prepared { req, group_by, opts, planned }) =
+        plan_on_layout(store, table.as_ref(), config, &c, &kind).await?;
+    let config = &config;
+    let g = planned.read(table.as_ref(), &opts).await?;
+    // Measures by position in the projection read (it may keep fewer).
+    let set = g.aggregation.set.clone();
+    let rank = match &kind {
+        Kind::Timeseries { measure: name, chart: Some(_) } => Some(RankBy::parse(name, &set).with_context(|| {
+            format!("the chart's --measure {name} is not kept by projection {}", g.plan.projection)
+        })?),
+        Kind::Timeseries { measure: name, .. } => RankBy::parse(name, &set).ok(),
+        Kind::Top { by: name, .. } => Some(RankBy::parse(name, &set)?),
+        _ => None,
+    };
+    let report = match (&kind, rank) {
+        (Kind::Top { n, .. }, Some(by)) => report::top(&g.aggregation, *n, by)?,
+        (Kind::Ratios, _) => report::ratios(&g.aggregation)?,
+        (Kind::Totals, _) => report::totals(&g.aggregation),
+        _ => report::timeseries(&g.aggregation, &g.plan.window)?,
+    };
+    let format = match c.format {
+        FormatArg::Table => Format::Table,
+        FormatArg::Csv => Format::Csv,
+        FormatArg::Json => Format::Json,
+    };
+    print!("{}", render(&report, format)?);
+    if let (Kind::Timeseries { chart: Some(path), .. }, Some(m)) = (&kind, rank) {
+        write_chart(&report, &ChartMeasure { name: m.name(&set).to_string(), ratio: m.is_ratio() }, path)?;
+    }
+    if c.explain || c.explain_all {
+        let mut text = explain::explain(&g.plan, &opts, Some(&g.actual));
+        if c.explain_all {
+            let mut others = Vec::new();
+            for cand in g.plan.candidates.iter().filter(|c| c.verdict.is_ok() && !c.chosen) {
+                let mut forced = req.clone();
+                forced.source.projection = Some(cand.projection.clone());
+                let other = zigzag_gather::gather(table.as_ref(), config, forced, group_by.clone(), &opts).await?;
+                others.push((cand.projection.clone(), other.actual));
+            }
+            text.push_str(&explain::compare(&g.plan, &g.actual, &others));
+        }
+        if format == Format::Table {
+            print!("\n{text}");
+        } else {
+            eprint!("{text}");
+        }
+    }
+    Ok(())
+}
+
+/// The measures a measure or ratio name is made of.
+fn measures_of(name: &str, set: &MeasureSet) -> Result<Vec<String>> {
+    if set.position(name).is_some() {
+        return Ok(vec![name.to_string()]);
+    }
+    match set.ratios().iter().find(|r| r.name == name) {
+        Some(r) => Ok([r.numerator, r.denominator].iter().map(|&i| set.measures()[i].name.clone()).collect()),
+        None => {
+            RankBy::parse(name, set)?;
+            bail!("{name} is not a measure or ratio of the layout")
+        }
+    }
+}
