@@ -130,11 +130,17 @@ fn ingest(run: &Run, dir: &Path, dead_to: DeadTo) -> (BTreeMap<u64, String>, Str
     let mut dead = BTreeMap::new();
     // With dead letters on standard output, the run also writes its metrics
     // there in CloudWatch's format: whole lines each, never inside another.
+    // The total under `Stream`, and per reason under `Stream` and `reason`.
     let mut emf_dead_letters = 0;
+    let mut emf_by_reason: BTreeMap<String, u64> = BTreeMap::new();
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         if v.get("_aws").is_some() {
-            emf_dead_letters += v["zigzag_ingest_dead_letters_total"].as_u64().unwrap_or(0);
+            let n = v["zigzag_ingest_dead_letters_total"].as_u64().unwrap_or(0);
+            match v["reason"].as_str() {
+                Some(reason) => *emf_by_reason.entry(reason.to_string()).or_default() += n,
+                None => emf_dead_letters += n,
+            }
             continue;
         }
         let seq: u64 = v["seq"].as_str().and_then(|s| s.parse().ok()).expect("a sequence number");
@@ -142,6 +148,12 @@ fn ingest(run: &Run, dir: &Path, dead_to: DeadTo) -> (BTreeMap<u64, String>, Str
     }
     if let DeadTo::Stdout = dead_to {
         assert_eq!(emf_dead_letters, dead.len() as u64, "the EMF documents count every dead letter");
+        let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
+        for reason in dead.values() {
+            *by_reason.entry(reason.clone()).or_default() += 1;
+        }
+        emf_by_reason.retain(|_, n| *n > 0);
+        assert_eq!(emf_by_reason, by_reason, "the EMF documents count the dead letters of each reason");
     }
     (dead, summary)
 }

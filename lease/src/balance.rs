@@ -29,10 +29,11 @@
 
 use crate::checkpoint::Checkpoint;
 
-/// The most shards one worker holds. An intent's range is at most ~420
+/// The most shards one worker holds. An intent's range is at most 361
 /// bytes (a 128-character shard id, Kinesis's 56-digit sequence numbers in
 /// the checkpoint, apart item sets, the first and last record): 500 of them
-/// fill about half of the 400 KB item (`items.rs`, tested at the bound).
+/// make a lane item of 180,658 bytes, under half of DynamoDB's 400 KB
+/// (`items/size_tests.rs` builds it at the bound).
 pub const MAX_SHARDS_PER_WORKER: usize = 500;
 use crate::items::{IntentState, Lane, ShardLease, ShardRange};
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -14,6 +14,13 @@
 //!   groups, each its group's mean).
 //!
 //! One dimension, `Stream`, so several workers of one stream add up.
+//!
+//! A counter labelled `reason` (dead letters by why they failed) is also
+//! reported per reason, under the dimensions `Stream` and `reason`, in one
+//! more document per reason: its reasons are few, and an alarm must tell
+//! them apart (a late event after `gather compact`, reason `sealed`, is
+//! expected; a malformed record is not). A document has one value per
+//! dimension, hence a document per reason.
 
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_util::registry::{AtomicStorage, Registry};
@@ -52,18 +59,26 @@ impl EmfRecorder {
         }
     }
 
-    /// The document for the interval since the previous one, stamped
-    /// `timestamp_ms`; None when no metric exists yet.
-    pub fn document(&self, timestamp_ms: i64) -> Option<String> {
+    /// The documents for the interval since the previous one, stamped
+    /// `timestamp_ms`: every metric under `Stream`, then one per reason of
+    /// the counters labelled `reason`; none when no metric exists yet.
+    pub fn documents(&self, timestamp_ms: i64) -> Vec<String> {
         let mut values: BTreeMap<String, (Value, &'static str)> = BTreeMap::new();
 
         let mut increases: BTreeMap<String, u64> = BTreeMap::new();
+        // reason -> counter name -> increase.
+        let mut by_reason: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
         {
             let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
             self.registry.visit_counters(|key, counter| {
                 let now = counter.load(Ordering::Relaxed);
                 let before = reported.insert(key.clone(), now).unwrap_or(0);
-                *increases.entry(key.name().to_string()).or_default() += now.saturating_sub(before);
+                let increase = now.saturating_sub(before);
+                *increases.entry(key.name().to_string()).or_default() += increase;
+                if let Some(reason) = key.labels().find(|l| l.key() == REASON) {
+                    let names = by_reason.entry(reason.value().to_string()).or_default();
+                    *names.entry(key.name().to_string()).or_default() += increase;
+                }
             });
         }
         for (name, increase) in increases {
@@ -94,10 +109,27 @@ impl EmfRecorder {
         }
 
         if values.is_empty() {
-            return None;
+            return Vec::new();
         }
+        let mut docs = vec![self.document(timestamp_ms, &[], values)];
+        for (reason, names) in by_reason {
+            let values = names.into_iter().map(|(name, n)| (name, (json!(n), "Count"))).collect();
+            docs.push(self.document(timestamp_ms, &[(REASON, &reason)], values));
+        }
+        docs
+    }
+
+    /// One document: `values` (name -> value, unit) under the `Stream`
+    /// dimension and `extra` ones.
+    fn document(
+        &self,
+        timestamp_ms: i64,
+        extra: &[(&str, &str)],
+        values: BTreeMap<String, (Value, &'static str)>,
+    ) -> String {
         let definitions: Vec<Value> =
             values.iter().map(|(name, (_, unit))| json!({ "Name": name, "Unit": unit })).collect();
+        let dimensions: Vec<&str> = std::iter::once("Stream").chain(extra.iter().map(|(k, _)| *k)).collect();
         let mut doc = Map::new();
         doc.insert(
             "_aws".into(),
@@ -105,18 +137,24 @@ impl EmfRecorder {
                 "Timestamp": timestamp_ms,
                 "CloudWatchMetrics": [{
                     "Namespace": self.options.namespace,
-                    "Dimensions": [["Stream"]],
+                    "Dimensions": [dimensions],
                     "Metrics": definitions,
                 }],
             }),
         );
         doc.insert("Stream".into(), json!(self.options.stream));
+        for (k, v) in extra {
+            doc.insert((*k).into(), json!(v));
+        }
         for (name, (value, _)) in values {
             doc.insert(name, value);
         }
-        Some(Value::Object(doc).to_string())
+        Value::Object(doc).to_string()
     }
 }
+
+/// The label a counter is also reported by.
+const REASON: &str = "reason";
 
 /// Gauges of lag: the worst shard matters, not their sum.
 fn takes_max(name: &str) -> bool {
@@ -169,6 +207,39 @@ mod tests {
         serde_json::from_str(doc).expect("a document is one JSON object")
     }
 
+    /// The interval's document of every metric (the first).
+    fn first(r: &EmfRecorder, timestamp_ms: i64) -> Value {
+        parse(r.documents(timestamp_ms).first().expect("a document"))
+    }
+
+    #[test]
+    fn a_counter_labelled_by_reason_is_also_reported_per_reason_in_a_document_of_its_own() {
+        let r = recorder();
+        metrics::with_local_recorder(&r, || {
+            metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => "malformed_json").increment(3);
+            metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => "sealed").increment(2);
+            metrics::counter!("zigzag_ingest_records_total", "shard" => "a").increment(9);
+        });
+        let docs: Vec<Value> = r.documents(1_000).iter().map(|d| parse(d)).collect();
+        assert_eq!(docs.len(), 3, "every metric, then one per reason: {docs:?}");
+        assert_eq!(docs[0]["zigzag_ingest_dead_letters_total"], 5, "the total stays under Stream alone");
+        for (doc, reason, n) in [(&docs[1], "malformed_json", 3), (&docs[2], "sealed", 2)] {
+            let directive = &doc["_aws"]["CloudWatchMetrics"][0];
+            assert_eq!(directive["Dimensions"], json!([["Stream", "reason"]]));
+            assert_eq!(directive["Metrics"], json!([{ "Name": "zigzag_ingest_dead_letters_total", "Unit": "Count" }]));
+            assert_eq!(doc["Stream"], "clicks");
+            assert_eq!(doc["reason"], reason);
+            assert_eq!(doc["zigzag_ingest_dead_letters_total"], n);
+            assert!(doc.get("zigzag_ingest_records_total").is_none(), "a counter without a reason is not repeated");
+        }
+        metrics::with_local_recorder(&r, || {
+            metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => "sealed").increment(4);
+        });
+        let docs: Vec<Value> = r.documents(2_000).iter().map(|d| parse(d)).collect();
+        assert_eq!(docs[1]["zigzag_ingest_dead_letters_total"], 0, "malformed_json: nothing new");
+        assert_eq!(docs[2]["zigzag_ingest_dead_letters_total"], 4, "sealed: the increase since the last document");
+    }
+
     #[test]
     fn counters_report_their_increase_summed_over_labels() {
         let r = recorder();
@@ -176,14 +247,14 @@ mod tests {
             metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => "json").increment(3);
             metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => "sealed").increment(2);
         });
-        let doc = parse(&r.document(1_000).unwrap());
+        let doc = first(&r, 1_000);
         assert_eq!(doc["zigzag_ingest_dead_letters_total"], 5);
         metrics::with_local_recorder(&r, || {
             metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => "json").increment(1);
         });
-        let doc = parse(&r.document(2_000).unwrap());
+        let doc = first(&r, 2_000);
         assert_eq!(doc["zigzag_ingest_dead_letters_total"], 1, "the increase since the last document");
-        let doc = parse(&r.document(3_000).unwrap());
+        let doc = first(&r, 3_000);
         assert_eq!(doc["zigzag_ingest_dead_letters_total"], 0, "nothing new: zero, not absent");
     }
 
@@ -196,7 +267,7 @@ mod tests {
             metrics::gauge!("zigzag_ingest_millis_behind", "shard" => "a").set(120.0);
             metrics::gauge!("zigzag_ingest_millis_behind", "shard" => "b").set(4_500.0);
         });
-        let doc = parse(&r.document(1_000).unwrap());
+        let doc = first(&r, 1_000);
         assert_eq!(doc["zigzag_ingest_shard_reading"], 2.0);
         assert_eq!(doc["zigzag_ingest_millis_behind"], 4_500.0);
         let defs = doc["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap();
@@ -207,12 +278,12 @@ mod tests {
     #[test]
     fn a_document_declares_every_metric_it_carries_under_the_stream_dimension() {
         let r = recorder();
-        assert_eq!(r.document(0), None, "no metric yet: no document");
+        assert!(r.documents(0).is_empty(), "no metric yet: no document");
         metrics::with_local_recorder(&r, || {
             metrics::counter!("zigzag_ingest_records_total").increment(7);
             metrics::histogram!("zigzag_ingest_flush_seconds").record(0.25);
         });
-        let doc = parse(&r.document(1_795_200_000_000).unwrap());
+        let doc = first(&r, 1_795_200_000_000);
         let aws = &doc["_aws"];
         assert_eq!(aws["Timestamp"], 1_795_200_000_000_i64);
         let directive = &aws["CloudWatchMetrics"][0];

@@ -94,13 +94,16 @@ impl Telemetry {
     }
 }
 
-/// One document as one line on standard output, under its lock (dead
-/// letters sent to standard output are written under it too).
+/// The interval's documents, a line each on standard output, under its
+/// lock (dead letters sent to standard output are written under it too).
 fn write_document(recorder: &EmfRecorder) {
-    if let Some(doc) = recorder.document(chrono::Utc::now().timestamp_millis()) {
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = writeln!(out, "{doc}").and_then(|()| out.flush()) {
-            tracing::warn!(error = %e, "cannot write the EMF metrics document");
-        }
+    let docs = recorder.documents(chrono::Utc::now().timestamp_millis());
+    if docs.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let written = docs.iter().try_for_each(|doc| writeln!(out, "{doc}")).and_then(|()| out.flush());
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "cannot write the EMF metrics documents");
     }
 }
