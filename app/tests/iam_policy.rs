@@ -47,6 +47,7 @@ const BEYOND_THE_SCENARIO: &[(&str, &str, &str, &str)] = &[
 const ROLES: &[(&str, &str, &[&str])] = &[
     ("IngestTaskRole", "ingest", &["Stream", "AggregateTable", "LeaseTable"]),
     ("GatherRole", "gather", &["AggregateTable"]),
+    ("OperatorRole", "operator", &["AggregateTable", "LeaseTable"]),
     ("CompactorRole", "compact", &["AggregateTable", "LeaseTable"]),
     ("LoadgenRole", "loadgen", &["Stream"]),
 ];
@@ -227,6 +228,11 @@ fn scenario(dir: &Path) -> BTreeMap<&'static str, Actions> {
         ),
         ("gather", "gather", vec!["--dynamodb", &name, "check", "--truth", t], true),
         ("gather", "gather", vec!["--dynamodb", &name, "scatter"], true),
+        // An operator reads both tables and writes nothing.
+        ("operator", "ingest", vec!["leases", "--stream", &name, "--dynamodb", &name], true),
+        ("operator", "gather", vec!["--dynamodb", &name, "totals", "--from", "2026-11-19", "--to", "2026-11-21"], true),
+        ("operator", "gather", vec!["--dynamodb", &name, "check", "--truth", t], true),
+        ("operator", "gather", vec!["--dynamodb", &name, "scatter"], true),
         // A missing table: gather explains its failed read with DescribeTable.
         ("gather", "gather", vec!["--dynamodb", "no-such-table", "totals", "--last", "1d"], false),
         (
