@@ -1,10 +1,11 @@
 //! CloudWatch's embedded metric format (EMF): a recorder that keeps every
-//! metric the libraries emit, and [`EmfRecorder::document`], one JSON line
+//! metric the libraries emit, and [`EmfRecorder::documents`], JSON lines
 //! of them for the log (CloudWatch Logs turns it into metrics; no
 //! PutMetricData, no agent, no extra IAM action).
 //!
-//! What a document holds, per metric name (labels are summed away, so a
-//! per-shard label never becomes thousands of CloudWatch metrics):
+//! What an interval's first document holds, per metric name (labels are
+//! summed away, so a per-shard label never becomes thousands of CloudWatch
+//! metrics):
 //! - a counter: its increase since the previous document (Count);
 //! - a gauge: its value now, summed over its labels, except the
 //!   millis-behind gauges, which take the maximum over shards
