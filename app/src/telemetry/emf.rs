@@ -208,9 +208,14 @@ mod tests {
         serde_json::from_str(doc).expect("a document is one JSON object")
     }
 
+    /// The interval's documents, parsed.
+    fn all(r: &EmfRecorder, timestamp_ms: i64) -> Vec<Value> {
+        r.documents(timestamp_ms).iter().map(|d| parse(d)).collect()
+    }
+
     /// The interval's document of every metric (the first).
     fn first(r: &EmfRecorder, timestamp_ms: i64) -> Value {
-        parse(r.documents(timestamp_ms).first().expect("a document"))
+        all(r, timestamp_ms).into_iter().next().expect("a document")
     }
 
     #[test]
@@ -221,7 +226,7 @@ mod tests {
             metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => "sealed").increment(2);
             metrics::counter!("zigzag_ingest_records_total", "shard" => "a").increment(9);
         });
-        let docs: Vec<Value> = r.documents(1_000).iter().map(|d| parse(d)).collect();
+        let docs = all(&r, 1_000);
         assert_eq!(docs.len(), 3, "every metric, then one per reason: {docs:?}");
         assert_eq!(docs[0]["zigzag_ingest_dead_letters_total"], 5, "the total stays under Stream alone");
         for (doc, reason, n) in [(&docs[1], "malformed_json", 3), (&docs[2], "sealed", 2)] {
@@ -236,7 +241,7 @@ mod tests {
         metrics::with_local_recorder(&r, || {
             metrics::counter!("zigzag_ingest_dead_letters_total", "reason" => "sealed").increment(4);
         });
-        let docs: Vec<Value> = r.documents(2_000).iter().map(|d| parse(d)).collect();
+        let docs = all(&r, 2_000);
         assert_eq!(docs[1]["zigzag_ingest_dead_letters_total"], 0, "malformed_json: nothing new");
         assert_eq!(docs[2]["zigzag_ingest_dead_letters_total"], 4, "sealed: the increase since the last document");
     }
