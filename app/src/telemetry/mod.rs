@@ -79,7 +79,7 @@ impl Telemetry {
                 every.tick().await;
                 loop {
                     every.tick().await;
-                    write_document(&recorder);
+                    write_documents(&recorder);
                 }
             });
         }
@@ -89,14 +89,14 @@ impl Telemetry {
     /// (at exit: a final flush's writes are counted too).
     pub fn flush(&self) {
         if let Some((recorder, _)) = &self.emf {
-            write_document(recorder);
+            write_documents(recorder);
         }
     }
 }
 
 /// The interval's documents, a line each on standard output, under its
 /// lock (dead letters sent to standard output are written under it too).
-fn write_document(recorder: &EmfRecorder) {
+fn write_documents(recorder: &EmfRecorder) {
     let docs = recorder.documents(chrono::Utc::now().timestamp_millis());
     if docs.is_empty() {
         return;
