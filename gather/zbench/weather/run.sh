@@ -9,7 +9,8 @@ root=$(cd "$here/../../.." && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/zigzag-target}
 cd "$root"
 cargo build --release --quiet -p zigzag-app --bin gather && cargo build --release --quiet -p zigzag-gather --example weather_csv
-data=${WEATHER_CSV:-$CARGO_TARGET_DIR/weather-300k.csv}
+# v2: rows carry the blog's sort key (timestamp_lat_long), as its items do.
+data=${WEATHER_CSV:-$CARGO_TARGET_DIR/weather-300k-v2.csv}
 if [ ! -s "$data" ]; then
   "$CARGO_TARGET_DIR/release/examples/weather_csv" 300000 1 > "$data.tmp" && mv "$data.tmp" "$data"
 fi
