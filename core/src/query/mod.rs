@@ -103,7 +103,7 @@ impl Strategy {
             "adaptive" => Strategy::Adaptive(AdaptiveConfig::default()),
             "elastic" => Strategy::Elastic(ElasticConfig { start_limit: 32, min_limit: 16, max_limit: 1024 }),
             "auto" => Strategy::Auto(AutoConfig::default()),
-            "costed" => Strategy::Auto(AutoConfig { costed: true, ..AutoConfig::default() }),
+            "costed" => Strategy::Auto(AutoConfig::costed()),
             _ => return None,
         })
     }

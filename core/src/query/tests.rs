@@ -29,15 +29,24 @@ fn strategies() -> Vec<Strategy> {
         Strategy::Elastic(ElasticConfig::default()),
         Strategy::Elastic(ElasticConfig { start_limit: 1, min_limit: 1, max_limit: 4 }),
         Strategy::Auto(AutoConfig::default()),
+        Strategy::Auto(AutoConfig { gap_margin: None, ..AutoConfig::default() }),
         // Read units of a few small items: pages grow, stop at run ends
-        // and read through gaps; no box is read as exact ranges.
-        Strategy::Auto(AutoConfig { probe_limit: 1, exact_ranges: 1, max_limit: 64, unit_bytes: 64, costed: false }),
-        Strategy::Auto(AutoConfig { probe_limit: 2, exact_ranges: 1, max_limit: 16, unit_bytes: 200, costed: false }),
+        // and read through gaps, and one-unit pages stop before gaps (a
+        // margin of 1 places the most such bounds); no box is read as
+        // exact ranges.
+        Strategy::Auto(small(1, 64, 64, false, Some(1))),
+        Strategy::Auto(small(2, 16, 200, false, Some(1))),
+        Strategy::Auto(small(1, 64, 64, false, None)),
         // The cost model's ranges (given expectations below), small units.
-        Strategy::Auto(AutoConfig { costed: true, ..AutoConfig::default() }),
-        Strategy::Auto(AutoConfig { probe_limit: 1, exact_ranges: 1, max_limit: 64, unit_bytes: 64, costed: true }),
-        Strategy::Auto(AutoConfig { probe_limit: 2, exact_ranges: 1, max_limit: 16, unit_bytes: 200, costed: true }),
+        Strategy::Auto(AutoConfig::costed()),
+        Strategy::Auto(small(1, 64, 64, true, Some(1))),
+        Strategy::Auto(small(2, 16, 200, true, None)),
     ]
+}
+
+/// `auto` with small pages and read units (no box read as exact ranges).
+fn small(probe_limit: u32, max_limit: u32, unit_bytes: u32, costed: bool, gap_margin: Option<u32>) -> AutoConfig {
+    AutoConfig { probe_limit, exact_ranges: 1, max_limit, unit_bytes, costed, gap_margin }
 }
 
 /// A query of partition "p", eventually consistent, with no expectation.

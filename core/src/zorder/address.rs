@@ -147,6 +147,45 @@ impl ZAddress {
         Some(z)
     }
 
+    /// `self + n` (`n >= 0`, rounded down), or `cap` when the sum would
+    /// pass it.
+    pub fn saturating_add_f64(&self, n: f64, cap: &Self) -> Self {
+        // NaN and anything under one address: no step.
+        if n.is_nan() || n < 1.0 {
+            return self.clone().min(cap.clone());
+        }
+        let len = self.words.len();
+        let word = 18446744073709551616.0_f64;
+        let mut step = Self::zero(len);
+        let mut rest = n.floor();
+        for i in 0..len {
+            let scale = word.powi((len - 1 - i) as i32);
+            let w = (rest / scale).floor();
+            if w >= word {
+                return cap.clone();
+            }
+            step.words[i] = w as u64;
+            rest = (rest - w * scale).max(0.0);
+        }
+        match self.checked_add(&step) {
+            Some(sum) if sum <= *cap => sum,
+            _ => cap.clone(),
+        }
+    }
+
+    /// `self + other`, or None when it overflows the words.
+    pub fn checked_add(&self, other: &Self) -> Option<Self> {
+        let mut sum = self.clone();
+        let mut carry = false;
+        for (s, &a) in sum.words.iter_mut().rev().zip(other.words.iter().rev()) {
+            let (v1, c1) = s.overflowing_add(a);
+            let (v2, c2) = v1.overflowing_add(carry as u64);
+            *s = v2;
+            carry = c1 || c2;
+        }
+        (!carry).then_some(sum)
+    }
+
     /// `(self - other)` as a float (an estimate for huge spans); `self >= other`.
     pub fn span_f64(&self, other: &Self) -> f64 {
         // Exact up to 2^53, a close estimate beyond: fine for density planning.
@@ -295,6 +334,35 @@ mod tests {
         assert_eq!(z.trailing_zeros(), 3);
         assert_eq!(ZAddress::zero(2).highest_bit(), None);
         assert_eq!(ZAddress::zero(2).trailing_zeros(), 128);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn checked_add_is_u128_addition(a in 0u128..(1 << 100), b in 0u128..(1 << 100)) {
+            let (za, zb) = (ZAddress::from_u128(a, 101), ZAddress::from_u128(b, 101));
+            let sum = za.checked_add(&zb).expect("101 bits fit in two words");
+            proptest::prop_assert_eq!(sum.to_u128(), Some(a + b));
+        }
+
+        #[test]
+        fn saturating_add_f64_steps_by_the_floor_and_stops_at_the_cap(
+            a in 0u128..(1 << 60), n in 0.0f64..1e17, cap in 0u128..(1 << 62),
+        ) {
+            let z = ZAddress::from_u128(a, 64);
+            let got = z.saturating_add_f64(n, &ZAddress::from_u128(cap, 64)).to_u128().unwrap();
+            // Below 2^53 a float is an exact integer count of addresses.
+            let want = if n < 1.0 { a.min(cap) } else { (a + n.floor() as u128).min(cap) };
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn additions_overflowing_the_words_are_refused_or_capped() {
+        let top = ZAddress::ones(128);
+        assert!(top.checked_add(&ZAddress::from_u128(1, 128)).is_none(), "a carry out of the top word");
+        assert_eq!(ZAddress::zero(2).saturating_add_f64(1e40, &top), top, "past 2^128: the cap");
+        let z = ZAddress::from_u128(5, 64);
+        assert_eq!(z.saturating_add_f64(f64::NAN, &top), z, "NaN: no step");
     }
 
     #[test]

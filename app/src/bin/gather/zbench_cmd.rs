@@ -61,7 +61,7 @@ pub async fn zbench_cmd(args: ZbenchArgs) -> Result<()> {
         Strategy::Adaptive(AdaptiveConfig { garbage_per_request: args.garbage, ..Default::default() }),
         Strategy::Elastic(ElasticConfig::default()),
         Strategy::Auto(AutoConfig::default()),
-        Strategy::Auto(AutoConfig { costed: true, ..AutoConfig::default() }),
+        Strategy::Auto(AutoConfig::costed()),
     ];
     let report = zbench::run(&schema, &data, order_by, &queries, &strategies)
         .await
