@@ -12,7 +12,7 @@
 //!   on sparse data.
 //! - **elastic**: see `elastic.rs`; page-jump whose Limit follows how much
 //!   of each page was inside the box.
-//! - **auto**: see `auto.rs`; a box of a few exact runs range by range,
+//! - **auto**: see `auto/`; a box of a few exact runs range by range,
 //!   else page-jump with pages sized in read units from the items seen.
 //! - **costed**: `auto` that first reads the ranges a cost model over the
 //!   partition's expected items picks (`zorder::costed_ranges`), while
