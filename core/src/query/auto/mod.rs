@@ -102,7 +102,7 @@ pub const EVEN: f64 = 3.0;
 /// page to stop before it.
 pub const GAP_MARGIN: u32 = 5;
 
-/// Unbounded pages whose densities place [`gap_bound`]'s gaps.
+/// Unbounded pages whose densities place `gap::gap_bound`'s gaps.
 pub const RECENT_PAGES: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +123,7 @@ pub struct AutoConfig {
     pub costed: bool,
     /// In a needle box, stop a one-unit page before a gap of the box
     /// expected to hold this many times what the page has left of its
-    /// Limit ([`gap_bound`]): fewer items scanned, at the risk of a
+    /// Limit (`gap::gap_bound`): fewer items scanned, at the risk of a
     /// request where the gap held less. None: never.
     pub gap_margin: Option<u32>,
 }
