@@ -136,6 +136,21 @@ proptest! {
     }
 
     #[test]
+    fn volume_in_range_counts_the_inside_addresses_of_the_range(
+        (widths, lo, hi) in small_widths().prop_flat_map(box_in),
+        a in any::<u16>(),
+        b in any::<u16>(),
+    ) {
+        let zb = make_box(&widths, lo, hi);
+        let oracle = Oracle::new(&zb);
+        let n = oracle.inside.len();
+        let (a, b) = (usize::from(a) % n, usize::from(b) % n);
+        let want = if a <= b { oracle.inside[a..=b].iter().filter(|&&i| i).count() } else { 0 };
+        let got = zb.volume_in_range(&ZAddress::from_u128(a as u128, oracle.bits), &ZAddress::from_u128(b as u128, oracle.bits));
+        prop_assert_eq!(got, want as f64, "volume_in_range({}, {}) widths {:?}", a, b, widths);
+    }
+
+    #[test]
     fn garbage_span_is_the_longest_within_budget(
         (widths, lo, hi) in small_widths().prop_flat_map(box_in),
         garbage in 0u32..64,

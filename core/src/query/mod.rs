@@ -34,6 +34,10 @@ pub use elastic::{Elastic, ElasticConfig};
 use crate::table::{Filter, Item, QueryRequest, SortKeyCondition, SortedTable, TableError};
 use crate::zorder::{decompose, ZAddress, ZBox};
 use reader::Reader;
+
+/// The range budget of `precise` as `gather --strategy precise` runs it;
+/// `auto`'s crossing pages stop at the ends of the same cover.
+pub const PRECISE_RANGES: usize = 64;
 use std::fmt;
 use thiserror::Error;
 
@@ -98,7 +102,7 @@ impl Strategy {
     pub fn named(name: &str) -> Option<Strategy> {
         Some(match name {
             "naive" => Strategy::Naive,
-            "precise" => Strategy::Precise { budget: 64 },
+            "precise" => Strategy::Precise { budget: PRECISE_RANGES },
             "page-jump" => Strategy::PageJump { limit: 40 },
             "adaptive" => Strategy::Adaptive(AdaptiveConfig::default()),
             "elastic" => Strategy::Elastic(ElasticConfig { start_limit: 32, min_limit: 16, max_limit: 1024 }),

@@ -218,3 +218,85 @@ fn auto_reads_a_thin_line_of_an_even_partition_within_a_tenth_of_the_best_fixed_
         assert!(auto.rcu <= 1.1 * best, "line {v}: auto {auto} against the best fixed strategy's {best} RCU");
     }
 }
+
+/// Items of ~100 bytes at `z` (`n` of them, kept apart by their suffix
+/// `row..`).
+fn items_at(layout: &Layout, z: u128, n: u32, row: &mut u32) -> Vec<Item> {
+    let bits = layout.total_bits();
+    (0..n)
+        .map(|_| {
+            let mut sk = crate::zorder::ZAddress::from_u128(z, bits).to_bytes(bits);
+            sk.extend_from_slice(&row.to_be_bytes());
+            *row += 1;
+            let mut item = Item::new("p", sk);
+            item.attrs.insert("v".into(), AttrValue::S("x".repeat(100)));
+            item
+        })
+        .collect()
+}
+
+#[test]
+fn a_page_bounded_by_its_run_does_not_buy_a_cluster_hidden_in_a_narrow_gap() {
+    // Every address of the box holds 3 items; one address of a gap between
+    // two of its runs holds 5,000. The density of the runs read says the
+    // gap holds under an item, so a page bounded by its run reads through
+    // it; its Limit (RUN_PAGE_SLACK times the items expected) hands control
+    // back after a few hundred of the cluster's items instead of 4,096.
+    let layout = Arc::new(Layout::new(&[5, 5]).unwrap());
+    let zbox = ZBox::new(layout.clone(), vec![0, 0], vec![20, 12]).unwrap();
+    let runs = crate::zorder::decompose(&zbox, usize::MAX).ranges;
+    let mut row = 0;
+    let mut items = Vec::new();
+    for r in &runs {
+        for z in r.lo.to_u128().unwrap()..=r.hi.to_u128().unwrap() {
+            items.extend(items_at(&layout, z, 3, &mut row));
+        }
+    }
+    let inside = items.len() as u64;
+    let cluster = runs[runs.len() / 2].hi.to_u128().unwrap() + 1;
+    items.extend(items_at(&layout, cluster, 5_000, &mut row));
+    let table = MemoryTable::new();
+    block_on(table.put_batch(items)).unwrap();
+    let q = query(&zbox, Filter::none(), true);
+    let cfg = AutoConfig { exact_ranges: 1, gap_margin: None, ..AutoConfig::default() };
+    let stats = block_on(run_query(&table, &q, &Strategy::Auto(cfg))).unwrap().stats;
+    assert_eq!(stats.returned, inside, "exactly the box's items");
+    let garbage = stats.scanned - stats.returned;
+    assert!(garbage < 1_500, "{garbage} items of the cluster read ({} runs, {stats:?})", runs.len());
+}
+
+#[test]
+fn pages_read_across_gaps_found_empty_and_stop_at_the_gaps_of_precise_cover() {
+    // One value of a dimension: 256 one-address runs of 1-60 items.
+    // The gaps between runs are empty, except the 63 widest (those of
+    // precise's 64-range cover), each of which hides 200 items at one
+    // address. Reading run by run costs a request or two a run; reading
+    // through every gap buys the clusters. Crossing pages read on across
+    // the empty gaps and stop where the cover's ranges end: precise's cost,
+    // with none of the clusters.
+    let layout = Arc::new(Layout::new(&[8, 8]).unwrap());
+    let zbox = ZBox::new(layout.clone(), vec![0, 77], vec![255, 77]).unwrap();
+    let runs = crate::zorder::decompose(&zbox, usize::MAX).ranges;
+    assert_eq!(runs.len(), 256);
+    let cover = crate::zorder::decompose(&zbox, PRECISE_RANGES).ranges;
+    let mut row = 0;
+    let mut items = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        // 1 to 60 items a run, unevenly: the probes do not agree on a
+        // density, so the box is paged rather than read by the cost model.
+        items.extend(items_at(&layout, r.lo.to_u128().unwrap(), 1 + (i as u32 * 37) % 60, &mut row));
+    }
+    let inside = items.len() as u64;
+    for w in cover.windows(2) {
+        items.extend(items_at(&layout, w[0].hi.to_u128().unwrap() + 1, 200, &mut row));
+    }
+    let table = MemoryTable::new();
+    block_on(table.put_batch(items)).unwrap();
+    let q = query(&zbox, Filter::none(), true);
+    let run = |s: &Strategy| block_on(run_query(&table, &q, s)).unwrap().stats;
+    let auto = run(&Strategy::Auto(AutoConfig::default()));
+    let precise = run(&Strategy::named("precise").unwrap());
+    assert_eq!((auto.returned, precise.returned), (inside, inside));
+    assert!(auto.scanned - auto.returned < 200, "a cluster read: {auto:?}");
+    assert!(auto.rcu <= 1.1 * precise.rcu, "auto {auto:?} against precise {precise:?}");
+}

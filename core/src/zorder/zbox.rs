@@ -212,6 +212,26 @@ impl ZBox {
         vol
     }
 
+    /// Number of addresses inside the box among `lo..=hi` (0 when
+    /// `hi < lo`), summed over the aligned blocks that tile the range.
+    pub fn volume_in_range(&self, lo: &ZAddress, hi: &ZAddress) -> f64 {
+        let bits = self.layout.total_bits();
+        let mut vol = 0.0;
+        let mut cur = lo.clone();
+        while cur <= *hi {
+            let mut k = cur.trailing_zeros().min(bits);
+            while k > 0 && block_end(&cur, k) > *hi {
+                k -= 1;
+            }
+            vol += self.volume_in_block(&cur, k);
+            match block_end(&cur, k).checked_next(bits) {
+                Some(next) => cur = next,
+                None => break,
+            }
+        }
+        vol
+    }
+
     /// Classifies the aligned block of `2^k` addresses at `start` against the box.
     pub(crate) fn classify_block(&self, start: &ZAddress, k: u32) -> Overlap {
         let layout = &*self.layout;

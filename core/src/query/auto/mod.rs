@@ -73,8 +73,9 @@
 
 use super::reader::{Next, Reader};
 use super::QueryError;
+use super::PRECISE_RANGES;
 use crate::table::SortedTable;
-use crate::zorder::{costed_ranges, decompose, span_end_within_garbage, CostModel, CostedRange, ZAddress};
+use crate::zorder::{costed_ranges, decompose, span_end_within_garbage, CostModel, CostedRange, ZAddress, ZBox};
 use std::collections::VecDeque;
 
 mod costed;
@@ -104,6 +105,12 @@ pub const GAP_MARGIN: u32 = 5;
 
 /// Unbounded pages whose densities place `gap::gap_bound`'s gaps.
 pub const RECENT_PAGES: usize = 4;
+
+/// A page bounded by its run asks for at most this many times the items
+/// expected in it (at the density of the runs read so far, plus a unit):
+/// a gap it reads through may hold a cluster the density does not show,
+/// and the Limit hands control back before it buys all of it.
+pub const RUN_PAGE_SLACK: f64 = 4.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AutoConfig {
@@ -160,6 +167,11 @@ pub struct Auto {
     /// Items inside the box, and the addresses they were found in, over
     /// the pages bounded by a run's end.
     seen: (f64, f64),
+    /// Pages of several units cross the box's gaps, ended by their Limit
+    /// and the end of the range of precise's cover they are in, rather
+    /// than by the end of their run: a full, useful page crossed a gap,
+    /// so the gaps here hold next to nothing.
+    crossing: bool,
 }
 
 impl Auto {
@@ -187,6 +199,22 @@ fn next_units(units: u32, limit: u32, scanned: u64, useful: u64, max_units: u32)
     }
 }
 
+/// What one page of `auto` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Page {
+    /// One unit, unbounded (or stopped before a gap in a needle box).
+    Probe,
+    /// Several units, bounded by the end of the run it starts in.
+    Run,
+    /// Several units, ended by its Limit or the end of its cover range.
+    Cross,
+}
+
+/// Whether `start..=end` holds an address outside the box.
+fn crosses_gap(zbox: &ZBox, start: &ZAddress, end: &ZAddress) -> bool {
+    end > start && zbox.volume_in_range(start, end) < end.span_f64(start) + 1.0
+}
+
 pub(super) async fn run<T: SortedTable + ?Sized>(
     reader: &mut Reader<'_, T>,
     cfg: &AutoConfig,
@@ -203,6 +231,9 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
         }
         return Ok(());
     }
+    // The ranges precise reads: crossing pages stop at their ends, so
+    // that the box's widest gaps, which may hold dense data, are jumped.
+    let cover = decompose(zbox, PRECISE_RANGES).ranges;
     let mut lo = zbox.min().clone();
     let mut after: Option<Vec<u8>> = None;
     // What the partition holds is known: the ranges a cost model over it
@@ -258,15 +289,27 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
                 }
             }
         }
-        let limit = match state.unit {
+        let kind = match (state.units > 1, state.crossing) {
+            (false, _) => Page::Probe,
+            (true, false) => Page::Run,
+            (true, true) => Page::Cross,
+        };
+        let mut limit = match state.unit {
             // Bounded below: its bound, not its Limit, ends it.
-            Some(_) if state.units > 1 => cfg.max_limit,
+            Some(_) if kind == Page::Run => cfg.max_limit,
             Some(u) => u.saturating_mul(state.units).min(cfg.max_limit),
             None => cfg.probe_limit,
         };
-        // A page of several units stops at the end of the box's run it is
-        // in: past it, it would buy garbage by the unit.
-        let hi = if state.units > 1 {
+        let hi = if kind == Page::Cross {
+            bounded_from = None;
+            let from = match &after {
+                Some(k) => reader.z_of(k)?,
+                None => lo.clone(),
+            };
+            cover.iter().find(|r| r.hi >= from).map_or_else(|| zbox.max().clone(), |r| r.hi.clone())
+        } else if kind == Page::Run {
+            // A page of several units stops at the end of the box's run it
+            // is in: past it, it would buy garbage by the unit.
             let from = match &after {
                 Some(k) => reader.z_of(k)?,
                 None => lo.clone(),
@@ -279,7 +322,12 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
                 _ => 0.0,
             };
             bounded_from = Some(from.clone());
-            span_end_within_garbage(zbox, &from, zbox.max(), gap)
+            let end = span_end_within_garbage(zbox, &from, zbox.max(), gap);
+            if let (Some(u), Some(rho)) = (state.unit, state.density()) {
+                let expected = rho * zbox.volume_in_range(&from, &end) + f64::from(u);
+                limit = (RUN_PAGE_SLACK * expected).ceil().clamp(f64::from(u), f64::from(cfg.max_limit)) as u32;
+            }
+            end
         } else {
             bounded_from = None;
             // Stop before a gap the page would have ended in anyway: its
@@ -304,7 +352,7 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
         let last = reader.page(&lo, &hi, after.take(), Some(limit)).await?;
         let now = reader.stats();
         let scanned = now.scanned - before.scanned;
-        if let (None, Some(k)) = (&bounded_from, &last) {
+        if let (Page::Probe, Some(k)) = (kind, &last) {
             if scanned >= u64::from(limit) && state.unit.is_some() {
                 let span = reader.z_of(k)?.span_f64(&start) + 1.0;
                 probed.0 += 1;
@@ -314,7 +362,7 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
                 spread = (spread.0.min(density), spread.1.max(density));
             }
         }
-        if bounded_from.is_none() && state.unit.is_some() {
+        if kind == Page::Probe && state.unit.is_some() {
             let end = match &last {
                 Some(k) => reader.z_of(k)?,
                 None => hi.clone(),
@@ -330,6 +378,18 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
             let max_units = (cfg.max_limit / unit).max(1);
             let (scanned, useful) = (now.scanned - before.scanned, now.returned - before.returned);
             state.units = next_units(state.units, limit, scanned, useful, max_units);
+            if scanned >= u64::from(limit) && useful * 4 >= scanned * 3 {
+                // Full and useful: across gaps, if it crossed one (a page
+                // bounded by its run keeps to runs).
+                if kind != Page::Run {
+                    state.crossing = match &last {
+                        Some(k) => crosses_gap(zbox, &start, &reader.z_of(k)?),
+                        None => false,
+                    };
+                }
+            } else if useful * 4 < scanned {
+                state.crossing = false;
+            }
         }
         if let Some(from) = &bounded_from {
             // Items per address of the runs read so far, from what this
@@ -344,9 +404,14 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
         let next = match last {
             Some(last) => reader.after_page(last)?,
             // The run is read. Where the next one starts and how full it
-            // is are unknown: one unit, unbounded, looks for it.
+            // is are unknown: one unit, unbounded, looks for it. A crossing
+            // page that read its cover range's end goes on to the next
+            // range as it was, unless the range held under a unit.
             None => {
-                state.units = 1;
+                if !(kind == Page::Cross && state.unit.is_some_and(|u| scanned >= u64::from(u))) {
+                    state.units = 1;
+                    state.crossing = false;
+                }
                 reader.past(&hi)
             }
         };
