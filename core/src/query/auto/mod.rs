@@ -91,7 +91,9 @@ use super::reader::{Next, Reader};
 use super::QueryError;
 use super::PRECISE_RANGES;
 use crate::table::SortedTable;
-use crate::zorder::{costed_ranges, decompose, span_end_within_garbage, CostModel, CostedRange, ZAddress, ZBox};
+use crate::zorder::{
+    costed_ranges, decompose, span_end_within_garbage, CostModel, CostedRange, ZAddress, ZBox, ZRange,
+};
 use std::collections::VecDeque;
 
 mod costed;
@@ -247,9 +249,10 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
         }
         return Ok(());
     }
-    // The ranges precise reads: crossing pages stop at their ends, so
-    // that the box's widest gaps, which may hold dense data, are jumped.
-    let cover = decompose(zbox, PRECISE_RANGES).ranges;
+    // The ranges precise reads (once a crossing page needs them):
+    // crossing pages stop at their ends, so that the box's widest gaps,
+    // which may hold dense data, are jumped.
+    let mut cover: Option<Vec<ZRange>> = None;
     let mut lo = zbox.min().clone();
     let mut after: Option<Vec<u8>> = None;
     // What the partition holds is known: the ranges a cost model over it
@@ -311,7 +314,8 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
             (true, true) => Page::Cross,
         };
         let mut limit = match state.unit {
-            // Bounded below: its bound, not its Limit, ends it.
+            // Bounded below: its bound ends it; its Limit, once the runs'
+            // density is known, only guards against a cluster in a gap.
             Some(_) if kind == Page::Run => cfg.max_limit,
             Some(u) => u.saturating_mul(state.units).min(cfg.max_limit),
             None => cfg.probe_limit,
@@ -322,6 +326,7 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
                 Some(k) => reader.z_of(k)?,
                 None => lo.clone(),
             };
+            let cover = cover.get_or_insert_with(|| decompose(zbox, PRECISE_RANGES).ranges);
             cover.iter().find(|r| r.hi >= from).map_or_else(|| zbox.max().clone(), |r| r.hi.clone())
         } else if kind == Page::Run {
             // A page of several units stops at the end of the box's run it
