@@ -270,7 +270,6 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
             }
         }
     }
-    let mut bounded_from: Option<ZAddress>;
     // Densities (items per address) of the last unbounded pages, and the
     // items each found inside the box.
     let mut recent: VecDeque<(f64, u64)> = VecDeque::new();
@@ -320,54 +319,39 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
             Some(u) => u.saturating_mul(state.units).min(cfg.max_limit),
             None => cfg.probe_limit,
         };
-        let hi = if kind == Page::Cross {
-            bounded_from = None;
-            let from = match &after {
-                Some(k) => reader.z_of(k)?,
-                None => lo.clone(),
-            };
-            let cover = cover.get_or_insert_with(|| decompose(zbox, PRECISE_RANGES).ranges);
-            cover.iter().find(|r| r.hi >= from).map_or_else(|| zbox.max().clone(), |r| r.hi.clone())
-        } else if kind == Page::Run {
-            // A page of several units stops at the end of the box's run it
-            // is in: past it, it would buy garbage by the unit.
-            let from = match &after {
-                Some(k) => reader.z_of(k)?,
-                None => lo.clone(),
-            };
-            // Gaps where under a unit of items is expected (at the density
-            // of the runs read so far) are read through rather than paid
-            // for with another request and its rounding.
-            let gap = match (state.unit, state.density()) {
-                (Some(u), Some(rho)) => f64::from(u) / rho,
-                _ => 0.0,
-            };
-            bounded_from = Some(from.clone());
-            let end = span_end_within_garbage(zbox, &from, zbox.max(), gap);
-            if let (Some(u), Some(rho)) = (state.unit, state.density()) {
-                let expected = rho * zbox.volume_in_range(&from, &end) + f64::from(u);
-                limit = (RUN_PAGE_SLACK * expected).ceil().clamp(f64::from(u), f64::from(cfg.max_limit)) as u32;
-            }
-            end
-        } else {
-            bounded_from = None;
-            // Stop before a gap the page would have ended in anyway: its
-            // items are saved for no request.
-            let bound = match (state.unit, cfg.gap_margin, gap_density(&recent)) {
-                (Some(u), Some(m), Some(rho)) if probed.0 > 0 => {
-                    let from = match &after {
-                        Some(k) => reader.z_of(k)?,
-                        None => lo.clone(),
-                    };
-                    gap_bound(zbox, &from, f64::from(u), rho, f64::from(m))
-                }
-                _ => None,
-            };
-            bound.unwrap_or_else(|| zbox.max().clone())
-        };
+        // Where this page starts: after the last key, or at `lo`.
         let start = match &after {
             Some(k) => reader.z_of(k)?,
             None => lo.clone(),
+        };
+        let hi = match kind {
+            Page::Cross => {
+                let cover = cover.get_or_insert_with(|| decompose(zbox, PRECISE_RANGES).ranges);
+                cover.iter().find(|r| r.hi >= start).map_or_else(|| zbox.max().clone(), |r| r.hi.clone())
+            }
+            // A page of several units stops at the end of the box's run it
+            // is in: past it, it would buy garbage by the unit. Gaps where
+            // under a unit of items is expected (at the density of the runs
+            // read so far) are read through rather than paid for with
+            // another request and its rounding.
+            Page::Run => match (state.unit, state.density()) {
+                (Some(u), Some(rho)) => {
+                    let end = span_end_within_garbage(zbox, &start, zbox.max(), f64::from(u) / rho);
+                    let expected = rho * zbox.volume_in_range(&start, &end) + f64::from(u);
+                    limit = (RUN_PAGE_SLACK * expected).ceil().clamp(f64::from(u), f64::from(cfg.max_limit)) as u32;
+                    end
+                }
+                _ => span_end_within_garbage(zbox, &start, zbox.max(), 0.0),
+            },
+            // Stop before a gap the page would have ended in anyway: its
+            // items are saved for no request.
+            Page::Probe => match (state.unit, cfg.gap_margin, gap_density(&recent)) {
+                (Some(u), Some(m), Some(rho)) if probed.0 > 0 => {
+                    gap_bound(zbox, &start, f64::from(u), rho, f64::from(m))
+                }
+                _ => None,
+            }
+            .unwrap_or_else(|| zbox.max().clone()),
         };
         let before = *reader.stats();
         let last = reader.page(&lo, &hi, after.take(), Some(limit)).await?;
@@ -412,7 +396,7 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
                 state.crossing = false;
             }
         }
-        if let Some(from) = &bounded_from {
+        if kind == Page::Run {
             // Items per address of the runs read so far, from what this
             // page covered: up to its last key, or its whole range.
             let end = match &last {
@@ -420,7 +404,7 @@ pub(super) async fn run<T: SortedTable + ?Sized>(
                 None => hi.clone(),
             };
             state.seen.0 += (now.returned - before.returned) as f64;
-            state.seen.1 += end.span_f64(from) + 1.0;
+            state.seen.1 += end.span_f64(&start) + 1.0;
         }
         let next = match last {
             Some(last) => reader.after_page(last)?,
