@@ -79,7 +79,10 @@
 //! its RCU summed 2.2 % under the best fixed strategy's per query. Not
 //! every query: small boxes where naive's one request wins, and boxes
 //! where precise's or elastic's page sizes happen to fit, miss by
-//! 1.1-1.33x. `costed` (the model from the statistics' item count at once)
+//! 1.1-1.33x. No strategy can be within 1.1x on every query: two
+//! partitions with the same statistics that no first request tells apart
+//! put each over it on one (the end of the strategies bench).
+//! `costed` (the model from the statistics' item count at once)
 //! is 1,022 within but worst 2.00x; on the demo store's aggregates
 //! (constant string prefixes, a day of data in a month's bin) it costs up
 //! to a sixth more than `auto` on some reports, so the default learns the
