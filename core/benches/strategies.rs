@@ -176,10 +176,6 @@ struct Row {
 }
 
 async fn run(table: &MemoryTable, zbox: &ZBox, name: &str, expected: Option<Expected>) -> Row {
-    run_on((table, expected), zbox, name).await
-}
-
-async fn run_on((table, expected): (&MemoryTable, Option<Expected>), zbox: &ZBox, name: &str) -> Row {
     let q = ZQuery { pk: PK.into(), zbox, filter: Filter::default(), suffixed: true, consistent: false, expected };
     let strategy = Strategy::named(name).expect("a strategy");
     let out = run_query(table, &q, &strategy).await.expect("query");
@@ -352,8 +348,8 @@ async fn indistinguishable_pair() {
     for name in names {
         // Only auto and costed are given the statistics, as in the table.
         let stats = (!FIXED.contains(&name)).then_some(few.1);
-        let a = run_on((&few.0, stats), &zbox, name).await;
-        let b = run_on((&garbage.0, stats), &zbox, name).await;
+        let a = run(&few.0, &zbox, name, stats).await;
+        let b = run(&garbage.0, &zbox, name, stats).await;
         assert_eq!((a.returned, b.returned), (17, 16), "{name} reads every item of the box");
         costs.push((name, a.rcu, b.rcu));
     }
