@@ -153,21 +153,11 @@ where
     let paced = Paced::new(table, opts.rcu_per_sec);
     let paced = &paced;
     let routed = crate::compact::route::route(paced, plan).await?;
-    let runs = stream::iter(routed.queries.iter())
-        .map(|q| async move {
-            let zq = ZQuery {
-                pk: q.pk.clone(),
-                zbox: &plan.boxes[q.box_index].zbox,
-                filter: plan.server_filter.clone(),
-                suffixed: true,
-                consistent: opts.consistent || q.consistent,
-                expected: expected(plan, q),
-            };
-            run_query(paced, &zq, strategy_for(plan, q, opts))
-                .await
-                .map_err(|source| GatherError::Query { pk: q.pk.clone(), source })
-        })
-        .buffer_unordered(opts.concurrency.max(1));
+    // The futures made first: a stream holding the closure that makes them
+    // is not `Send` for every lifetime (rust-lang/rust#110338), which a
+    // server on a multi-threaded runtime needs. They start when polled.
+    let reads: Vec<_> = routed.queries.iter().map(|q| read_query(paced, plan, q, opts)).collect();
+    let runs = stream::iter(reads).buffer_unordered(opts.concurrency.max(1));
     futures::pin_mut!(runs);
     // Read whole by `strategy_for`'s rule (not because naive was asked).
     let whole = match opts.strategy {
@@ -194,6 +184,24 @@ where
     actual.retries = paced.retries();
     actual.wall = t0.elapsed();
     Ok(actual)
+}
+
+/// One planned query read.
+async fn read_query<T: SortedTable + ?Sized>(
+    paced: &Paced<'_, T>,
+    plan: &Plan,
+    q: &PlannedQuery,
+    opts: &ExecOptions,
+) -> Result<zigzag_core::query::QueryOutcome> {
+    let zq = ZQuery {
+        pk: q.pk.clone(),
+        zbox: &plan.boxes[q.box_index].zbox,
+        filter: plan.server_filter.clone(),
+        suffixed: true,
+        consistent: opts.consistent || q.consistent,
+        expected: expected(plan, q),
+    };
+    run_query(paced, &zq, strategy_for(plan, q, opts)).await.map_err(|source| GatherError::Query { pk: q.pk.clone(), source })
 }
 
 #[cfg(test)]

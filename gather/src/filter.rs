@@ -40,7 +40,40 @@ pub enum Op {
     Gt(String),
     Le(String),
     Lt(String),
+    /// The whole value matches (`gather serve`'s `=~`); applied after reading.
+    Matches(Pattern),
+    /// The whole value does not match (`!~`).
+    NotMatches(Pattern),
 }
+
+/// A regular expression matched against a whole value (anchored, as
+/// PromQL's `=~` is), equal to another by its text.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    pub text: String,
+    anchored: regex::Regex,
+}
+
+impl Pattern {
+    /// `text` anchored at both ends; an error says why it is not a regex.
+    pub fn new(text: &str) -> std::result::Result<Pattern, String> {
+        regex::Regex::new(&format!("^(?:{text})$"))
+            .map(|anchored| Pattern { text: text.to_string(), anchored })
+            .map_err(|e| format!("{text:?} is not a regular expression: {e}"))
+    }
+
+    pub fn is_match(&self, v: &str) -> bool {
+        self.anchored.is_match(v)
+    }
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for Pattern {}
 
 /// One parsed `--where` expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +122,7 @@ impl Predicate {
         match &self.op {
             Op::Eq(x) | Op::Ne(x) | Op::Ge(x) | Op::Gt(x) | Op::Le(x) | Op::Lt(x) => vec![x],
             Op::In(xs) => xs.iter().collect(),
+            Op::Matches(_) | Op::NotMatches(_) => Vec::new(),
         }
     }
 
@@ -107,6 +141,8 @@ impl Predicate {
                     Op::Gt(x) => cmp(x) == Some(Greater),
                     Op::Le(x) => matches!(cmp(x), Some(Less | Equal)),
                     Op::Lt(x) => cmp(x) == Some(Less),
+                    Op::Matches(p) => p.is_match(&n.normalize().to_string()),
+                    Op::NotMatches(p) => !p.is_match(&n.normalize().to_string()),
                 }
             }
             _ => false,
@@ -124,6 +160,8 @@ impl Predicate {
             Op::Gt(x) => v > x.as_bytes(),
             Op::Le(x) => v <= x.as_bytes(),
             Op::Lt(x) => v < x.as_bytes(),
+            Op::Matches(p) => std::str::from_utf8(v).is_ok_and(|v| p.is_match(v)),
+            Op::NotMatches(p) => !std::str::from_utf8(v).is_ok_and(|v| p.is_match(v)),
         }
     }
 
@@ -159,7 +197,7 @@ impl Predicate {
             Op::In(xs) => Some(Test::In(xs.iter().map(s).collect())),
             Op::Ge(x) | Op::Gt(x) => Some(Test::Ge(s(x))),
             Op::Le(x) | Op::Lt(x) => Some(Test::Le(s(x))),
-            Op::Ne(_) => None,
+            Op::Ne(_) | Op::Matches(_) | Op::NotMatches(_) => None,
         }
     }
 }

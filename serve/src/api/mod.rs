@@ -1,0 +1,371 @@
+//! The Prometheus HTTP API over an [`Engine`]: the routes Grafana's
+//! built-in Prometheus data source and `promtool` call, GET and POST alike,
+//! with Prometheus's response shapes (`status`, `data`, `warnings`,
+//! `infos`; `errorType` + `error` on failure). Every request is
+//! authenticated (when a token is set), bounded in time and counted
+//! against the server's query slots.
+
+mod params;
+
+use crate::engine::{Answer, Engine, MAX_STEPS};
+use crate::error::{Result, ServeError};
+use crate::eval::Order;
+use crate::series::{format_time, format_value, Labels, Value};
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use futures::FutureExt;
+pub use params::{parse_duration, parse_time, Params};
+use serde_json::{json, Map, Value as Json};
+use std::sync::Arc;
+use std::time::Duration;
+use subtle::ConstantTimeEq;
+use tokio::sync::Semaphore;
+
+/// The Prometheus API version whose shapes and semantics this serves
+/// (what `/api/v1/status/buildinfo` reports as `version`, so Grafana
+/// enables the features that version has).
+pub const PROMETHEUS_API_VERSION: &str = "2.42.0";
+
+/// A window label and series lookups read when none is given.
+const DEFAULT_LOOKBACK_MS: i64 = 6 * 3_600_000;
+
+/// The server's settings beyond the engine's.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Bearer token every request must carry (None: open).
+    pub token: Option<String>,
+    /// Queries evaluated at once; more are refused (429).
+    pub max_queries: usize,
+    /// A query's time limit (503 `timeout` past it).
+    pub timeout: Duration,
+    /// Log each query's plan (`gather --explain`'s text).
+    pub explain: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions { token: None, max_queries: 16, timeout: Duration::from_secs(30), explain: false }
+    }
+}
+
+pub struct Server {
+    pub engine: Arc<Engine>,
+    options: ServerOptions,
+    slots: Semaphore,
+}
+
+impl Server {
+    pub fn new(engine: Arc<Engine>, options: ServerOptions) -> Arc<Server> {
+        let slots = Semaphore::new(options.max_queries.max(1));
+        Arc::new(Server { engine, options, slots })
+    }
+
+    fn authorize(&self, headers: &HeaderMap) -> Result<()> {
+        let Some(token) = &self.options.token else { return Ok(()) };
+        let given = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        match given.as_bytes().ct_eq(token.as_bytes()).into() {
+            true => Ok(()),
+            false => Err(ServeError::Unauthorized),
+        }
+    }
+
+    /// Runs `work` in a query slot, within the time limit (the request's
+    /// `timeout` if shorter); a panic is answered, not a dropped connection.
+    async fn bounded<T>(&self, params: &Params, work: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let _slot = self.slots.try_acquire().map_err(|_| ServeError::Busy(self.options.max_queries))?;
+        let limit = match params.duration("timeout")? {
+            Some(ms) if ms > 0 => self.options.timeout.min(Duration::from_millis(ms as u64)),
+            _ => self.options.timeout,
+        };
+        match tokio::time::timeout(limit, std::panic::AssertUnwindSafe(work).catch_unwind()).await {
+            Err(_) => Err(ServeError::Timeout(limit)),
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(ServeError::Execution("internal error while evaluating the query (a bug)".into())),
+        }
+    }
+}
+
+/// The API's routes.
+pub fn router(server: Arc<Server>) -> Router {
+    Router::new()
+        .route("/api/v1/query", get(query).post(query))
+        .route("/api/v1/query_range", get(query_range).post(query_range))
+        .route("/api/v1/labels", get(labels).post(labels))
+        .route("/api/v1/label/{name}/values", get(label_values))
+        .route("/api/v1/series", get(series).post(series))
+        .route("/api/v1/metadata", get(metadata))
+        .route("/api/v1/format_query", get(format_query).post(format_query))
+        .route("/api/v1/status/buildinfo", get(buildinfo))
+        .route("/api/v1/query_exemplars", get(empty_list).post(empty_list))
+        .route("/api/v1/rules", get(rules))
+        .route("/api/v1/status/flags", get(flags))
+        .route("/-/healthy", get(|| async { "Zigzag gather serve is Healthy.\n" }))
+        .route("/-/ready", get(|| async { "Zigzag gather serve is Ready.\n" }))
+        .fallback(|| async { error(ServeError::NotFound) })
+        .with_state(server)
+}
+
+fn success(data: Json, warnings: &[String], infos: &[String]) -> Response {
+    let mut body = Map::new();
+    body.insert("status".into(), json!("success"));
+    body.insert("data".into(), data);
+    if !warnings.is_empty() {
+        body.insert("warnings".into(), json!(warnings));
+    }
+    if !infos.is_empty() {
+        body.insert("infos".into(), json!(infos));
+    }
+    (StatusCode::OK, axum::Json(Json::Object(body))).into_response()
+}
+
+fn error(e: ServeError) -> Response {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
+    let body = json!({"status": "error", "errorType": e.error_type(), "error": e.to_string()});
+    (status, axum::Json(body)).into_response()
+}
+
+fn respond(r: Result<Response>) -> Response {
+    r.unwrap_or_else(error)
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn labels_json(l: &Labels) -> Json {
+    Json::Object(l.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+}
+
+fn sample(t: i64, x: f64) -> Json {
+    json!([format_time(t), format_value(x)])
+}
+
+/// An instant query's answer: a vector or a scalar.
+fn instant_data(a: &Answer) -> Json {
+    let t = a.ts[0];
+    match &a.value {
+        Value::Scalar(s) => json!({"resultType": "scalar", "result": sample(t, s[0])}),
+        Value::Vector(v) => {
+            let mut rows: Vec<(&Labels, f64)> = v.at(0).collect();
+            match a.order {
+                Order::Labels => {}
+                Order::Ascending => rows.sort_by(|x, y| x.1.total_cmp(&y.1)),
+                Order::Descending => rows.sort_by(|x, y| y.1.total_cmp(&x.1)),
+            }
+            let result: Vec<Json> =
+                rows.into_iter().map(|(l, x)| json!({"metric": labels_json(l), "value": sample(t, x)})).collect();
+            json!({"resultType": "vector", "result": result})
+        }
+    }
+}
+
+/// A range query's answer: always a matrix (a scalar is one series
+/// without labels).
+fn range_data(a: &Answer) -> Json {
+    let series = |l: &Labels, xs: &[Option<f64>]| {
+        let values: Vec<Json> =
+            a.ts.iter().zip(xs).filter_map(|(t, x)| x.map(|x| sample(*t, x))).collect();
+        json!({"metric": labels_json(l), "values": values})
+    };
+    let result: Vec<Json> = match &a.value {
+        Value::Scalar(s) => {
+            let xs: Vec<Option<f64>> = s.iter().map(|x| Some(*x)).collect();
+            vec![series(&Labels::new(), &xs)]
+        }
+        Value::Vector(v) => v.series.iter().map(|(l, xs)| series(l, xs)).collect(),
+    };
+    json!({"resultType": "matrix", "result": result})
+}
+
+fn params_of(raw: Option<String>, body: &Bytes) -> Params {
+    Params::new(raw.as_deref(), body)
+}
+
+impl Server {
+    fn log_plans(&self, text: &str, a: &Answer) {
+        if self.options.explain {
+            for plan in &a.report.explain {
+                tracing::info!(query = text, "plan:\n{plan}");
+            }
+        }
+        tracing::debug!(query = text, requests = a.report.requests, rcu = a.report.rcu, "answered");
+    }
+}
+
+async fn query(State(s): State<Arc<Server>>, headers: HeaderMap, RawQuery(raw): RawQuery, body: Bytes) -> Response {
+    respond(
+        async {
+            s.authorize(&headers)?;
+            let p = params_of(raw, &body);
+            let text = p.required("query")?.to_string();
+            let now = now_ms();
+            let t = p.time("time")?.unwrap_or(now);
+            let a = s.bounded(&p, s.engine.query(&text, vec![t], now)).await?;
+            s.log_plans(&text, &a);
+            Ok(success(instant_data(&a), &a.report.warnings, &a.report.infos))
+        }
+        .await,
+    )
+}
+
+async fn query_range(
+    State(s): State<Arc<Server>>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    body: Bytes,
+) -> Response {
+    respond(
+        async {
+            s.authorize(&headers)?;
+            let p = params_of(raw, &body);
+            let text = p.required("query")?.to_string();
+            let start = p.time("start")?.ok_or_else(|| ServeError::BadData("missing parameter 'start'".into()))?;
+            let end = p.time("end")?.ok_or_else(|| ServeError::BadData("missing parameter 'end'".into()))?;
+            let step = p.duration("step")?.ok_or_else(|| ServeError::BadData("missing parameter 'step'".into()))?;
+            if end < start {
+                return Err(ServeError::BadData("invalid parameter 'end': end timestamp must not be before start time".into()));
+            }
+            if step <= 0 {
+                return Err(ServeError::BadData(
+                    "invalid parameter 'step': zero or negative query resolution step widths are not accepted. Try \
+                     a positive integer"
+                        .into(),
+                ));
+            }
+            if (end - start) / step >= MAX_STEPS {
+                return Err(ServeError::BadData(format!(
+                    "exceeded maximum resolution of {MAX_STEPS} points per timeseries. Try decreasing the query \
+                     resolution (?step=XX)"
+                )));
+            }
+            let ts: Vec<i64> = (0..).map(|k| start + k * step).take_while(|t| *t <= end).collect();
+            let a = s.bounded(&p, s.engine.query(&text, ts, now_ms())).await?;
+            s.log_plans(&text, &a);
+            Ok(success(range_data(&a), &a.report.warnings, &a.report.infos))
+        }
+        .await,
+    )
+}
+
+/// `start`/`end` of a metadata request, defaulting to the last hours.
+fn window(p: &Params) -> Result<(i64, i64)> {
+    let now = now_ms();
+    let end = p.time("end")?.unwrap_or(now);
+    let start = p.time("start")?.unwrap_or(end - DEFAULT_LOOKBACK_MS);
+    if end < start {
+        return Err(ServeError::BadData("invalid parameter 'end': end timestamp must not be before start time".into()));
+    }
+    Ok((start, end))
+}
+
+async fn labels(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    respond(s.authorize(&headers).map(|_| success(json!(s.engine.label_names()), &[], &[])))
+}
+
+async fn label_values(
+    State(s): State<Arc<Server>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    respond(
+        async {
+            s.authorize(&headers)?;
+            let p = params_of(raw, &Bytes::new());
+            let (start, end) = window(&p)?;
+            let matches = p.all("match[]");
+            let values = s.bounded(&p, s.engine.label_values(&name, &matches, start, end, now_ms())).await?;
+            Ok(success(json!(values), &[], &[]))
+        }
+        .await,
+    )
+}
+
+async fn series(State(s): State<Arc<Server>>, headers: HeaderMap, RawQuery(raw): RawQuery, body: Bytes) -> Response {
+    respond(
+        async {
+            s.authorize(&headers)?;
+            let p = params_of(raw, &body);
+            let matches = p.all("match[]");
+            if matches.is_empty() {
+                return Err(ServeError::BadData("no match[] parameter provided".into()));
+            }
+            let (start, end) = window(&p)?;
+            let found = s.bounded(&p, s.engine.series(&matches, start, end, now_ms())).await?;
+            Ok(success(Json::Array(found.iter().map(labels_json).collect()), &[], &[]))
+        }
+        .await,
+    )
+}
+
+async fn metadata(State(s): State<Arc<Server>>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
+    respond(
+        async {
+            s.authorize(&headers)?;
+            let p = params_of(raw, &Bytes::new());
+            let only = p.get("metric");
+            let mut data = Map::new();
+            for (name, kind, help) in s.engine.catalog().metadata() {
+                if only.is_none_or(|m| m == name) {
+                    data.insert(name, json!([{"type": kind, "help": help, "unit": ""}]));
+                }
+            }
+            Ok(success(Json::Object(data), &[], &[]))
+        }
+        .await,
+    )
+}
+
+async fn format_query(
+    State(s): State<Arc<Server>>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    body: Bytes,
+) -> Response {
+    respond(
+        async {
+            s.authorize(&headers)?;
+            let p = params_of(raw, &body);
+            let expr = crate::compile::parse(p.required("query")?)?;
+            Ok(success(json!(expr.prettify()), &[], &[]))
+        }
+        .await,
+    )
+}
+
+async fn buildinfo(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    respond(s.authorize(&headers).map(|_| {
+        success(
+            json!({
+                "version": PROMETHEUS_API_VERSION,
+                "revision": format!("zigzag gather serve {}", env!("CARGO_PKG_VERSION")),
+                "branch": "",
+                "buildUser": "",
+                "buildDate": "",
+                "goVersion": "",
+            }),
+            &[],
+            &[],
+        )
+    }))
+}
+
+async fn empty_list(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    respond(s.authorize(&headers).map(|_| success(json!([]), &[], &[])))
+}
+
+async fn rules(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    respond(s.authorize(&headers).map(|_| success(json!({"groups": []}), &[], &[])))
+}
+
+async fn flags(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    respond(s.authorize(&headers).map(|_| success(json!({}), &[], &[])))
+}

@@ -1,0 +1,73 @@
+//! The server's errors, each with the Prometheus API's error type and
+//! HTTP status: a request that cannot be read is `bad_data` (400), a query
+//! the subset refuses or the store cannot answer is `execution` (422), a
+//! query over its time is `timeout` (503).
+
+use thiserror::Error;
+use zigzag_gather::GatherError;
+
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// A parameter or the query text cannot be read.
+    #[error("{0}")]
+    BadData(String),
+    /// Valid PromQL the subset does not answer; the text says what to
+    /// write instead.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A limit of the server's refused the query (window, series, RCU).
+    #[error("{0}")]
+    Limit(String),
+    /// The query is valid but cannot be evaluated on these series (e.g. a
+    /// one-to-one match that finds several series).
+    #[error("{0}")]
+    Execution(String),
+    /// Planning or reading failed.
+    #[error("{0}")]
+    Gather(#[from] GatherError),
+    #[error("query timed out after {0:?}; narrow the window or the matchers, or raise --query-timeout")]
+    Timeout(std::time::Duration),
+    /// Every query slot is busy.
+    #[error("too many queries at once (--max-queries {0}); retry shortly")]
+    Busy(usize),
+    /// No such endpoint.
+    #[error("not found: gather serve answers the Prometheus HTTP API under /api/v1/")]
+    NotFound,
+    /// The bearer token is missing or wrong.
+    #[error("unauthorized: send 'Authorization: Bearer <token>'")]
+    Unauthorized,
+}
+
+impl ServeError {
+    /// The Prometheus API's `errorType`.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            ServeError::BadData(_) => "bad_data",
+            ServeError::Timeout(_) => "timeout",
+            ServeError::Busy(_) | ServeError::Gather(GatherError::Query { .. }) => "unavailable",
+            ServeError::Unauthorized => "unauthorized",
+            ServeError::NotFound => "not_found",
+            ServeError::Unsupported(_) | ServeError::Limit(_) | ServeError::Execution(_) | ServeError::Gather(_) => "execution",
+        }
+    }
+
+    /// The HTTP status: 4xx for anything the request can change, 503 for
+    /// a timeout (as Prometheus answers), never a 500 for bad input.
+    pub fn status(&self) -> u16 {
+        match self {
+            ServeError::BadData(_) => 400,
+            ServeError::Unauthorized => 401,
+            ServeError::NotFound => 404,
+            ServeError::Busy(_) => 429,
+            // The store failed (an outage, throttling past its retries): not the request's fault.
+            ServeError::Timeout(_) | ServeError::Gather(GatherError::Query { .. }) => 503,
+            ServeError::Unsupported(_) | ServeError::Limit(_) | ServeError::Execution(_) | ServeError::Gather(_) => 422,
+        }
+    }
+}
+
+pub type Result<T, E = ServeError> = std::result::Result<T, E>;
+
+pub(crate) fn unsupported(msg: impl Into<String>) -> ServeError {
+    ServeError::Unsupported(msg.into())
+}

@@ -1,0 +1,334 @@
+//! Reading a query's leaves: each becomes a `gather` time series (the same
+//! [`PlanRequest`] the CLI builds, planned by the same planner), then the
+//! buckets of each step's range are folded into one sample.
+//!
+//! A leaf at step `t` with range `r` and offset `o` holds the buckets that
+//! end in `(t - o - r, t - o]`: with `B = floor(t - o)` to the sample
+//! bucket, the time span `[B - r, B)`. It is read at the coarsest rollup
+//! unit that divides `r` and every `B` (so each span is whole buckets of
+//! it), when the leaf's function is the measure's own merge (`sum` of
+//! counts, `min` of minima, ...); other functions (`count_over_time`,
+//! `avg_over_time`, `last_over_time`) need the sample buckets themselves.
+//! Leaves with the same filters, grouping and span share one read.
+
+use crate::catalog::Catalog;
+use crate::error::{Result, ServeError};
+use crate::query::{Leaf, Metric, OverTime, Query};
+use crate::series::{Labels, Vector, NAME};
+use std::collections::BTreeMap;
+use zigzag_core::table::SortedTable;
+use zigzag_gather::execute::ExecOptions;
+use zigzag_gather::plan::PlanRequest;
+use zigzag_gather::source::SourceRequest;
+use zigzag_gather::window::{format_duration, WindowSpec};
+use zigzag_model::measure::MeasureKind;
+use zigzag_model::{MeasureValue, MeasureValues};
+
+/// What one query may cost before it is refused.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Buckets one read may span (its window over its rollup unit).
+    pub max_buckets: i64,
+    /// Series in a result.
+    pub max_series: usize,
+    /// The planner's estimated RCU, summed over the query's reads.
+    pub max_rcu: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_buckets: 100_000, max_series: 10_000, max_rcu: 5_000.0 }
+    }
+}
+
+/// What reading cost, and what a user should know about it.
+#[derive(Debug, Clone, Default)]
+pub struct ReadReport {
+    pub infos: Vec<String>,
+    pub warnings: Vec<String>,
+    pub requests: u64,
+    pub rcu: f64,
+    /// The plans, as `gather --explain` prints them.
+    pub explain: Vec<String>,
+}
+
+/// One read shared by leaves.
+struct Read {
+    leaves: Vec<usize>,
+    unit: i64,
+    from: i64,
+    to: i64,
+}
+
+fn floor(t: i64, unit: i64) -> i64 {
+    t.div_euclid(unit) * unit
+}
+
+/// Whether folding a range's buckets with `func` is the measure's own
+/// merge, so coarser buckets give the same answer.
+fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
+    matches!(
+        (func, kind),
+        (OverTime::Sum, Some(MeasureKind::Count | MeasureKind::Sum | MeasureKind::Distinct))
+            | (OverTime::Min, Some(MeasureKind::Min))
+            | (OverTime::Max, Some(MeasureKind::Max))
+            | (OverTime::Present, Some(_))
+    )
+}
+
+/// The sample-bucket ends `B` of a leaf at each step.
+fn ends(leaf: &Leaf, ts: &[i64], sample: i64) -> Vec<i64> {
+    ts.iter().map(|t| floor(t - leaf.offset_ms, sample)).collect()
+}
+
+/// The coarsest unit a leaf can be read at.
+fn unit_of(leaf: &Leaf, ends: &[i64], catalog: &Catalog) -> i64 {
+    let kind = match &leaf.metric {
+        Metric::Measure(m) => catalog.kind(m),
+        Metric::Ratio(_) => None,
+    };
+    let coarse = merges(leaf.func, kind);
+    catalog
+        .units_ms
+        .iter()
+        .copied()
+        .find(|&u| {
+            (u == catalog.sample_ms || coarse) && leaf.range_ms % u == 0 && ends.iter().all(|b| b.rem_euclid(u) == 0)
+        })
+        .unwrap_or(catalog.sample_ms)
+}
+
+/// Reads every leaf of `query` at the instants `ts`.
+pub async fn read_leaves(
+    table: &dyn SortedTable,
+    catalog: &Catalog,
+    query: &Query,
+    ts: &[i64],
+    now: i64,
+    opts: &ExecOptions,
+    limits: &Limits,
+) -> Result<(Vec<Vector>, ReadReport)> {
+    let mut report = ReadReport::default();
+    let mut out = vec![Vector::default(); query.leaves.len()];
+    let mut reads: Vec<Read> = Vec::new();
+    for (i, leaf) in query.leaves.iter().enumerate() {
+        if leaf.empty || ts.is_empty() {
+            continue;
+        }
+        let ends = ends(leaf, ts, catalog.sample_ms);
+        let unit = unit_of(leaf, &ends, catalog);
+        let from = ends.iter().min().copied().unwrap_or_default() - leaf.range_ms;
+        let to = ends.iter().max().copied().unwrap_or_default();
+        let buckets = (to - from) / unit;
+        if buckets > limits.max_buckets {
+            return Err(ServeError::Limit(format!(
+                "{} reads {buckets} buckets of {} (the server's limit is {}): narrow the time range, shorten [..], or \
+                 raise --max-buckets",
+                leaf.text,
+                format_duration(unit),
+                limits.max_buckets
+            )));
+        }
+        let shared = reads.iter_mut().find(|r| {
+            let first = &query.leaves[r.leaves[0]];
+            r.unit == unit && r.from == from && r.to == to && first.filters == leaf.filters && first.group == leaf.group
+        });
+        match shared {
+            Some(r) => r.leaves.push(i),
+            None => reads.push(Read { leaves: vec![i], unit, from, to }),
+        }
+    }
+    // Plan every read first: the RCU budget refuses before anything is read.
+    let mut planned = Vec::with_capacity(reads.len());
+    let mut estimated = 0.0;
+    for r in &reads {
+        let first = &query.leaves[r.leaves[0]];
+        let mut names: Vec<String> = Vec::new();
+        for &i in &r.leaves {
+            for m in measures_of(&query.leaves[i].metric, catalog) {
+                if !names.contains(&m) {
+                    names.push(m);
+                }
+            }
+        }
+        let req = PlanRequest {
+            window: WindowSpec::Absolute { from: r.from.to_string(), to: r.to.to_string() },
+            rollup: None,
+            step: Some(r.unit),
+            timeseries: true,
+            filters: first.filters.clone(),
+            now,
+            source: SourceRequest { projection: None, measures: Some(names) },
+        };
+        let p = zigzag_gather::plan_report(table, &catalog.config, req, first.group.clone(), opts)
+            .await
+            .map_err(|e| explain_refusal(e, first))?;
+        // Counted from ingest's statistics; a bin without any was never
+        // written (the declared schema's guess is a bound for tables from
+        // before statistics, far above what an empty bin costs).
+        let chosen = p.plan.candidates.iter().find(|c| c.chosen).and_then(|c| c.verdict.as_ref().ok());
+        estimated += chosen.filter(|e| e.measured).map_or(p.plan.estimate().min_rcu, |e| e.rcu);
+        planned.push(p);
+    }
+    if estimated > limits.max_rcu {
+        return Err(ServeError::Limit(format!(
+            "the query would read about {estimated:.0} RCU (the server's budget is {:.0} per query): narrow the time \
+             range or the matchers, or raise --rcu-budget",
+            limits.max_rcu
+        )));
+    }
+    let gathered = futures::future::try_join_all(planned.into_iter().map(|p| p.read(table, opts))).await?;
+    for (r, g) in reads.iter().zip(gathered) {
+        let plan = &g.plan;
+        report.requests += g.actual.stats.requests + plan.statistics_cost.0;
+        report.rcu += g.actual.stats.rcu + plan.statistics_cost.1;
+        let texts: Vec<&str> = r.leaves.iter().map(|&i| query.leaves[i].text.as_str()).collect();
+        let mut info =
+            format!("{}: read from projection {}, {} buckets", texts.join(", "), plan.projection, plan.rollup);
+        if let Some(at) = plan.written_at.and_then(chrono::DateTime::from_timestamp_millis) {
+            info.push_str(&format!(", last written {}", at.format("%Y-%m-%dT%H:%M:%SZ")));
+        }
+        report.infos.push(info);
+        report.explain.push(zigzag_gather::explain::explain(plan, opts, Some(&g.actual)));
+        let set = &g.aggregation.set;
+        // Per group, its buckets in time order.
+        let mut groups: BTreeMap<&Vec<String>, BTreeMap<i64, &MeasureValues>> = BTreeMap::new();
+        for (k, v) in &g.aggregation.groups {
+            groups.entry(&k.values).or_default().insert(k.bucket.unwrap_or_default(), v);
+        }
+        for &i in &r.leaves {
+            let leaf = &query.leaves[i];
+            let pick = Pick::new(&leaf.metric, set)?;
+            let ends = ends(leaf, ts, catalog.sample_ms);
+            let mut v = Vector::default();
+            for (values, buckets) in &groups {
+                let mut labels: Labels = leaf
+                    .group
+                    .iter()
+                    .zip(values.iter())
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if leaf.keeps_name {
+                    labels.insert(NAME.into(), leaf.metric.name().to_string());
+                }
+                let samples: Vec<Option<f64>> = ends
+                    .iter()
+                    .map(|&b| pick.fold(leaf.func, buckets.range(b - leaf.range_ms..b).map(|(_, v)| *v)))
+                    .collect();
+                if samples.iter().any(Option::is_some) {
+                    v.series.insert(labels, samples);
+                }
+            }
+            if v.series.len() > limits.max_series {
+                return Err(too_many_series(v.series.len(), limits));
+            }
+            out[i] = v;
+        }
+    }
+    Ok((out, report))
+}
+
+pub(crate) fn too_many_series(n: usize, limits: &Limits) -> ServeError {
+    ServeError::Limit(format!(
+        "{n} series (the server's limit is {}): aggregate them (sum by (...)), narrow the matchers, or raise \
+         --max-series",
+        limits.max_series
+    ))
+}
+
+/// A planner refusal, with what a PromQL user can change.
+fn explain_refusal(e: zigzag_gather::GatherError, leaf: &Leaf) -> ServeError {
+    use zigzag_gather::GatherError as G;
+    match e {
+        G::Projection(why) | G::Rollup(why) => ServeError::Unsupported(format!(
+            "{}: {why}. Aggregate to the labels a projection keeps (sum by (...)), or use a range and step of whole \
+             buckets of a rollup it has (e.g. sum_over_time(clicks[1h]) at a 1h step)",
+            leaf.text
+        )),
+        other => ServeError::Gather(other),
+    }
+}
+
+/// The measures a metric is read from.
+fn measures_of(metric: &Metric, catalog: &Catalog) -> Vec<String> {
+    let set = &catalog.measures;
+    match metric {
+        Metric::Measure(m) => vec![m.clone()],
+        Metric::Ratio(r) => set
+            .ratios()
+            .iter()
+            .filter(|x| &x.name == r)
+            .flat_map(|x| [x.numerator, x.denominator])
+            .map(|i| set.measures()[i].name.clone())
+            .collect(),
+    }
+}
+
+/// Where a metric's values are in the measures read, and their scale.
+enum Pick {
+    Measure { at: usize, scale: u32, kind: MeasureKind },
+    Ratio { num: (usize, u32), den: (usize, u32) },
+}
+
+impl Pick {
+    fn new(metric: &Metric, set: &zigzag_model::MeasureSet) -> Result<Pick> {
+        let at = |name: &str| {
+            set.position(name).ok_or_else(|| {
+                ServeError::Execution(format!("the projection read does not keep {name} (a planner error)"))
+            })
+        };
+        match metric {
+            Metric::Measure(m) => {
+                let i = at(m)?;
+                Ok(Pick::Measure { at: i, scale: set.measures()[i].scale, kind: set.measures()[i].kind })
+            }
+            Metric::Ratio(r) => {
+                let ratio = set.ratios().iter().find(|x| &x.name == r);
+                let ratio = ratio.ok_or_else(|| ServeError::Execution(format!("the projection read has no {r}")))?;
+                let (n, d) = (&set.measures()[ratio.numerator], &set.measures()[ratio.denominator]);
+                Ok(Pick::Ratio { num: (at(&n.name)?, n.scale), den: (at(&d.name)?, d.scale) })
+            }
+        }
+    }
+
+    /// One bucket's sample (None: the bucket has no value of it).
+    fn sample(&self, v: &MeasureValues) -> Option<f64> {
+        match self {
+            Pick::Measure { at, scale, .. } => v.0.get(*at)?.as_f64(*scale),
+            Pick::Ratio { num, den } => Some(v.0.get(num.0)?.as_f64(num.1)? / v.0.get(den.0)?.as_f64(den.1)?),
+        }
+    }
+
+    /// The buckets of one step's range (in time order) folded by `func`.
+    fn fold<'v>(&self, func: OverTime, buckets: impl Iterator<Item = &'v MeasureValues>) -> Option<f64> {
+        if let Pick::Measure { at, scale, kind } = self {
+            if func != OverTime::Present && merges(func, Some(*kind)) {
+                // The measure's own merge, exact (sums as integers, sketches as a union).
+                let mut acc: Option<MeasureValue> = None;
+                for v in buckets {
+                    let Some(x) = v.0.get(*at) else { continue };
+                    match &mut acc {
+                        None => acc = Some(x.clone()),
+                        Some(a) => a.merge(x),
+                    }
+                }
+                return acc?.as_f64(*scale);
+            }
+        }
+        let samples: Vec<f64> = buckets.filter_map(|v| self.sample(v)).collect();
+        if samples.is_empty() {
+            return None;
+        }
+        let n = samples.len() as f64;
+        Some(match func {
+            OverTime::Last => *samples.last()?,
+            OverTime::Sum => samples.iter().sum(),
+            OverTime::Min => samples.iter().copied().fold(f64::NAN, |m, x| if m.is_nan() || x < m { x } else { m }),
+            OverTime::Max => samples.iter().copied().fold(f64::NAN, |m, x| if m.is_nan() || x > m { x } else { m }),
+            OverTime::Avg => samples.iter().sum::<f64>() / n,
+            OverTime::Count => n,
+            OverTime::Present => 1.0,
+        })
+    }
+}
