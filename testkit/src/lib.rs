@@ -3,6 +3,9 @@
 //! [`fixture`]: a store written the way ingest writes it, from random
 //! events, with brute-force answers over the same events.
 //!
+//! [`promql`]: varied PromQL queries over the fixture's events, and their
+//! brute-force answers.
+//!
 //! [`sources`]: the workspace's own sources, for tests that read the code.
 //!
 //! [`Reaped`]: a child process killed and waited for when dropped. std's
@@ -11,6 +14,7 @@
 //! workers still retrying an hour after a failed run).
 
 pub mod fixture;
+pub mod promql;
 pub mod sources;
 
 use std::io;

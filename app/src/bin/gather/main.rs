@@ -16,9 +16,11 @@ use zigzag_model::{Config, Projections, Truth};
 
 mod compact_cmd;
 mod report_cmd;
+mod serve_cmd;
 mod zbench_cmd;
 use compact_cmd::compact_cmd;
 use report_cmd::{report_cmd, Common, Kind};
+use serve_cmd::{serve_cmd, ServeArgs};
 use zbench_cmd::{zbench_cmd, ZbenchArgs};
 
 #[derive(Parser)]
@@ -87,6 +89,10 @@ enum Command {
         #[arg(long)]
         explain: bool,
     },
+    /// Serve the Prometheus HTTP API (a PromQL subset over the layout's
+    /// measures and dimensions) for Grafana's Prometheus data source,
+    /// promtool and other clients
+    Serve(ServeArgs),
     /// Compare query strategies (and a single-attribute index) on your data
     Zbench(ZbenchArgs),
     /// Fold the scatter partials of closed buckets into one item per key
@@ -216,6 +222,7 @@ async fn main() -> Result<()> {
     let store = &cli.store;
     match cli.command {
         Command::Zbench(args) => zbench_cmd(args).await,
+        Command::Serve(args) => serve_cmd(store, config, args).await,
         Command::Timeseries { common, chart, measure } => {
             report_cmd(store, config, common, Kind::Timeseries { chart, measure }).await
         }

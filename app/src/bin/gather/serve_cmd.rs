@@ -1,0 +1,132 @@
+//! `gather serve`: the Prometheus HTTP API (`zigzag_serve`) on a listener,
+//! over the store options every command takes. The table's layout is read
+//! at start and again every `--layout-poll`; a change swaps the layout
+//! queries compile against (a writer with another layout is refused by
+//! the table, so a change means the table was recreated).
+
+use super::{reader_config, stored_layout};
+use anyhow::{bail, Context, Result};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use zigzag_app::store::StoreArgs;
+use zigzag_core::query::Strategy;
+use zigzag_gather::execute::{ExecOptions, DEFAULT_CONCURRENCY};
+use zigzag_serve::{Catalog, Engine, Limits, Server, ServerOptions};
+
+#[derive(clap::Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on; loopback unless told otherwise (set
+    /// --token-file before listening beyond this machine)
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    listen: SocketAddr,
+    /// A file holding the bearer token every request must carry
+    /// (`Authorization: Bearer <token>`); default: no token
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// Queries evaluated at once; more are answered 429
+    #[arg(long, default_value_t = 16)]
+    max_queries: usize,
+    /// A query's time limit (503 `timeout` past it)
+    #[arg(long, default_value = "30s", value_parser = zigzag_app::duration::positive)]
+    query_timeout: Duration,
+    /// Buckets one read of a query may span (its window over its rollup)
+    #[arg(long, default_value_t = Limits::default().max_buckets)]
+    max_buckets: i64,
+    /// Series a query may return
+    #[arg(long, default_value_t = Limits::default().max_series)]
+    max_series: usize,
+    /// RCU a query may cost by the planner's estimate, refused beyond
+    #[arg(long, default_value_t = Limits::default().max_rcu)]
+    rcu_budget: f64,
+    /// Z-range queries in flight at once, per query
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+    concurrency: usize,
+    /// Z-query strategy (as the reports' --strategy)
+    #[arg(long, default_value = "auto", value_parser = Strategy::NAMES)]
+    strategy: String,
+    /// Log each query's plan and cost (the reports' --explain)
+    #[arg(long)]
+    explain: bool,
+    /// How often the table's layout is read again
+    #[arg(long, default_value = "30s", value_parser = zigzag_app::duration::positive)]
+    layout_poll: Duration,
+    #[command(flatten)]
+    log: zigzag_app::logging::LogArgs,
+}
+
+fn read_token(path: &Path) -> Result<String> {
+    let text = zigzag_app::config::read(path, "token file")?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        bail!("the token file {} is empty: write the token in it, or leave --token-file out", path.display());
+    }
+    Ok(token)
+}
+
+/// The layout as queries see it: the table's, read now.
+async fn catalog(store: &StoreArgs, table: &dyn zigzag_core::table::SortedTable, path: Option<&Path>) -> Result<Catalog> {
+    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
+    let stored = stored_layout(store, table).await?;
+    let config = reader_config(&given, stored.as_ref(), path)?;
+    Catalog::new(config).context("the table's layout")
+}
+
+pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: ServeArgs) -> Result<()> {
+    zigzag_app::logging::init(&args.log);
+    if args.max_queries == 0 || args.max_buckets <= 0 || args.max_series == 0 {
+        bail!("--max-queries, --max-buckets and --max-series must be at least 1");
+    }
+    if !(args.rcu_budget.is_finite() && args.rcu_budget > 0.0) {
+        bail!("--rcu-budget {}: must be a positive number", args.rcu_budget);
+    }
+    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    if !args.listen.ip().is_loopback() && token.is_none() {
+        tracing::warn!(listen = %args.listen, "listening beyond loopback without --token-file: anyone who reaches it can query");
+    }
+    let table = store.open_aggregates().await?;
+    let catalog = catalog(store, table.as_ref(), config).await?;
+    let strategy = Strategy::named(&args.strategy)
+        .with_context(|| format!("--strategy {}: one of {}", args.strategy, Strategy::NAMES.join(", ")))?;
+    let opts = ExecOptions { concurrency: args.concurrency.max(1), strategy, ..ExecOptions::default() };
+    let limits = Limits { max_buckets: args.max_buckets, max_series: args.max_series, max_rcu: args.rcu_budget };
+    let engine = Arc::new(Engine::new(table.clone(), catalog, opts, limits));
+    let options =
+        ServerOptions { token, max_queries: args.max_queries, timeout: args.query_timeout, explain: args.explain };
+    let app = zigzag_serve::router(Server::new(engine.clone(), options));
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
+    let bound = listener.local_addr()?;
+    eprintln!("gather serve: the Prometheus HTTP API on http://{bound}/api/v1/ (Grafana: a Prometheus data source at http://{bound})");
+    let watch = watch_layout(store.clone(), table, config.map(Path::to_path_buf), engine, args.layout_poll);
+    let stop = zigzag_app::signals::stop_on_signal("closing the listener after the queries in flight");
+    let shutdown = async move { stop.cancelled().await };
+    tokio::select! {
+        served = axum::serve(listener, app).with_graceful_shutdown(shutdown) => served.context("serving")?,
+        () = watch => {}
+    }
+    Ok(())
+}
+
+/// Reads the table's layout every `every`, swapping it in when it changed;
+/// a failed read keeps the last one (and says so).
+async fn watch_layout(
+    store: StoreArgs,
+    table: Arc<dyn zigzag_core::table::SortedTable>,
+    path: Option<PathBuf>,
+    engine: Arc<Engine>,
+    every: Duration,
+) {
+    loop {
+        tokio::time::sleep(every).await;
+        match catalog(&store, table.as_ref(), path.as_deref()).await {
+            Ok(c) if c.config != engine.catalog().config => {
+                tracing::warn!("the table's layout changed: queries now read with the new one");
+                engine.set_catalog(c);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "reading the table's layout again failed; keeping the last one"),
+        }
+    }
+}
