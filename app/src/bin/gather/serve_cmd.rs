@@ -101,10 +101,19 @@ pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: Se
     eprintln!("gather serve: the Prometheus HTTP API on http://{bound}/api/v1/ (Grafana: a Prometheus data source at http://{bound})");
     let watch = watch_layout(store.clone(), table, config.map(Path::to_path_buf), engine, args.layout_poll);
     let stop = zigzag_app::signals::stop_on_signal("closing the listener after the queries in flight");
-    let shutdown = async move { stop.cancelled().await };
+    let shutdown = {
+        let stop = stop.clone();
+        async move { stop.cancelled().await }
+    };
+    // Queries in flight get their time limit to finish, then the process exits.
+    let deadline = async move {
+        stop.cancelled().await;
+        tokio::time::sleep(args.query_timeout + Duration::from_secs(1)).await;
+    };
     tokio::select! {
         served = axum::serve(listener, app).with_graceful_shutdown(shutdown) => served.context("serving")?,
         () = watch => {}
+        () = deadline => tracing::warn!("queries still running at the deadline: stopping anyway"),
     }
     Ok(())
 }
