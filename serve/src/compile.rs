@@ -119,11 +119,21 @@ fn labels(l: &promql_parser::label::Labels) -> Vec<String> {
     l.labels.to_vec()
 }
 
-fn offset_ms(o: &Option<Offset>) -> i64 {
+/// The largest offset or range taken (~100 years): instants stay far
+/// from i64's ends whatever the query asks.
+const MAX_DURATION_MS: i64 = 100 * 366 * 86_400_000;
+
+fn duration_ms(d: &std::time::Duration, what: &str) -> Result<i64> {
+    i64::try_from(d.as_millis()).ok().filter(|ms| *ms <= MAX_DURATION_MS).ok_or_else(|| {
+        ServeError::BadData(format!("{what} of {} is too long (at most 100 years)", d.as_secs()))
+    })
+}
+
+fn offset_ms(o: &Option<Offset>) -> Result<i64> {
     match o {
-        None => 0,
-        Some(Offset::Pos(d)) => d.as_millis() as i64,
-        Some(Offset::Neg(d)) => -(d.as_millis() as i64),
+        None => Ok(0),
+        Some(Offset::Pos(d)) => duration_ms(d, "an offset"),
+        Some(Offset::Neg(d)) => Ok(-duration_ms(d, "an offset")?),
     }
 }
 
@@ -318,7 +328,7 @@ impl Compiler<'_> {
         let range_ms = match r.range {
             None => sample,
             Some(d) => {
-                let ms = d.as_millis() as i64;
+                let ms = duration_ms(&d, "a range")?;
                 if ms <= 0 || ms % sample != 0 {
                     let down = (ms / sample).max(1) * sample;
                     return Err(unsupported(format!(
@@ -364,7 +374,7 @@ impl Compiler<'_> {
             filters: FilterSet { predicates },
             empty,
             range_ms,
-            offset_ms: offset_ms(&vs.offset),
+            offset_ms: offset_ms(&vs.offset)?,
             func: r.func,
             keeps_name: r.keeps_name,
             group,

@@ -30,6 +30,9 @@ pub enum ServeError {
     /// Every query slot is busy.
     #[error("too many queries at once (--max-queries {0}); retry shortly")]
     Busy(usize),
+    /// A bug: evaluating the query panicked (the server stays up).
+    #[error("internal error while evaluating the query (a bug in gather serve: please report the query)")]
+    Internal,
     /// No such endpoint.
     #[error("not found: gather serve answers the Prometheus HTTP API under /api/v1/")]
     NotFound,
@@ -47,6 +50,7 @@ impl ServeError {
             ServeError::Busy(_) | ServeError::Gather(GatherError::Query { .. }) => "unavailable",
             ServeError::Unauthorized => "unauthorized",
             ServeError::NotFound => "not_found",
+            ServeError::Internal => "internal",
             ServeError::Unsupported(_) | ServeError::Limit(_) | ServeError::Execution(_) | ServeError::Gather(_) => "execution",
         }
     }
@@ -58,6 +62,7 @@ impl ServeError {
             ServeError::BadData(_) => 400,
             ServeError::Unauthorized => 401,
             ServeError::NotFound => 404,
+            ServeError::Internal => 500,
             ServeError::Busy(_) => 429,
             // The store failed (an outage, throttling past its retries): not the request's fault.
             ServeError::Timeout(_) | ServeError::Gather(GatherError::Query { .. }) => 503,

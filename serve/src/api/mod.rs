@@ -78,7 +78,8 @@ impl Server {
     }
 
     /// Runs `work` in a query slot, within the time limit (the request's
-    /// `timeout` if shorter); a panic is answered, not a dropped connection.
+    /// `timeout` if shorter); a panic (a bug) is answered with a 500, not a
+    /// dropped connection.
     async fn bounded<T>(&self, params: &Params, work: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         let _slot = self.slots.try_acquire().map_err(|_| ServeError::Busy(self.options.max_queries))?;
         let limit = match params.duration("timeout")? {
@@ -88,7 +89,7 @@ impl Server {
         match tokio::time::timeout(limit, std::panic::AssertUnwindSafe(work).catch_unwind()).await {
             Err(_) => Err(ServeError::Timeout(limit)),
             Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(ServeError::Execution("internal error while evaluating the query (a bug)".into())),
+            Ok(Err(_)) => Err(ServeError::Internal),
         }
     }
 }
@@ -246,7 +247,8 @@ async fn query_range(
                      resolution (?step=XX)"
                 )));
             }
-            let ts: Vec<i64> = (0..).map(|k| start + k * step).take_while(|t| *t <= end).collect();
+            let ts: Vec<i64> =
+                (0..).map_while(|k: i64| start.checked_add(k.checked_mul(step)?)).take_while(|t| *t <= end).collect();
             let a = s.bounded(&p, s.engine.query(&text, ts, now_ms())).await?;
             s.log_plans(&text, &a);
             Ok(success(range_data(&a), &a.report.warnings, &a.report.infos))
