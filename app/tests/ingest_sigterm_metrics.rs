@@ -76,6 +76,7 @@ fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(read, Some(truth.records), "records_total never reached the input size");
+    check_metrics(&scrape(port).unwrap());
     assert_eq!(child.try_wait().unwrap(), None, "--follow must keep running");
     let (code, body) = get(port, "/health").expect("/health answers");
     assert_eq!(code, 200, "alive: {body}");
@@ -129,6 +130,39 @@ fn sigterm_flushes_and_checkpoints_and_metrics_are_served() {
     assert!(lanes.iter().all(|l| l.owner.is_none()), "lane freed: {lanes:?}");
     // Gone: the health check fails (the connection is refused).
     assert!(!probe(&addr, "/health").status.success(), "a probe of an exited ingest passed");
+}
+
+/// A live scrape passes `promtool check metrics` (every metric has its
+/// `# HELP` from docs/METRICS.md, names and types as Prometheus wants
+/// them). Skipped without promtool unless ZIGZAG_REQUIRE_EMULATORS=1
+/// (`test.sh` installs it).
+fn check_metrics(response: &str) {
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or(response);
+    assert!(
+        body.contains("# HELP zigzag_ingest_records_total Records the shard readers"),
+        "described from docs/METRICS.md: {body}"
+    );
+    let promtool = Command::new("promtool").arg("--version").output();
+    if !promtool.is_ok_and(|o| o.status.success()) {
+        assert!(std::env::var("ZIGZAG_REQUIRE_EMULATORS").map_or(true, |v| v != "1"), "promtool is not installed");
+        eprintln!("skipped promtool check metrics: promtool not installed");
+        return;
+    }
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn probe(addr: &str, path: &str) -> std::process::Output {

@@ -55,8 +55,36 @@ pub fn install(prometheus: bool, emf: &EmfArgs, stream: &str) -> Result<Telemetr
     if prometheus || emf.cloudwatch_emf {
         metrics::set_global_recorder(fanout.build())
             .map_err(|_| anyhow::anyhow!("installing the metrics recorder: one is installed already"))?;
+        describe_metrics();
     }
     Ok(telemetry)
+}
+
+/// docs/METRICS.md: the one source of what each metric means, so the
+/// `# HELP` lines `/metrics` serves and the document cannot drift (a test
+/// keeps the document equal to the metrics in the code).
+const METRICS_DOC: &str = include_str!("../../../docs/METRICS.md");
+
+/// The document's metric rows: name, type and meaning (its markdown
+/// backticks dropped).
+pub fn documented_metrics() -> impl Iterator<Item = (&'static str, &'static str, String)> {
+    METRICS_DOC.lines().filter(|l| l.starts_with("| `zigzag_")).filter_map(|line| {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let (name, kind, meaning) = (cells.first()?.trim_matches('`'), *cells.get(1)?, cells.get(4)?);
+        Some((name, kind, meaning.replace('`', "")))
+    })
+}
+
+/// Registers each documented metric's description with the recorder.
+fn describe_metrics() {
+    for (name, kind, help) in documented_metrics() {
+        match kind {
+            "counter" => metrics::describe_counter!(name, help),
+            "gauge" => metrics::describe_gauge!(name, help),
+            "histogram" => metrics::describe_histogram!(name, help),
+            _ => {}
+        }
+    }
 }
 
 impl Telemetry {
