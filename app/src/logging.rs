@@ -52,12 +52,43 @@ pub fn say(format: LogFormat, line: &str) {
     }
 }
 
+/// An error as a user reads it: `Error: ` and the message, then its
+/// causes, as anyhow prints them, but never a backtrace (anyhow adds one
+/// when RUST_BACKTRACE is set; a bad window is not a crash).
+pub fn error_text(error: &anyhow::Error) -> String {
+    let mut text = format!("Error: {error}");
+    let causes: Vec<String> = error.chain().skip(1).map(ToString::to_string).collect();
+    match causes.as_slice() {
+        [] => {}
+        [one] => text.push_str(&format!("\n\nCaused by:\n    {one}")),
+        many => {
+            text.push_str("\n\nCaused by:");
+            for (i, c) in many.iter().enumerate() {
+                text.push_str(&format!("\n    {i}: {c}"));
+            }
+        }
+    }
+    text
+}
+
+/// A binary's exit for what its run returned: 0, or the error printed
+/// ([`error_text`]) and 1. (A bad command line is clap's: exit 2.)
+pub fn exit(result: anyhow::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", error_text(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// A fatal error, the run's last line: as `main` returning it prints it in
 /// text mode; in JSON mode one event (level ERROR, the whole chain of
 /// causes in `error`), so a log service sees why the process stopped.
 pub fn fatal(format: LogFormat, error: &anyhow::Error) {
     match format {
-        LogFormat::Text => eprintln!("Error: {error:?}"),
+        LogFormat::Text => eprintln!("{}", error_text(error)),
         LogFormat::Json => {
             // The chain, each cause once (an error that shows its source
             // in its own message would otherwise say it twice).

@@ -159,7 +159,17 @@ pub fn parse_from<C: Parser>(
     // there; before it they would conflict with it).
     let mut layered = argv.clone();
     layered.extend(injected);
-    let matches = cmd.clone().try_get_matches_from(&layered).map_err(|e| {
+    // `--print-config` shows what is set, complete or not: an option still
+    // missing (`ingest --input`) is not an error then; a bad value still is.
+    let printing = typed.try_get_one::<bool>(PRINT_CONFIG).ok().flatten().copied().unwrap_or(false);
+    let strict = cmd.clone().try_get_matches_from(&layered);
+    let strict = match strict {
+        Err(e) if printing && e.kind() == clap::error::ErrorKind::MissingRequiredArgument => {
+            cmd.clone().ignore_errors(true).try_get_matches_from(&layered)
+        }
+        other => other,
+    };
+    let matches = strict.map_err(|e| {
         // A bad value from the variable or the file: say which.
         let from: Vec<String> = sources
             .iter()

@@ -259,3 +259,44 @@ fn decode_limits_and_retries_are_settings_that_take_effect() {
         .unwrap();
     fails_naming(&out, "ZIGZAG_MAX_EVENT_TIME", "not an RFC 3339 time");
 }
+
+/// A user's error is one message, said once, with no backtrace even when
+/// RUST_BACKTRACE asks for one (exit 1; a bad command line is clap's 2).
+#[test]
+fn a_user_error_is_one_message_without_a_backtrace() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("empty.db");
+    zigzag_sqlite::SqliteTable::open(&db).unwrap();
+    let db = db.to_str().unwrap();
+    let gather = env!("CARGO_BIN_EXE_gather");
+    let with_backtrace = |bin: &str, args: &[&str]| Command::new(bin).args(args).env("RUST_BACKTRACE", "1").output().unwrap();
+    for (args, says) in [
+        (&["--db", db, "totals", "--from", "someday", "--to", "today"][..], "--from \"someday\""),
+        // Off the minute: the same fix for every projection, said once.
+        (&["--db", db, "totals", "--from", "2026-11-20", "--to", "2026-11-20T10:00:30Z"][..], "try 2026-11-20T10:00:00Z"),
+        (&["--db", db, "serve", "--token-file", "/nonexistent/token"][..], "token file"),
+    ] {
+        let out = with_backtrace(gather, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.matches("Error:").count(), 1, "{args:?}: {stderr}");
+        assert_eq!(stderr.matches(says).count(), 1, "{args:?}: said once: {stderr}");
+        assert!(!stderr.to_lowercase().contains("backtrace"), "{args:?}: {stderr}");
+    }
+    let out = with_backtrace(gather, &["--db", db, "totals", "--frm", "x"]);
+    assert_eq!(out.status.code(), Some(2), "a bad command line: {}", String::from_utf8_lossy(&out.stderr));
+    // Grafana's relative times are windows too: yesterday through today.
+    let out = with_backtrace(gather, &["--db", db, "totals", "--from", "yesterday", "--to", "today"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `--print-config` shows the settings of a run not yet complete: `ingest`
+/// without its `--input` prints them (a bad value is still an error).
+#[test]
+fn print_config_does_not_demand_the_input() {
+    let ingest = env!("CARGO_BIN_EXE_ingest");
+    let out = run(ingest, &["--print-config"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("failover"));
+    fails_naming(&run(ingest, &["--print-config", "--failover", "0s"]), "--failover", "longer than zero");
+}

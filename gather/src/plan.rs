@@ -241,7 +241,7 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
             })
         }
         Some(s) => Some(s),
-        None if req.timeseries => Some(default_step(req.window.len_ms()?, &rollups)),
+        None if req.timeseries => Some(default_step(req.window.len_ms(req.now)?, &rollups)),
         None => None,
     };
     let window = req.window.resolve(req.now, finest, step.unwrap_or(finest))?;

@@ -146,6 +146,9 @@ pub async fn choose<T: SortedTable + ?Sized>(
     req: &PlanRequest,
     group_by: &[String],
 ) -> Result<(Plan, &'static str, Vec<Candidate>, Statistics, Option<Prefetched>)> {
+    // A window that cannot be read is the request's error, said once (not
+    // once per projection).
+    req.window.validate(req.now)?;
     let mut dims: Vec<String> = group_by.to_vec();
     for p in &req.filters.predicates {
         if !dims.contains(&p.field) {
@@ -167,13 +170,31 @@ pub async fn choose<T: SortedTable + ?Sized>(
         }
     }
     // Every projection's plan, or why it cannot answer exactly.
+    let mut window_errors: Vec<(i64, GatherError)> = Vec::new();
     let plans: Vec<std::result::Result<Plan, String>> = projections
         .iter()
         .map(|km| match not_exact(km, &dims, &measures) {
             Some(why) => Err(why),
-            None => plan_source(km, req.clone()).map_err(|e| e.to_string()),
+            None => plan_source(km, req.clone()).map_err(|e| {
+                let why = e.to_string();
+                if matches!(e, GatherError::Window { .. }) {
+                    let finest = km.rollups().map(|r| r.unit_ms()).min().unwrap_or(i64::MAX);
+                    window_errors.push((finest, e));
+                }
+                why
+            }),
         })
         .collect();
+    // When every projection that keeps what the report needs refuses its
+    // window (a bound off the finest rollup), that is one error: the one
+    // of the finest of them, whose fix every other needs too.
+    let exact = plans.iter().zip(projections.iter()).filter(|(_, km)| not_exact(km, &dims, &measures).is_none());
+    if exact.clone().count() > 0 && exact.clone().all(|(p, _)| p.is_err()) && window_errors.len() == exact.count() {
+        window_errors.sort_by_key(|(finest, _)| *finest);
+        if let Some((_, e)) = window_errors.into_iter().next() {
+            return Err(e);
+        }
+    }
     // Statistics of the exact ones only (the forced one alone): to
     // compare them, and to say how fresh the one read is.
     let wanted: Vec<&Plan> =

@@ -1,9 +1,13 @@
 //! The time window of a report: `[start, end)` in ms since the epoch, UTC.
 //!
 //! - absolute: `--from` and `--to`, each RFC 3339 (`2026-11-21T10:00:00Z`),
-//!   a UTC date (`2026-11-21`, its midnight) or integer epoch milliseconds.
-//!   Both must lie on a boundary of the finest configured rollup (a minute by
-//!   default): reports are exact, and a bucket cannot be split.
+//!   a UTC date (`2026-11-21`, its midnight), integer epoch milliseconds, or
+//!   relative to now as Grafana writes it: `now`, `now-6h`, `now-1d/d`
+//!   (`/UNIT` rounds down to the unit for `--from`, up for `--to`, so
+//!   `--from now/d --to now/d` is today), `today` (`now/d`) and
+//!   `yesterday` (`now-1d/d`). Both must lie on a boundary of the finest
+//!   configured rollup (a minute by default): reports are exact, and a
+//!   bucket cannot be split.
 //! - relative: `--last 15m|1h|7d` ends at *now* rounded **up** to the grain
 //!   (the `--step` when given, else the finest rollup's unit), so the bucket
 //!   being written now is included, and starts that long before.
@@ -57,12 +61,33 @@ impl WindowSpec {
         }
     }
 
-    /// The window's length when it is known without resolving (for defaults).
-    pub fn len_ms(&self) -> Result<i64> {
+    /// The window's length at `now` (for defaults).
+    pub fn len_ms(&self, now: i64) -> Result<i64> {
         match self {
             WindowSpec::Last { ms, .. } => Ok(*ms),
-            WindowSpec::Absolute { from, to } => Ok(parse_time("--to", to)? - parse_time("--from", from)?),
+            WindowSpec::Absolute { .. } => {
+                let (start, end) = self.ends(now)?;
+                Ok(end - start)
+            }
         }
+    }
+
+    /// The ends of an absolute window at `now`, parsed and in order (one
+    /// error for the request, before any projection is planned).
+    fn ends(&self, now: i64) -> Result<(i64, i64)> {
+        let WindowSpec::Absolute { from, to } = self else { return Ok((0, 0)) };
+        let start = parse_time_at("--from", from, now, Round::Down)?;
+        let end = parse_time_at("--to", to, now, Round::Up)?;
+        if end <= start {
+            return Err(window_err("--to", to, &format!("is not after --from {from:?}")));
+        }
+        Ok((start, end))
+    }
+
+    /// Checks what can be checked without a rollup: the ends parse and are
+    /// in order.
+    pub fn validate(&self, now: i64) -> Result<()> {
+        self.ends(now).map(|_| ())
     }
 
     /// Resolves to `[start, end)`. `finest` is the finest rollup unit (both
@@ -71,8 +96,7 @@ impl WindowSpec {
     pub fn resolve(&self, now: i64, finest: i64, grain: i64) -> Result<Window> {
         match self {
             WindowSpec::Absolute { from, to } => {
-                let start = parse_time("--from", from)?;
-                let end = parse_time("--to", to)?;
+                let (start, end) = self.ends(now)?;
                 for (arg, text, t) in [("--from", from, start), ("--to", to, end)] {
                     if t.rem_euclid(finest) != 0 {
                         let down = format_instant(t.div_euclid(finest) * finest);
@@ -86,9 +110,6 @@ impl WindowSpec {
                             ),
                         ));
                     }
-                }
-                if end <= start {
-                    return Err(window_err("--to", to, &format!("is not after --from {from:?}")));
                 }
                 Ok(Window { start, end })
             }
@@ -111,8 +132,24 @@ fn window_err(arg: &'static str, text: &str, why: &str) -> GatherError {
     GatherError::Window { arg, text: text.to_string(), why: why.to_string() }
 }
 
-/// An instant: RFC 3339, a UTC date `YYYY-MM-DD`, or integer epoch ms.
-pub fn parse_time(arg: &'static str, text: &str) -> Result<i64> {
+/// Which way a relative instant's `/UNIT` rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Round {
+    Down,
+    Up,
+}
+
+/// An instant: RFC 3339, a UTC date `YYYY-MM-DD`, integer epoch ms, or
+/// relative to `now` (rounded down).
+pub fn parse_time(arg: &'static str, text: &str, now: i64) -> Result<i64> {
+    parse_time_at(arg, text, now, Round::Down)
+}
+
+/// [`parse_time`], a relative instant's `/UNIT` rounded as `round` says.
+pub fn parse_time_at(arg: &'static str, text: &str, now: i64, round: Round) -> Result<i64> {
+    if let Some(relative) = relative(text.trim(), now, round) {
+        return relative.map_err(|why| window_err(arg, text, &why));
+    }
     if let Some(t) = parse_instant(text, TimeUnit::Millisecond) {
         return Ok(t);
     }
@@ -121,7 +158,71 @@ pub fn parse_time(arg: &'static str, text: &str) -> Result<i64> {
             return Ok(dt.and_utc().timestamp_millis());
         }
     }
-    Err(window_err(arg, text, "expected RFC 3339 (2026-11-21T10:00:00Z), a date (2026-11-21) or epoch milliseconds"))
+    Err(window_err(
+        arg,
+        text,
+        "expected RFC 3339 (2026-11-21T10:00:00Z), a date (2026-11-21), epoch milliseconds, or now-6h, now/d, today, \
+         yesterday",
+    ))
+}
+
+/// `now[±DURATION...][/UNIT]`, `today`, `yesterday` (Grafana's relative
+/// times); None when `text` is not one.
+fn relative(text: &str, now: i64, round: Round) -> Option<std::result::Result<i64, String>> {
+    let text = match text {
+        "today" => "now/d",
+        "yesterday" => "now-1d/d",
+        t => t,
+    };
+    let rest = text.strip_prefix("now")?;
+    Some((|| {
+        let (shifts, unit) = match rest.split_once('/') {
+            Some((s, u)) => (s, Some(u)),
+            None => (rest, None),
+        };
+        let mut t = now;
+        let mut shifts = shifts.trim();
+        while !shifts.is_empty() {
+            let sign = match shifts.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return Err(format!("expected + or - after now, at {shifts:?}")),
+            };
+            let body = &shifts[1..];
+            if body.is_empty() {
+                return Err("a duration must follow + or -".into());
+            }
+            let end = body[1..].find(['+', '-']).map_or(body.len(), |i| i + 1);
+            let ms = parse_duration_ms(body[..end].trim())?;
+            t = t.checked_add(sign * ms).ok_or("out of range")?;
+            shifts = body[end..].trim();
+        }
+        if let Some(unit) = unit {
+            let u = match unit.trim() {
+                "s" => 1_000,
+                "m" => 60_000,
+                "h" => 3_600_000,
+                "d" => 86_400_000,
+                "w" => 7 * 86_400_000,
+                other => return Err(format!("/{other}: round to s, m, h, d or w")),
+            };
+            // Weeks start on Monday (the epoch was a Thursday).
+            let origin = if u == 7 * 86_400_000 { -3 * 86_400_000 } else { 0 };
+            let down = (t - origin).div_euclid(u) * u + origin;
+            t = match round {
+                Round::Down => down,
+                Round::Up if down == t => t,
+                Round::Up => down + u,
+            };
+        }
+        Ok(t)
+    })())
+}
+
+fn parse_duration_ms(text: &str) -> std::result::Result<i64, String> {
+    zigzag_core::duration::parse_positive(text)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map_err(|e| format!("{text:?}: {}", e.why))
 }
 
 /// A positive duration in ms, by the one grammar (`zigzag_core::duration`:
@@ -172,12 +273,35 @@ mod tests {
         assert!(e.contains("--to") && e.contains("try 2025-11-21T10:00:00Z"), "{e}");
         let w = WindowSpec::from_args(Some("2025-11-21"), Some(&T.to_string()), None).unwrap();
         assert_eq!(w.resolve(0, MINUTE, HOUR).unwrap(), Window { start: T - 10 * HOUR, end: T });
-        let e = WindowSpec::from_args(Some("yesterday"), Some("2025-11-21"), None)
+        let e = WindowSpec::from_args(Some("tomorrow"), Some("2025-11-21"), None)
             .unwrap()
             .resolve(0, MINUTE, MINUTE)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--from \"yesterday\""), "{e}");
+        assert!(e.contains("--from \"tomorrow\"") && e.contains("now-6h"), "{e}");
+    }
+
+    #[test]
+    fn relative_times_as_grafana_writes_them() {
+        let now = T + 25 * MINUTE + 7_000; // 2025-11-21T10:25:07Z, a Friday
+        let day = T - 10 * HOUR;
+        let at = |text: &str, round| parse_time_at("--from", text, now, round).unwrap();
+        assert_eq!(at("now", Round::Down), now);
+        assert_eq!(at("now-6h", Round::Down), now - 6 * HOUR);
+        assert_eq!(at("now-1d+2h", Round::Down), now - DAY + 2 * HOUR);
+        assert_eq!(at("now/d", Round::Down), day);
+        assert_eq!(at("now/d", Round::Up), day + DAY, "--to now/d: the end of today");
+        assert_eq!(at("today", Round::Down), day);
+        assert_eq!(at("yesterday", Round::Down), day - DAY);
+        assert_eq!(at("yesterday", Round::Up), day, "--to yesterday: yesterday's end");
+        assert_eq!(at("now/h", Round::Down), T);
+        assert_eq!(at("now/w", Round::Down), day - 4 * DAY, "weeks start on Monday, 2025-11-17");
+        let w = WindowSpec::from_args(Some("yesterday"), Some("yesterday"), None).unwrap();
+        assert_eq!(w.resolve(now, MINUTE, MINUTE).unwrap(), Window { start: day - DAY, end: day });
+        for bad in ["now*2", "now-", "now/y", "now-5x", "nowish"] {
+            let e = parse_time_at("--from", bad, now, Round::Down).unwrap_err().to_string();
+            assert!(e.contains("--from") && e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
     }
 
     #[test]

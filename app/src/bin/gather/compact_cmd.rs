@@ -18,7 +18,7 @@ pub(crate) async fn compact_cmd(
     concurrency: usize,
 ) -> Result<()> {
     use zigzag_gather::compact::{compact, CompactOptions};
-    let before_ms = parse_time("--before", before)?;
+    let before_ms = parse_time("--before", before, chrono::Utc::now().timestamp_millis())?;
     let now = chrono::Utc::now().timestamp_millis();
     if before_ms > now {
         bail!("--before {before} is in the future: the seal would refuse events arriving now");

@@ -212,7 +212,11 @@ async fn check_cmd(
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> std::process::ExitCode {
+    zigzag_app::logging::exit(run().await)
+}
+
+async fn run() -> Result<()> {
     let parsed = zigzag_app::settings::parse::<Cli>("gather");
     let cli = parsed.cli;
     if parsed.print {

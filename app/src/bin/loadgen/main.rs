@@ -282,7 +282,11 @@ async fn run_kinesis(cli: &Cli, gen: &dyn Traffic, stream: &str) -> Result<()> {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> std::process::ExitCode {
+    zigzag_app::logging::exit(run().await)
+}
+
+async fn run() -> Result<()> {
     let parsed = zigzag_app::settings::parse::<Cli>("loadgen");
     let cli = parsed.cli;
     let overrides = cli.pipeline.overrides(&parsed.settings);
