@@ -1,0 +1,101 @@
+//! The shipped Grafana dashboard (`deploy/grafana/dashboards/zigzag.json`)
+//! and data source, played as Grafana plays them against `gather serve`:
+//! the dashboard's time range resolved (`now-24h/h` to `now/h`), its
+//! variable filled from `label_values(...)`, `$__range` substituted, each
+//! instant target asked at the range's end and each range target with the
+//! start and end aligned down to the step, by form POST. Every panel gets
+//! an answer, and the totals equal the events'.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use serde_json::Value as Json;
+use std::sync::Arc;
+use tower::ServiceExt;
+use zigzag_core::table::MemoryTable;
+use zigzag_gather::execute::ExecOptions;
+use zigzag_gather::window::{parse_time_at, Round};
+use zigzag_model::ScatterMode;
+use zigzag_serve::{router, Catalog, Engine, Limits, Server, ServerOptions};
+use zigzag_testkit::fixture::{self, DAY, HOUR, T0};
+
+fn deploy(path: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana");
+    std::fs::read_to_string(root.join(path)).unwrap()
+}
+
+async fn post(app: &Router, uri: &str, form: &[(&str, &str)]) -> Json {
+    let body: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+    let req = Request::post(uri).header("content-type", "application/x-www-form-urlencoded").body(Body::from(body));
+    let res = app.clone().oneshot(req.unwrap()).await.unwrap();
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), 1 << 24).await.unwrap();
+    let json: Json = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(status, StatusCode::OK, "{uri} {form:?}: {json}");
+    json
+}
+
+#[tokio::test]
+async fn every_panel_of_the_shipped_dashboard_is_answered() {
+    let datasource = deploy("provisioning/datasources/zigzag.yaml");
+    assert!(datasource.contains("type: prometheus") && datasource.contains("timeInterval: 1m"), "{datasource}");
+    let dashboard: Json = serde_json::from_str(&deploy("dashboards/zigzag.json")).unwrap();
+
+    let events = fixture::events(31, 3_000);
+    let config = fixture::config(4, ScatterMode::Random);
+    let table = MemoryTable::new();
+    fixture::write_store(&table, &config, &events).await;
+    let engine = Engine::new(Arc::new(table), Catalog::new(config).unwrap(), ExecOptions::default(), Limits::default());
+    let app = router(Server::new(Arc::new(engine), ServerOptions::default()));
+
+    // Grafana's clock: in the middle of the data's second day.
+    let now = T0 + DAY + 10 * HOUR + 1_234_567;
+    let from = parse_time_at("from", dashboard["time"]["from"].as_str().unwrap(), now, Round::Down).unwrap();
+    let to = parse_time_at("to", dashboard["time"]["to"].as_str().unwrap(), now, Round::Up).unwrap();
+    assert_eq!((from % HOUR, to % HOUR, to - from), (0, 0, 25 * HOUR), "whole hours");
+    let range = format!("{}s", (to - from) / 1000);
+    let secs = |ms: i64| (ms / 1000).to_string();
+
+    // The variable, as Grafana fills it.
+    let var = &dashboard["templating"]["list"][0];
+    assert_eq!(var["definition"], "label_values(clicks, country)");
+    let values = app
+        .clone()
+        .oneshot(
+            Request::get(format!("/api/v1/label/country/values?match%5B%5D=clicks&start={}&end={}", secs(from), secs(to)))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let values: Json =
+        serde_json::from_slice(&axum::body::to_bytes(values.into_body(), 1 << 20).await.unwrap()).unwrap();
+    assert_eq!(values["data"], serde_json::json!(["DE", "FR", "GB", "US"]));
+    let country = "DE";
+
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert_eq!(panels.len(), 4, "totals, the 5-minute series, top referrers by CTR, CTR by campaign");
+    for panel in panels {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap().replace("$__range", &range).replace("$country", country);
+            let answer = if target["instant"] == true {
+                post(&app, "/api/v1/query", &[("query", &expr), ("time", &secs(to))]).await
+            } else {
+                let step = 300_000; // the panel's interval, 5m
+                assert_eq!(panel["interval"], "5m");
+                let (start, end) = (from / step * step, to / step * step);
+                post(&app, "/api/v1/query_range", &[("query", &expr), ("start", &secs(start)), ("end", &secs(end)), ("step", "300")])
+                    .await
+            };
+            let result = answer["data"]["result"].as_array().unwrap();
+            assert!(!result.is_empty(), "{}: {expr}: {answer}", panel["title"]);
+            if target["refId"] == "A" && panel["id"] == 1 {
+                let clicks = events.iter().filter(|e| e.click && from <= e.t && e.t < to).count();
+                assert_eq!(result[0]["value"][1], clicks.to_string(), "total clicks over the range");
+            }
+            if panel["id"] == 3 {
+                assert!(result.len() <= 20 && result.iter().all(|r| r["metric"]["referrer"].is_string()), "{answer}");
+            }
+        }
+    }
+}
