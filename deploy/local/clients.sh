@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Installs the real clients and servers the tests talk to, from Debian's
 # packages, once: prometheus (the server, and promtool), the oracle and a
-# client of `gather serve` (app/tests/serve_prometheus.rs). Their services
+# client of `gather serve` (app/tests/serve_prometheus.rs), and chromium,
+# which drives the live page headless (app/tests/serve_page.rs). Services
 # are never started by the install (a policy-rc.d denies it while it
 # runs): the tests start them on 127.0.0.1 themselves. Idempotent.
 #
 # Usage: deploy/local/clients.sh
 set -euo pipefail
 
-want=(prometheus)
 missing=()
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if ((${#missing[@]} == 0)); then
   exit 0
 fi
@@ -40,4 +41,4 @@ fi
 # The package's own service, if an init system started it anyway, must not
 # listen on every interface while the tests run.
 "${sudo[@]}" sh -c 'command -v systemctl >/dev/null 2>&1 && systemctl disable --now prometheus 2>/dev/null || true'
-echo "installed: ${want[*]}" >&2
+echo "installed: ${missing[*]}" >&2

@@ -108,6 +108,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/api/v1/query_exemplars", get(empty_list).post(empty_list))
         .route("/api/v1/rules", get(rules))
         .route("/api/v1/status/flags", get(flags))
+        .route("/", get(page))
         .route("/-/healthy", get(|| async { "Zigzag gather serve is Healthy.\n" }))
         .route("/-/ready", get(|| async { "Zigzag gather serve is Ready.\n" }))
         .fallback(|| async { error(ServeError::NotFound) })
@@ -341,6 +342,13 @@ async fn format_query(
         }
         .await,
     )
+}
+
+/// The live page: a measure, a grouping, filters and a window, as a chart
+/// and a table refreshed as new buckets land. Static (no CDN, nothing
+/// fetched but this server's API, which it calls like Grafana does).
+async fn page() -> axum::response::Html<&'static str> {
+    axum::response::Html(include_str!("page.html"))
 }
 
 async fn buildinfo(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
