@@ -44,6 +44,11 @@ pub async fn plan_report<T: SortedTable + ?Sized>(
 }
 
 impl Planned {
+    /// The group-by dimensions it reads by.
+    pub fn group_by(&self) -> &[String] {
+        &self.group_by
+    }
+
     /// Reads every item of every query of the plan and merges them per
     /// (bucket of the plan's step, `group_by` values), in the measures of
     /// the projection read.

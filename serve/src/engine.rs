@@ -6,7 +6,7 @@ use crate::catalog::Catalog;
 use crate::compile::{compile, parse};
 use crate::error::Result;
 use crate::eval::{evaluate, Order};
-use crate::read::{read_leaves, too_many_series, Limits, ReadReport};
+use crate::read::{read_leaves, too_many_series, Inflight, Limits, ReadReport};
 use crate::series::Value;
 use std::sync::{Arc, RwLock};
 use zigzag_core::table::SortedTable;
@@ -32,11 +32,13 @@ pub struct Engine {
     catalog: RwLock<Arc<Catalog>>,
     pub opts: ExecOptions,
     pub limits: Limits,
+    /// Reads in flight, shared by the queries that need them.
+    pub inflight: Inflight,
 }
 
 impl Engine {
     pub fn new(table: Arc<dyn SortedTable>, catalog: Catalog, opts: ExecOptions, limits: Limits) -> Engine {
-        Engine { table, catalog: RwLock::new(Arc::new(catalog)), opts, limits }
+        Engine { table, catalog: RwLock::new(Arc::new(catalog)), opts, limits, inflight: Inflight::default() }
     }
 
     /// The layout queries compile against now.
@@ -61,7 +63,7 @@ impl Engine {
         let catalog = self.catalog();
         let query = compile(&expr, &catalog)?;
         let (leaves, report) =
-            read_leaves(self.table.as_ref(), &catalog, &query, &ts, now, &self.opts, &self.limits).await?;
+            read_leaves(&self.table, &self.inflight, &catalog, &query, &ts, now, &self.opts, &self.limits).await?;
         let (value, order) = evaluate(&query.root, &leaves, &ts)?;
         if let Value::Vector(v) = &value {
             if v.series.len() > self.limits.max_series {

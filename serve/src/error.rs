@@ -25,6 +25,9 @@ pub enum ServeError {
     /// Planning or reading failed.
     #[error("{0}")]
     Gather(#[from] GatherError),
+    /// A read shared by several queries failed.
+    #[error("{0}")]
+    Read(std::sync::Arc<GatherError>),
     #[error("query timed out after {0:?}; narrow the window or the matchers, or raise --query-timeout")]
     Timeout(std::time::Duration),
     /// Every query slot is busy.
@@ -48,6 +51,8 @@ impl ServeError {
             ServeError::BadData(_) => "bad_data",
             ServeError::Timeout(_) => "timeout",
             ServeError::Busy(_) | ServeError::Gather(GatherError::Query { .. }) => "unavailable",
+            ServeError::Read(e) if matches!(e.as_ref(), GatherError::Query { .. }) => "unavailable",
+            ServeError::Read(_) => "execution",
             ServeError::Unauthorized => "unauthorized",
             ServeError::NotFound => "not_found",
             ServeError::Internal => "internal",
@@ -66,6 +71,8 @@ impl ServeError {
             ServeError::Busy(_) => 429,
             // The store failed (an outage, throttling past its retries): not the request's fault.
             ServeError::Timeout(_) | ServeError::Gather(GatherError::Query { .. }) => 503,
+            ServeError::Read(e) if matches!(e.as_ref(), GatherError::Query { .. }) => 503,
+            ServeError::Read(_) => 422,
             ServeError::Unsupported(_) | ServeError::Limit(_) | ServeError::Execution(_) | ServeError::Gather(_) => 422,
         }
     }

@@ -15,12 +15,15 @@ use crate::catalog::Catalog;
 use crate::error::{Result, ServeError};
 use crate::query::{Leaf, Metric, OverTime, Query};
 use crate::series::{Labels, Vector, NAME};
-use std::collections::BTreeMap;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use zigzag_core::table::SortedTable;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::{format_duration, WindowSpec};
+use zigzag_gather::{GatherError, Gathered};
 use zigzag_model::measure::MeasureKind;
 use zigzag_model::{MeasureValue, MeasureValues};
 
@@ -38,6 +41,49 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits { max_buckets: 100_000, max_series: 10_000, max_rcu: 5_000.0 }
+    }
+}
+
+/// Reads in flight, shared: a read asked again while the same read (same
+/// projection, rollup, window, filters, grouping and measures) is under
+/// way waits for it instead of reading again, so a hundred dashboards
+/// refreshing at once read once. A finished read is forgotten at once: it
+/// is never served to a request that starts after it ended.
+#[derive(Default)]
+pub struct Inflight {
+    reads: Mutex<HashMap<String, SharedRead>>,
+    /// Reads started (for tests and the benchmark).
+    pub started: std::sync::atomic::AtomicU64,
+    /// Reads that waited for one in flight.
+    pub joined: std::sync::atomic::AtomicU64,
+}
+
+type SharedRead = Shared<BoxFuture<'static, std::result::Result<Arc<Gathered>, Arc<GatherError>>>>;
+
+impl Inflight {
+    async fn read(&self, key: String, make: impl FnOnce() -> BoxFuture<'static, zigzag_gather::error::Result<Gathered>>) -> Result<Arc<Gathered>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let shared = {
+            let mut reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
+            match reads.get(&key) {
+                Some(r) => {
+                    self.joined.fetch_add(1, Relaxed);
+                    r.clone()
+                }
+                None => {
+                    self.started.fetch_add(1, Relaxed);
+                    let r = make().map(|r| r.map(Arc::new).map_err(Arc::new)).boxed().shared();
+                    reads.insert(key.clone(), r.clone());
+                    r
+                }
+            }
+        };
+        let out = shared.clone().await;
+        let mut reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
+        if reads.get(&key).is_some_and(|r| r.ptr_eq(&shared)) {
+            reads.remove(&key);
+        }
+        out.map_err(ServeError::Read)
     }
 }
 
@@ -100,7 +146,8 @@ fn unit_of(leaf: &Leaf, ends: &[i64], catalog: &Catalog) -> i64 {
 
 /// Reads every leaf of `query` at the instants `ts`.
 pub async fn read_leaves(
-    table: &dyn SortedTable,
+    table: &Arc<dyn SortedTable>,
+    inflight: &Inflight,
     catalog: &Catalog,
     query: &Query,
     ts: &[i64],
@@ -160,7 +207,7 @@ pub async fn read_leaves(
             now,
             source: SourceRequest { projection: None, measures: Some(names) },
         };
-        let p = zigzag_gather::plan_report(table, &catalog.config, req, first.group.clone(), opts)
+        let p = zigzag_gather::plan_report(table.as_ref(), &catalog.config, req, first.group.clone(), opts)
             .await
             .map_err(|e| explain_refusal(e, first))?;
         // Counted from ingest's statistics; a bin without any was never
@@ -177,7 +224,22 @@ pub async fn read_leaves(
             limits.max_rcu
         )));
     }
-    let gathered = futures::future::try_join_all(planned.into_iter().map(|p| p.read(table, opts))).await?;
+    let gathered = futures::future::try_join_all(planned.into_iter().map(|p| {
+        // Every measure of the projection is read whatever the leaves need.
+        let key = format!(
+            "{}|{}|{}|{}|{}|{:?}|{:?}",
+            p.plan.projection,
+            p.plan.rollup,
+            p.plan.window.start,
+            p.plan.window.end,
+            p.plan.step.unwrap_or(0),
+            p.plan.filters,
+            p.group_by()
+        );
+        let (table, opts) = (table.clone(), opts.clone());
+        inflight.read(key, move || async move { p.read(table.as_ref(), &opts).await }.boxed())
+    }))
+    .await?;
     for (r, g) in reads.iter().zip(gathered) {
         let plan = &g.plan;
         report.requests += g.actual.stats.requests + plan.statistics_cost.0;
