@@ -47,6 +47,7 @@ const BEYOND_THE_SCENARIO: &[(&str, &str, &str, &str)] = &[
 const ROLES: &[(&str, &str, &[&str])] = &[
     ("IngestTaskRole", "ingest", &["Stream", "AggregateTable", "LeaseTable"]),
     ("GatherRole", "gather", &["AggregateTable"]),
+    ("ServeTaskRole", "serve", &["AggregateTable"]),
     ("OperatorRole", "operator", &["AggregateTable", "LeaseTable"]),
     ("CompactorRole", "compact", &["AggregateTable", "LeaseTable"]),
     ("LoadgenRole", "loadgen", &["Stream"]),
@@ -256,7 +257,41 @@ fn scenario(dir: &Path) -> BTreeMap<&'static str, Actions> {
         let calls = std::fs::read_to_string(&log).unwrap_or_default();
         logged.entry(role).or_default().extend(calls.lines().map(String::from));
     }
+    // Over the table ingest wrote.
+    logged.insert("serve", serve_run(dir, &name, &dynamo, &kinesis));
     logged
+}
+
+/// `gather serve` on the table, asked what Grafana asks (a query, a range
+/// query, labels, label values, series), then stopped: the calls it logged.
+fn serve_run(dir: &Path, table: &str, dynamo: &str, kinesis: &str) -> Actions {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let log = dir.join("calls-serve.log");
+    let mut command = command(env!("CARGO_BIN_EXE_gather"), &log, dynamo, kinesis, dir);
+    command.args(["--dynamodb", table, "serve", "--listen", "127.0.0.1:0"]).stderr(std::process::Stdio::piped());
+    let mut child = zigzag_testkit::Reaped::spawn(&mut command).unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    std::thread::spawn(move || for _ in lines {});
+    let addr = first.split("http://").nth(1).and_then(|r| r.split('/').next()).unwrap().to_string();
+    for path in [
+        "/api/v1/query?query=sum(sum_over_time(clicks%5B1d%5D))&time=1795219200",
+        "/api/v1/query_range?query=sum(sum_over_time(clicks%5B1h%5D))&start=1795132800&end=1795219200&step=3600",
+        "/api/v1/labels",
+        "/api/v1/label/country/values?start=1795132800&end=1795219200",
+        "/api/v1/series?match%5B%5D=clicks%7Bcountry%3D%22DE%22%7D&start=1795132800&end=1795219200",
+    ] {
+        let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+        conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"), "gather serve {path}: {answer}");
+    }
+    let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "gather serve after SIGTERM: {out:?}");
+    std::fs::read_to_string(&log).unwrap_or_default().lines().map(String::from).collect()
 }
 
 fn run(binary: &str, args: &[&str], log: &Path, dynamo: &str, kinesis: &str, dir: &Path) -> Output {
@@ -265,9 +300,13 @@ fn run(binary: &str, args: &[&str], log: &Path, dynamo: &str, kinesis: &str, dir
         "gather" => env!("CARGO_BIN_EXE_gather"),
         _ => env!("CARGO_BIN_EXE_loadgen"),
     };
-    Command::new(exe)
-        .args(args)
-        .current_dir(dir)
+    command(exe, log, dynamo, kinesis, dir).args(args).output().unwrap()
+}
+
+/// A binary run against the emulators, logging its calls to `log`.
+fn command(exe: &str, log: &Path, dynamo: &str, kinesis: &str, dir: &Path) -> Command {
+    let mut c = Command::new(exe);
+    c.current_dir(dir)
         .env(zigzag_aws::call_log::CALL_LOG_ENV, log)
         .env("AWS_ENDPOINT_URL_DYNAMODB", dynamo)
         .env("AWS_ENDPOINT_URL_KINESIS", kinesis)
@@ -275,9 +314,8 @@ fn run(binary: &str, args: &[&str], log: &Path, dynamo: &str, kinesis: &str, dir
         .env("AWS_SECRET_ACCESS_KEY", emulator::SECRET_KEY)
         .env("AWS_REGION", emulator::REGION)
         .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
+        .env("RUST_LOG", "warn");
+    c
 }
 
 #[test]

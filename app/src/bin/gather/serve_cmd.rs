@@ -22,7 +22,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:9090")]
     listen: SocketAddr,
     /// A file holding the bearer token every request must carry
-    /// (`Authorization: Bearer <token>`); default: no token
+    /// (`Authorization: Bearer <token>`); without it, the token in
+    /// ZIGZAG_SERVE_TOKEN (an ECS secret), else none
     #[arg(long, value_name = "PATH")]
     token_file: Option<PathBuf>,
     /// Queries evaluated at once; more are answered 429
@@ -56,6 +57,9 @@ pub(crate) struct ServeArgs {
     log: zigzag_app::logging::LogArgs,
 }
 
+/// The token itself, for a platform that gives secrets as variables.
+const TOKEN_ENV: &str = "ZIGZAG_SERVE_TOKEN";
+
 fn read_token(path: &Path) -> Result<String> {
     let text = zigzag_app::config::read(path, "token file")?;
     let token = text.trim().to_string();
@@ -81,7 +85,10 @@ pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: Se
     if !(args.rcu_budget.is_finite() && args.rcu_budget > 0.0) {
         bail!("--rcu-budget {}: must be a positive number", args.rcu_budget);
     }
-    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let token = match args.token_file.as_deref() {
+        Some(path) => Some(read_token(path)?),
+        None => std::env::var(TOKEN_ENV).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()),
+    };
     if !args.listen.ip().is_loopback() && token.is_none() {
         tracing::warn!(listen = %args.listen, "listening beyond loopback without --token-file: anyone who reaches it can query");
     }
