@@ -5,11 +5,15 @@
 
 use crate::error::{Result, ServeError};
 use zigzag_model::measure::MeasureKind;
+use zigzag_model::layout::Layout;
 use zigzag_model::{Config, MeasureSet, Projections};
 
 #[derive(Debug, Clone)]
 pub struct Catalog {
     pub config: Config,
+    /// The layout the table recorded when this was built (None: the table
+    /// has none; the configuration given is read with).
+    pub layout: Option<Layout>,
     pub projections: Projections,
     pub measures: MeasureSet,
     /// Every dimension, in layout order (the labels of a full series).
@@ -23,7 +27,14 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// The catalog of `config` (a table without a recorded layout).
     pub fn new(config: Config) -> Result<Catalog> {
+        Catalog::recorded(config, None)
+    }
+
+    /// The catalog of a table whose recorded layout is `layout` (`config`
+    /// is the configuration read with: that layout applied).
+    pub fn recorded(config: Config, layout: Option<Layout>) -> Result<Catalog> {
         let bad = |e: String| ServeError::Gather(zigzag_gather::GatherError::Config(e));
         let projections = Projections::new(&config).map_err(|e| bad(e.to_string()))?;
         let measures = config.measure_set().map_err(|e| bad(e.to_string()))?;
@@ -37,7 +48,7 @@ impl Catalog {
         units_ms.sort_unstable_by(|a, b| b.cmp(a));
         units_ms.dedup();
         let sample_ms = *units_ms.last().unwrap_or(&60_000);
-        Ok(Catalog { config, projections, measures, dims, numeric, sample_ms, units_ms })
+        Ok(Catalog { config, layout, projections, measures, dims, numeric, sample_ms, units_ms })
     }
 
     /// A metric name: a measure or a ratio.

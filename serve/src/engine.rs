@@ -4,13 +4,15 @@
 
 use crate::catalog::Catalog;
 use crate::compile::{compile, parse};
-use crate::error::Result;
+use crate::error::{Result, ServeError};
 use crate::eval::{evaluate, Order};
 use crate::read::{read_leaves, too_many_series, Inflight, Limits, ReadReport};
 use crate::series::Value;
 use std::sync::{Arc, RwLock};
 use zigzag_core::table::SortedTable;
 use zigzag_gather::execute::ExecOptions;
+use zigzag_model::layout;
+use zigzag_model::Config;
 
 /// The most evaluation steps one range query may have (Prometheus's own
 /// limit).
@@ -30,6 +32,9 @@ pub struct Answer {
 pub struct Engine {
     table: Arc<dyn SortedTable>,
     catalog: RwLock<Arc<Catalog>>,
+    /// What a layout the table records is applied to (the configuration
+    /// given, else the defaults).
+    base: Config,
     pub opts: ExecOptions,
     pub limits: Limits,
     /// Reads in flight, shared by the queries that need them.
@@ -38,7 +43,15 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(table: Arc<dyn SortedTable>, catalog: Catalog, opts: ExecOptions, limits: Limits) -> Engine {
-        Engine { table, catalog: RwLock::new(Arc::new(catalog)), opts, limits, inflight: Inflight::default() }
+        let base = catalog.config.clone();
+        Engine { table, catalog: RwLock::new(Arc::new(catalog)), base, opts, limits, inflight: Inflight::default() }
+    }
+
+    /// What a layout recorded later in the table is applied to (default:
+    /// the catalog's configuration).
+    pub fn with_base(mut self, base: Config) -> Engine {
+        self.base = base;
+        self
     }
 
     /// The layout queries compile against now.
@@ -57,13 +70,29 @@ impl Engine {
     }
 
     /// Evaluates `text` at the instants `ts` (ms); `now` is the wall clock
-    /// (retention decides what is still kept).
+    /// (retention decides what is still kept). The table's layout is read
+    /// beside the query (one small item, no added wait): an answer planned
+    /// on a layout the table no longer has is dropped, and the query runs
+    /// again on the table's.
     pub async fn query(&self, text: &str, ts: Vec<i64>, now: i64) -> Result<Answer> {
-        let expr = parse(text)?;
         let catalog = self.catalog();
-        let query = compile(&expr, &catalog)?;
+        let (stored, answer) = futures::join!(layout::load(self.table.as_ref()), self.answer(&catalog, text, &ts, now));
+        let stored = stored.map_err(|e| ServeError::Layout(format!("reading the table's layout: {e}")))?;
+        if stored.is_none() || stored == catalog.layout {
+            return answer;
+        }
+        tracing::warn!("the table's layout changed: queries now read with the new one");
+        let config = stored.as_ref().map_or_else(|| self.base.clone(), |l| l.apply(&self.base));
+        self.set_catalog(Catalog::recorded(config, stored)?);
+        self.answer(&self.catalog(), text, &ts, now).await
+    }
+
+    async fn answer(&self, catalog: &Catalog, text: &str, ts: &[i64], now: i64) -> Result<Answer> {
+        let ts = ts.to_vec();
+        let expr = parse(text)?;
+        let query = compile(&expr, catalog)?;
         let (leaves, report) =
-            read_leaves(&self.table, &self.inflight, &catalog, &query, &ts, now, &self.opts, &self.limits).await?;
+            read_leaves(&self.table, &self.inflight, catalog, &query, &ts, now, &self.opts, &self.limits).await?;
         let (value, order) = evaluate(&query.root, &leaves, &ts)?;
         if let Value::Vector(v) = &value {
             if v.series.len() > self.limits.max_series {

@@ -33,6 +33,10 @@ pub enum ServeError {
     /// Every query slot is busy.
     #[error("too many queries at once (--max-queries {0}); retry shortly")]
     Busy(usize),
+    /// The table's layout could not be read (a query is never answered
+    /// on a layout not checked against the table's).
+    #[error("{0}")]
+    Layout(String),
     /// A bug: evaluating the query panicked (the server stays up).
     #[error("internal error while evaluating the query (a bug in gather serve: please report the query)")]
     Internal,
@@ -50,7 +54,7 @@ impl ServeError {
         match self {
             ServeError::BadData(_) => "bad_data",
             ServeError::Timeout(_) => "timeout",
-            ServeError::Busy(_) | ServeError::Gather(GatherError::Query { .. }) => "unavailable",
+            ServeError::Busy(_) | ServeError::Layout(_) | ServeError::Gather(GatherError::Query { .. }) => "unavailable",
             ServeError::Read(e) if matches!(e.as_ref(), GatherError::Query { .. }) => "unavailable",
             ServeError::Read(_) => "execution",
             ServeError::Unauthorized => "unauthorized",
@@ -70,7 +74,7 @@ impl ServeError {
             ServeError::Internal => 500,
             ServeError::Busy(_) => 429,
             // The store failed (an outage, throttling past its retries): not the request's fault.
-            ServeError::Timeout(_) | ServeError::Gather(GatherError::Query { .. }) => 503,
+            ServeError::Timeout(_) | ServeError::Layout(_) | ServeError::Gather(GatherError::Query { .. }) => 503,
             ServeError::Read(e) if matches!(e.as_ref(), GatherError::Query { .. }) => 503,
             ServeError::Read(_) => 422,
             ServeError::Unsupported(_) | ServeError::Limit(_) | ServeError::Execution(_) | ServeError::Gather(_) => 422,

@@ -1,8 +1,8 @@
 //! `gather serve`: the Prometheus HTTP API (`zigzag_serve`) on a listener,
 //! over the store options every command takes. The table's layout is read
-//! at start and again every `--layout-poll`; a change swaps the layout
-//! queries compile against (a writer with another layout is refused by
-//! the table, so a change means the table was recreated).
+//! at start, and again beside every query (`Engine::query`): a change (the
+//! table recreated with another layout; writers with another are refused)
+//! is read with at once, never with the old one.
 
 use super::{reader_config, stored_layout};
 use anyhow::{bail, Context, Result};
@@ -50,9 +50,6 @@ pub(crate) struct ServeArgs {
     /// Log each query's plan and cost (the reports' --explain)
     #[arg(long)]
     explain: bool,
-    /// How often the table's layout is read again
-    #[arg(long, default_value = "30s", value_parser = zigzag_app::duration::positive)]
-    layout_poll: Duration,
     #[command(flatten)]
     log: zigzag_app::logging::LogArgs,
 }
@@ -69,12 +66,17 @@ fn read_token(path: &Path) -> Result<String> {
     Ok(token)
 }
 
-/// The layout as queries see it: the table's, read now.
-async fn catalog(store: &StoreArgs, table: &dyn zigzag_core::table::SortedTable, path: Option<&Path>) -> Result<Catalog> {
+/// The layout as queries see it (the table's, read now), and what a later
+/// layout of the table applies to.
+async fn catalog(
+    store: &StoreArgs,
+    table: &dyn zigzag_core::table::SortedTable,
+    path: Option<&Path>,
+) -> Result<(Catalog, zigzag_model::Config)> {
     let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
     let stored = stored_layout(store, table).await?;
     let config = reader_config(&given, stored.as_ref(), path)?;
-    Catalog::new(config).context("the table's layout")
+    Ok((Catalog::recorded(config, stored).context("the table's layout")?, given))
 }
 
 pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: ServeArgs) -> Result<()> {
@@ -93,20 +95,19 @@ pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: Se
         tracing::warn!(listen = %args.listen, "listening beyond loopback without --token-file: anyone who reaches it can query");
     }
     let table = store.open_aggregates().await?;
-    let catalog = catalog(store, table.as_ref(), config).await?;
+    let (catalog, given) = catalog(store, table.as_ref(), config).await?;
     let strategy = Strategy::named(&args.strategy)
         .with_context(|| format!("--strategy {}: one of {}", args.strategy, Strategy::NAMES.join(", ")))?;
     let opts = ExecOptions { concurrency: args.concurrency.max(1), strategy, ..ExecOptions::default() };
     let limits = Limits { max_buckets: args.max_buckets, max_series: args.max_series, max_rcu: args.rcu_budget };
-    let engine = Arc::new(Engine::new(table.clone(), catalog, opts, limits));
+    let engine = Arc::new(Engine::new(table, catalog, opts, limits).with_base(given));
     let options =
         ServerOptions { token, max_queries: args.max_queries, timeout: args.query_timeout, explain: args.explain };
-    let app = zigzag_serve::router(Server::new(engine.clone(), options));
+    let app = zigzag_serve::router(Server::new(engine, options));
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let bound = listener.local_addr()?;
     eprintln!("gather serve: the Prometheus HTTP API on http://{bound}/api/v1/ (Grafana: a Prometheus data source at http://{bound})");
-    let watch = watch_layout(store.clone(), table, config.map(Path::to_path_buf), engine, args.layout_poll);
     let stop = zigzag_app::signals::stop_on_signal("closing the listener after the queries in flight");
     let shutdown = {
         let stop = stop.clone();
@@ -119,30 +120,7 @@ pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: Se
     };
     tokio::select! {
         served = axum::serve(listener, app).with_graceful_shutdown(shutdown) => served.context("serving")?,
-        () = watch => {}
         () = deadline => tracing::warn!("queries still running at the deadline: stopping anyway"),
     }
     Ok(())
-}
-
-/// Reads the table's layout every `every`, swapping it in when it changed;
-/// a failed read keeps the last one (and says so).
-async fn watch_layout(
-    store: StoreArgs,
-    table: Arc<dyn zigzag_core::table::SortedTable>,
-    path: Option<PathBuf>,
-    engine: Arc<Engine>,
-    every: Duration,
-) {
-    loop {
-        tokio::time::sleep(every).await;
-        match catalog(&store, table.as_ref(), path.as_deref()).await {
-            Ok(c) if c.config != engine.catalog().config => {
-                tracing::warn!("the table's layout changed: queries now read with the new one");
-                engine.set_catalog(c);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %format!("{e:#}"), "reading the table's layout again failed; keeping the last one"),
-        }
-    }
 }
