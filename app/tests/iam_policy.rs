@@ -265,15 +265,11 @@ fn scenario(dir: &Path) -> BTreeMap<&'static str, Actions> {
 /// `gather serve` on the table, asked what Grafana asks (a query, a range
 /// query, labels, label values, series), then stopped: the calls it logged.
 fn serve_run(dir: &Path, table: &str, dynamo: &str, kinesis: &str) -> Actions {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{Read, Write};
     let log = dir.join("calls-serve.log");
     let mut command = command(env!("CARGO_BIN_EXE_gather"), &log, dynamo, kinesis, dir);
-    command.args(["--dynamodb", table, "serve", "--listen", "127.0.0.1:0"]).stderr(std::process::Stdio::piped());
-    let mut child = zigzag_testkit::Reaped::spawn(&mut command).unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    std::thread::spawn(move || for _ in lines {});
-    let addr = first.split("http://").nth(1).and_then(|r| r.split('/').next()).unwrap().to_string();
+    command.args(["--dynamodb", table, "serve", "--listen", "127.0.0.1:0"]);
+    let (child, addr) = zigzag_testkit::spawn_listening(&mut command).unwrap();
     for path in [
         "/api/v1/query?query=sum(sum_over_time(clicks%5B1d%5D))&time=1795219200",
         "/api/v1/query_range?query=sum(sum_over_time(clicks%5B1h%5D))&start=1795132800&end=1795219200&step=3600",
@@ -281,7 +277,7 @@ fn serve_run(dir: &Path, table: &str, dynamo: &str, kinesis: &str) -> Actions {
         "/api/v1/label/country/values?start=1795132800&end=1795219200",
         "/api/v1/series?match%5B%5D=clicks%7Bcountry%3D%22DE%22%7D&start=1795132800&end=1795219200",
     ] {
-        let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+        let mut conn = std::net::TcpStream::connect(addr).unwrap();
         conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
         let mut answer = String::new();
         conn.read_to_string(&mut answer).unwrap();

@@ -6,15 +6,14 @@
 //! (`test.sh` installs it).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use zigzag_model::layout::{self, Layout};
 use zigzag_model::ScatterMode;
 use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::fixture::{self, DAY, T0};
-use zigzag_testkit::Reaped;
+use zigzag_testkit::spawn_listening;
 
 fn chromium() -> Option<&'static str> {
     let found = ["chromium", "chromium-browser"].into_iter().find(|c| {
@@ -79,23 +78,12 @@ fn the_live_page_shows_what_the_api_answers() {
     let db = dir.path().join("zigzag.db");
     let config = fixture::config(4, ScatterMode::Random);
     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-        let table = SqliteTable::open(&db).unwrap();
-        fixture::write_store(&table, &config, &fixture::events(41, 3_000)).await;
-        layout::ensure(&table, &Layout::of(&config)).await.unwrap();
+        fixture::write_recorded(&SqliteTable::open(&db).unwrap(), &config, &fixture::events(41, 3_000)).await;
     });
-    let mut serve = Reaped::spawn(
-        Command::new(env!("CARGO_BIN_EXE_gather"))
-            .arg("--db")
-            .arg(&db)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
+    let (_serve, addr) = spawn_listening(
+        Command::new(env!("CARGO_BIN_EXE_gather")).arg("--db").arg(&db).args(["serve", "--listen", "127.0.0.1:0"]),
     )
     .unwrap();
-    let mut lines = BufReader::new(serve.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    std::thread::spawn(move || for _ in lines {});
-    let addr: SocketAddr = first.split("http://").nth(1).and_then(|r| r.split('/').next()).unwrap().parse().unwrap();
 
     let (from, to) = ("2026-10-31T00:00:00Z", "2026-11-01T00:00:00Z");
     assert_eq!(T0 + DAY, 1_793_491_200_000, "the window is the fixture's first day");

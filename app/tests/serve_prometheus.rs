@@ -19,16 +19,15 @@
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use zigzag_model::layout::{self, Layout};
 use zigzag_model::ScatterMode;
 use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::fixture::{self, DAY, MINUTE, T0};
 use zigzag_testkit::promql::{instants, openmetrics, samples, shape};
-use zigzag_testkit::Reaped;
+use zigzag_testkit::{spawn_listening, Reaped};
 
 struct Servers {
     _dir: tempfile::TempDir,
@@ -66,11 +65,7 @@ fn start() -> Servers {
     let db = dir.path().join("zigzag.db");
     let config = fixture::config(4, ScatterMode::Random);
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    rt.block_on(async {
-        let table = SqliteTable::open(&db).unwrap();
-        fixture::write_store(&table, &config, &events).await;
-        layout::ensure(&table, &Layout::of(&config)).await.unwrap();
-    });
+    rt.block_on(fixture::write_recorded(&SqliteTable::open(&db).unwrap(), &config, &events));
     // The same minute samples in Prometheus's TSDB.
     let om = dir.path().join("samples.om");
     std::fs::write(&om, openmetrics(&samples(&events))).unwrap();
@@ -96,28 +91,12 @@ fn start() -> Servers {
             .stderr(Stdio::null()),
     )
     .unwrap();
-    let ours = Reaped::spawn(
-        Command::new(env!("CARGO_BIN_EXE_gather"))
-            .arg("--db")
-            .arg(&db)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
-    );
-    let mut ours = ours.unwrap();
-    let ours_addr = listening_on(&mut ours);
+    let (ours, ours_addr) = spawn_listening(
+        Command::new(env!("CARGO_BIN_EXE_gather")).arg("--db").arg(&db).args(["serve", "--listen", "127.0.0.1:0"]),
+    )
+    .unwrap();
     wait_ready(prometheus, "/-/ready");
     Servers { _dir: dir, _children: vec![prom, ours], ours: ours_addr, prometheus }
-}
-
-/// The address `gather serve` says it listens on (its first line); the
-/// rest of its log is drained.
-fn listening_on(child: &mut Reaped) -> SocketAddr {
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    std::thread::spawn(move || for _ in lines {});
-    let addr = first.split("http://").nth(1).and_then(|r| r.split('/').next()).unwrap_or_default();
-    addr.parse().unwrap_or_else(|_| panic!("gather serve said {first:?}"))
 }
 
 fn wait_ready(addr: SocketAddr, path: &str) {

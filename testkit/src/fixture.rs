@@ -225,6 +225,14 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
     }
 }
 
+/// [`write_store`], and the layout recorded in the table as ingest records
+/// it (readers that take it from the table: `gather`, `gather serve`).
+pub async fn write_recorded<T: SortedTable>(table: &T, config: &Config, events: &[Event]) {
+    write_store(table, config, events).await;
+    let layout = zigzag_model::layout::Layout::of(config);
+    zigzag_model::layout::ensure(table, &layout).await.expect("a new table takes the layout");
+}
+
 /// Applies one write as a flusher does: first attempt, then re-plan from
 /// the item a failed guard returned.
 async fn apply<T: SortedTable + ?Sized>(table: &T, w: &ItemWrite<'_>) {

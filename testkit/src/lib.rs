@@ -17,9 +17,10 @@ pub mod fixture;
 pub mod promql;
 pub mod sources;
 
-use std::io;
+use std::io::{self, BufRead, BufReader};
+use std::net::SocketAddr;
 use std::ops::{Deref, DerefMut};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// A child process that cannot outlive its owner.
 #[derive(Debug)]
@@ -34,6 +35,19 @@ impl Reaped {
     pub fn wait_with_output(mut self) -> io::Result<Output> {
         self.0.take().expect("present until consumed").wait_with_output()
     }
+}
+
+/// A server that says where it listens on its first line of stderr
+/// (`... http://ADDR/...`, as `gather serve` does): spawned, its address
+/// read, the rest of its log drained (a full pipe would stall it).
+pub fn spawn_listening(command: &mut Command) -> io::Result<(Reaped, SocketAddr)> {
+    let mut child = Reaped::spawn(command.stdout(Stdio::null()).stderr(Stdio::piped()))?;
+    let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+    let first = lines.next().transpose()?.unwrap_or_default();
+    std::thread::spawn(move || for _ in lines {});
+    let addr = first.split("http://").nth(1).and_then(|r| r.split('/').next()).unwrap_or_default();
+    let addr = addr.parse().map_err(|_| io::Error::other(format!("no address in its first line: {first:?}")))?;
+    Ok((child, addr))
 }
 
 impl From<Child> for Reaped {

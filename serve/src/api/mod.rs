@@ -12,7 +12,7 @@ use crate::error::{Result, ServeError};
 use crate::eval::Order;
 use crate::series::{format_time, format_value, Labels, Value};
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -187,8 +187,19 @@ fn range_data(a: &Answer) -> Json {
     json!({"resultType": "matrix", "result": result})
 }
 
-fn params_of(raw: Option<String>, body: &Bytes) -> Params {
-    Params::new(raw.as_deref(), body)
+/// A request's parameters (URL query and form body), once its token is
+/// checked: every API route takes this, so none can forget the check.
+struct Authorized(Params);
+
+impl axum::extract::FromRequest<Arc<Server>> for Authorized {
+    type Rejection = Response;
+
+    async fn from_request(req: axum::extract::Request, s: &Arc<Server>) -> std::result::Result<Self, Response> {
+        s.authorize(req.headers()).map_err(error)?;
+        let raw = req.uri().query().map(str::to_string);
+        let body = Bytes::from_request(req, s).await.map_err(|e| error(ServeError::BadData(e.body_text())))?;
+        Ok(Authorized(Params::new(raw.as_deref(), &body)))
+    }
 }
 
 impl Server {
@@ -202,11 +213,9 @@ impl Server {
     }
 }
 
-async fn query(State(s): State<Arc<Server>>, headers: HeaderMap, RawQuery(raw): RawQuery, body: Bytes) -> Response {
+async fn query(State(s): State<Arc<Server>>, Authorized(p): Authorized) -> Response {
     respond(
         async {
-            s.authorize(&headers)?;
-            let p = params_of(raw, &body);
             let text = p.required("query")?.to_string();
             let now = now_ms();
             let t = p.time("time")?.unwrap_or(now);
@@ -218,16 +227,9 @@ async fn query(State(s): State<Arc<Server>>, headers: HeaderMap, RawQuery(raw): 
     )
 }
 
-async fn query_range(
-    State(s): State<Arc<Server>>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
-    body: Bytes,
-) -> Response {
+async fn query_range(State(s): State<Arc<Server>>, Authorized(p): Authorized) -> Response {
     respond(
         async {
-            s.authorize(&headers)?;
-            let p = params_of(raw, &body);
             let text = p.required("query")?.to_string();
             let start = p.time("start")?.ok_or_else(|| ServeError::BadData("missing parameter 'start'".into()))?;
             let end = p.time("end")?.ok_or_else(|| ServeError::BadData("missing parameter 'end'".into()))?;
@@ -269,20 +271,13 @@ fn window(p: &Params) -> Result<(i64, i64)> {
     Ok((start, end))
 }
 
-async fn labels(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
-    respond(s.authorize(&headers).map(|_| success(json!(s.engine.label_names()), &[], &[])))
+async fn labels(State(s): State<Arc<Server>>, _: Authorized) -> Response {
+    success(json!(s.engine.label_names()), &[], &[])
 }
 
-async fn label_values(
-    State(s): State<Arc<Server>>,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-    RawQuery(raw): RawQuery,
-) -> Response {
+async fn label_values(State(s): State<Arc<Server>>, Path(name): Path<String>, Authorized(p): Authorized) -> Response {
     respond(
         async {
-            s.authorize(&headers)?;
-            let p = params_of(raw, &Bytes::new());
             let (start, end) = window(&p)?;
             let matches = p.all("match[]");
             let values = s.bounded(&p, s.engine.label_values(&name, &matches, start, end, now_ms())).await?;
@@ -292,11 +287,9 @@ async fn label_values(
     )
 }
 
-async fn series(State(s): State<Arc<Server>>, headers: HeaderMap, RawQuery(raw): RawQuery, body: Bytes) -> Response {
+async fn series(State(s): State<Arc<Server>>, Authorized(p): Authorized) -> Response {
     respond(
         async {
-            s.authorize(&headers)?;
-            let p = params_of(raw, &body);
             let matches = p.all("match[]");
             if matches.is_empty() {
                 return Err(ServeError::BadData("no match[] parameter provided".into()));
@@ -309,39 +302,19 @@ async fn series(State(s): State<Arc<Server>>, headers: HeaderMap, RawQuery(raw):
     )
 }
 
-async fn metadata(State(s): State<Arc<Server>>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
-    respond(
-        async {
-            s.authorize(&headers)?;
-            let p = params_of(raw, &Bytes::new());
-            let only = p.get("metric");
-            let mut data = Map::new();
-            for (name, kind, help) in s.engine.catalog().metadata() {
-                if only.is_none_or(|m| m == name) {
-                    data.insert(name, json!([{"type": kind, "help": help, "unit": ""}]));
-                }
-            }
-            Ok(success(Json::Object(data), &[], &[]))
+async fn metadata(State(s): State<Arc<Server>>, Authorized(p): Authorized) -> Response {
+    let only = p.get("metric");
+    let mut data = Map::new();
+    for (name, kind, help) in s.engine.catalog().metadata() {
+        if only.is_none_or(|m| m == name) {
+            data.insert(name, json!([{"type": kind, "help": help, "unit": ""}]));
         }
-        .await,
-    )
+    }
+    success(Json::Object(data), &[], &[])
 }
 
-async fn format_query(
-    State(s): State<Arc<Server>>,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
-    body: Bytes,
-) -> Response {
-    respond(
-        async {
-            s.authorize(&headers)?;
-            let p = params_of(raw, &body);
-            let expr = crate::compile::parse(p.required("query")?)?;
-            Ok(success(json!(expr.prettify()), &[], &[]))
-        }
-        .await,
-    )
+async fn format_query(Authorized(p): Authorized) -> Response {
+    respond(p.required("query").and_then(crate::compile::parse).map(|e| success(json!(e.prettify()), &[], &[])))
 }
 
 /// The live page: a measure, a grouping, filters and a window, as a chart
@@ -351,9 +324,8 @@ async fn page() -> axum::response::Html<&'static str> {
     axum::response::Html(include_str!("page.html"))
 }
 
-async fn buildinfo(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
-    respond(s.authorize(&headers).map(|_| {
-        success(
+async fn buildinfo(_: Authorized) -> Response {
+    success(
             json!({
                 "version": PROMETHEUS_API_VERSION,
                 "revision": format!("zigzag gather serve {}", env!("CARGO_PKG_VERSION")),
@@ -362,20 +334,19 @@ async fn buildinfo(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response
                 "buildDate": "",
                 "goVersion": "",
             }),
-            &[],
-            &[],
-        )
-    }))
+        &[],
+        &[],
+    )
 }
 
-async fn empty_list(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
-    respond(s.authorize(&headers).map(|_| success(json!([]), &[], &[])))
+async fn empty_list(_: Authorized) -> Response {
+    success(json!([]), &[], &[])
 }
 
-async fn rules(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
-    respond(s.authorize(&headers).map(|_| success(json!({"groups": []}), &[], &[])))
+async fn rules(_: Authorized) -> Response {
+    success(json!({"groups": []}), &[], &[])
 }
 
-async fn flags(State(s): State<Arc<Server>>, headers: HeaderMap) -> Response {
-    respond(s.authorize(&headers).map(|_| success(json!({}), &[], &[])))
+async fn flags(_: Authorized) -> Response {
+    success(json!({}), &[], &[])
 }
