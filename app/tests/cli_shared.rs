@@ -269,11 +269,15 @@ fn a_user_error_is_one_message_without_a_backtrace() {
     zigzag_sqlite::SqliteTable::open(&db).unwrap();
     let db = db.to_str().unwrap();
     let gather = env!("CARGO_BIN_EXE_gather");
-    let with_backtrace = |bin: &str, args: &[&str]| Command::new(bin).args(args).env("RUST_BACKTRACE", "1").output().unwrap();
+    let with_backtrace =
+        |bin: &str, args: &[&str]| Command::new(bin).args(args).env("RUST_BACKTRACE", "1").output().unwrap();
     for (args, says) in [
         (&["--db", db, "totals", "--from", "someday", "--to", "today"][..], "--from \"someday\""),
         // Off the minute: the same fix for every projection, said once.
-        (&["--db", db, "totals", "--from", "2026-11-20", "--to", "2026-11-20T10:00:30Z"][..], "try 2026-11-20T10:00:00Z"),
+        (
+            &["--db", db, "totals", "--from", "2026-11-20", "--to", "2026-11-20T10:00:30Z"][..],
+            "try 2026-11-20T10:00:00Z",
+        ),
         (&["--db", db, "serve", "--token-file", "/nonexistent/token"][..], "token file"),
     ] {
         let out = with_backtrace(gather, args);

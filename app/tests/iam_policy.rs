@@ -281,7 +281,10 @@ fn serve_run(dir: &Path, table: &str, dynamo: &str, kinesis: &str) -> Actions {
         conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
         let mut answer = String::new();
         conn.read_to_string(&mut answer).unwrap();
-        assert!(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"), "gather serve {path}: {answer}");
+        assert!(
+            answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"),
+            "gather serve {path}: {answer}"
+        );
     }
     let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
     assert!(status.success());

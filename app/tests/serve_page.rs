@@ -80,14 +80,18 @@ fn the_live_page_shows_what_the_api_answers() {
     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
         fixture::write_recorded(&SqliteTable::open(&db).unwrap(), &config, &fixture::events(41, 3_000)).await;
     });
-    let (_serve, addr) = spawn_listening(
-        Command::new(env!("CARGO_BIN_EXE_gather")).arg("--db").arg(&db).args(["serve", "--listen", "127.0.0.1:0"]),
-    )
+    let (_serve, addr) = spawn_listening(Command::new(env!("CARGO_BIN_EXE_gather")).arg("--db").arg(&db).args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+    ]))
     .unwrap();
 
     let (from, to) = ("2026-10-31T00:00:00Z", "2026-11-01T00:00:00Z");
     assert_eq!(T0 + DAY, 1_793_491_200_000, "the window is the fixture's first day");
-    let page = format!("http://{addr}/?metric=clicks&by=campaign&match=country%3D~%22DE%7CFR%22&from={from}&to={to}&step=1h&refresh=0");
+    let page = format!(
+        "http://{addr}/?metric=clicks&by=campaign&match=country%3D~%22DE%7CFR%22&from={from}&to={to}&step=1h&refresh=0"
+    );
     let out = headless(chromium, &dir.path().join("profile"), &["--dump-dom"], &page);
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(dom.contains("data-state=\"ready\""), "the page did not finish: {dom}");
@@ -113,7 +117,12 @@ fn the_live_page_shows_what_the_api_answers() {
     assert!(dom.contains("read from projection"), "the page says what it read");
 
     let shot = dir.path().join("page.png");
-    let out = headless(chromium, &dir.path().join("profile2"), &[&format!("--screenshot={}", shot.display()), "--window-size=1100,800"], &page);
+    let out = headless(
+        chromium,
+        &dir.path().join("profile2"),
+        &[&format!("--screenshot={}", shot.display()), "--window-size=1100,800"],
+        &page,
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let png = std::fs::read(&shot).unwrap();
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a screenshot of a drawn page ({} bytes)", png.len());

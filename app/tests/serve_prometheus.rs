@@ -91,9 +91,11 @@ fn start() -> Servers {
             .stderr(Stdio::null()),
     )
     .unwrap();
-    let (ours, ours_addr) = spawn_listening(
-        Command::new(env!("CARGO_BIN_EXE_gather")).arg("--db").arg(&db).args(["serve", "--listen", "127.0.0.1:0"]),
-    )
+    let (ours, ours_addr) = spawn_listening(Command::new(env!("CARGO_BIN_EXE_gather")).arg("--db").arg(&db).args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+    ]))
     .unwrap();
     wait_ready(prometheus, "/-/ready");
     Servers { _dir: dir, _children: vec![prom, ours], ours: ours_addr, prometheus }

@@ -201,7 +201,9 @@ async fn read_query<T: SortedTable + ?Sized>(
         consistent: opts.consistent || q.consistent,
         expected: expected(plan, q),
     };
-    run_query(paced, &zq, strategy_for(plan, q, opts)).await.map_err(|source| GatherError::Query { pk: q.pk.clone(), source })
+    run_query(paced, &zq, strategy_for(plan, q, opts))
+        .await
+        .map_err(|source| GatherError::Query { pk: q.pk.clone(), source })
 }
 
 #[cfg(test)]

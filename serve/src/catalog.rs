@@ -4,8 +4,8 @@
 //! layout changes.
 
 use crate::error::{Result, ServeError};
-use zigzag_model::measure::MeasureKind;
 use zigzag_model::layout::Layout;
+use zigzag_model::measure::MeasureKind;
 use zigzag_model::{Config, MeasureSet, Projections};
 
 #[derive(Debug, Clone)]

@@ -124,9 +124,10 @@ fn labels(l: &promql_parser::label::Labels) -> Vec<String> {
 const MAX_DURATION_MS: i64 = 100 * 366 * 86_400_000;
 
 fn duration_ms(d: &std::time::Duration, what: &str) -> Result<i64> {
-    i64::try_from(d.as_millis()).ok().filter(|ms| *ms <= MAX_DURATION_MS).ok_or_else(|| {
-        ServeError::BadData(format!("{what} of {} is too long (at most 100 years)", d.as_secs()))
-    })
+    i64::try_from(d.as_millis())
+        .ok()
+        .filter(|ms| *ms <= MAX_DURATION_MS)
+        .ok_or_else(|| ServeError::BadData(format!("{what} of {} is too long (at most 100 years)", d.as_secs())))
 }
 
 fn offset_ms(o: &Option<Offset>) -> Result<i64> {
@@ -193,10 +194,7 @@ impl Compiler<'_> {
             (Some(p), AggOp::Topk | AggOp::Bottomk | AggOp::Quantile) => match strip_parens(p) {
                 Expr::NumberLiteral(n) => Some(n.val),
                 other => {
-                    return Err(unsupported(format!(
-                        "the parameter of {} must be a number here, not {other}",
-                        a.op
-                    )))
+                    return Err(unsupported(format!("the parameter of {} must be a number here, not {other}", a.op)))
                 }
             },
             _ => None,
@@ -262,12 +260,9 @@ impl Compiler<'_> {
                     return Ok(None);
                 };
                 match c.args.args.first().map(|a| strip_parens(a)) {
-                    Some(Expr::MatrixSelector(m)) => Ok(Some(Reading {
-                        vs: &m.vs,
-                        range: Some(m.range),
-                        func,
-                        keeps_name: func == OverTime::Last,
-                    })),
+                    Some(Expr::MatrixSelector(m)) => {
+                        Ok(Some(Reading { vs: &m.vs, range: Some(m.range), func, keeps_name: func == OverTime::Last }))
+                    }
                     Some(Expr::Subquery(s)) => Err(unsupported(format!(
                         "subqueries ({s}) are not in gather serve's PromQL subset; apply {} to a metric's range, e.g. \
                          {}(clicks[1h])",

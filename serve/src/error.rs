@@ -54,13 +54,17 @@ impl ServeError {
         match self {
             ServeError::BadData(_) => "bad_data",
             ServeError::Timeout(_) => "timeout",
-            ServeError::Busy(_) | ServeError::Layout(_) | ServeError::Gather(GatherError::Query { .. }) => "unavailable",
+            ServeError::Busy(_) | ServeError::Layout(_) | ServeError::Gather(GatherError::Query { .. }) => {
+                "unavailable"
+            }
             ServeError::Read(e) if matches!(e.as_ref(), GatherError::Query { .. }) => "unavailable",
             ServeError::Read(_) => "execution",
             ServeError::Unauthorized => "unauthorized",
             ServeError::NotFound => "not_found",
             ServeError::Internal => "internal",
-            ServeError::Unsupported(_) | ServeError::Limit(_) | ServeError::Execution(_) | ServeError::Gather(_) => "execution",
+            ServeError::Unsupported(_) | ServeError::Limit(_) | ServeError::Execution(_) | ServeError::Gather(_) => {
+                "execution"
+            }
         }
     }
 

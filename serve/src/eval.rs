@@ -109,7 +109,9 @@ fn merge_into(out: &mut Vector, labels: Labels, xs: Vec<Option<f64>>) {
 
 fn group_key(labels: &Labels, g: &Grouping) -> Labels {
     match g {
-        Grouping::By(by) => labels.iter().filter(|(k, _)| by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect(),
+        Grouping::By(by) => {
+            labels.iter().filter(|(k, _)| by.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
+        }
         Grouping::Without(w) => labels
             .iter()
             .filter(|(k, _)| k.as_str() != NAME && !w.contains(k))
@@ -247,7 +249,11 @@ fn with_scalar(op: BinOp, v: Vector, s: &[f64], return_bool: bool, scalar_left: 
         let ys: Vec<Option<f64>> = xs
             .iter()
             .zip(s)
-            .map(|(x, k)| x.and_then(|x| if scalar_left { pair(op, *k, x, return_bool, x) } else { pair(op, x, *k, return_bool, x) }))
+            .map(|(x, k)| {
+                x.and_then(
+                    |x| if scalar_left { pair(op, *k, x, return_bool, x) } else { pair(op, x, *k, return_bool, x) },
+                )
+            })
             .collect();
         let labels = if drop { without_name(&l) } else { l };
         merge_into(&mut out, labels, ys);
@@ -382,7 +388,15 @@ fn call(func: Func, mut args: Vec<Value>, steps: usize) -> Result<Value> {
         Func::Ln => mapped(&|x, _| Some(x.ln())),
         Func::Log2 => mapped(&|x, _| Some(x.log2())),
         Func::Log10 => mapped(&|x, _| Some(x.log10())),
-        Func::Sgn => mapped(&|x, _| Some(if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { x })),
+        Func::Sgn => mapped(&|x, _| {
+            Some(if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                x
+            })
+        }),
         Func::Round => mapped(&|x, i| {
             let inv = 1.0 / per_step(0, i, 1.0);
             Some((x * inv + 0.5).floor() / inv)

@@ -19,9 +19,23 @@ pub enum Node {
     /// The series read by `leaves[i]`.
     Leaf(usize),
     Neg(Box<Node>),
-    Aggregate { op: AggOp, grouping: Grouping, param: Option<f64>, child: Box<Node> },
-    Binary { op: BinOp, lhs: Box<Node>, rhs: Box<Node>, matching: Matching, return_bool: bool },
-    Call { func: Func, args: Vec<Node> },
+    Aggregate {
+        op: AggOp,
+        grouping: Grouping,
+        param: Option<f64>,
+        child: Box<Node>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Node>,
+        rhs: Box<Node>,
+        matching: Matching,
+        return_bool: bool,
+    },
+    Call {
+        func: Func,
+        args: Vec<Node>,
+    },
     /// `vector(s)`: a scalar as a series without labels.
     VectorOf(Box<Node>),
 }

@@ -61,7 +61,11 @@ pub struct Inflight {
 type SharedRead = Shared<BoxFuture<'static, std::result::Result<Arc<Gathered>, Arc<GatherError>>>>;
 
 impl Inflight {
-    async fn read(&self, key: String, make: impl FnOnce() -> BoxFuture<'static, zigzag_gather::error::Result<Gathered>>) -> Result<Arc<Gathered>> {
+    async fn read(
+        &self,
+        key: String,
+        make: impl FnOnce() -> BoxFuture<'static, zigzag_gather::error::Result<Gathered>>,
+    ) -> Result<Arc<Gathered>> {
         use std::sync::atomic::Ordering::Relaxed;
         let shared = {
             let mut reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());

@@ -140,7 +140,9 @@ async fn a_step_as_seconds_or_a_duration_means_the_same_and_starts_align_down() 
     let q = "sum by (country) (sum_over_time(clicks[1h]))";
     // Grafana aligns start and end down to the step.
     let (start, end) = (secs(T0 + HOUR), secs(T0 + DAY));
-    let range = |step: &'static str| post("/api/v1/query_range", &[("query", q), ("start", &start), ("end", &end), ("step", step)]);
+    let range = |step: &'static str| {
+        post("/api/v1/query_range", &[("query", q), ("start", &start), ("end", &end), ("step", step)])
+    };
     let (status, seconds) = call(&app, range("3600")).await;
     assert_eq!(status, StatusCode::OK, "{seconds}");
     let (_, duration) = call(&app, range("1h")).await;
@@ -161,9 +163,24 @@ async fn errors_have_prometheus_shapes_and_say_what_to_do() {
     let app = app(table().await, ServerOptions::default());
     let cases: [(Request<Body>, StatusCode, &str, &str); 7] = [
         (post("/api/v1/query", &[]), StatusCode::BAD_REQUEST, "bad_data", "missing parameter 'query'"),
-        (post("/api/v1/query", &[("query", "sum((")]), StatusCode::BAD_REQUEST, "bad_data", "invalid parameter 'query'"),
-        (post("/api/v1/query", &[("query", "rate(clicks[5m])")]), StatusCode::UNPROCESSABLE_ENTITY, "execution", "sum_over_time(clicks[5m])"),
-        (post("/api/v1/query", &[("query", "clicks"), ("time", "tomorrow")]), StatusCode::BAD_REQUEST, "bad_data", "'time'"),
+        (
+            post("/api/v1/query", &[("query", "sum((")]),
+            StatusCode::BAD_REQUEST,
+            "bad_data",
+            "invalid parameter 'query'",
+        ),
+        (
+            post("/api/v1/query", &[("query", "rate(clicks[5m])")]),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "execution",
+            "sum_over_time(clicks[5m])",
+        ),
+        (
+            post("/api/v1/query", &[("query", "clicks"), ("time", "tomorrow")]),
+            StatusCode::BAD_REQUEST,
+            "bad_data",
+            "'time'",
+        ),
         (
             post("/api/v1/query_range", &[("query", "clicks"), ("start", "10"), ("end", "1"), ("step", "60")]),
             StatusCode::BAD_REQUEST,
@@ -187,7 +204,8 @@ async fn errors_have_prometheus_shapes_and_say_what_to_do() {
         assert!(body["error"].as_str().unwrap().contains(says), "{uri}: {body}");
     }
     // An empty answer is `result: []`, never null.
-    let (status, body) = call(&app, post("/api/v1/query", &[("query", "clicks{country=\"XX\"}"), ("time", "1793404800")])).await;
+    let (status, body) =
+        call(&app, post("/api/v1/query", &[("query", "clicks{country=\"XX\"}"), ("time", "1793404800")])).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["data"]["result"], serde_json::json!([]));
 }
@@ -242,13 +260,18 @@ async fn limits_refuse_with_the_flag_to_change() {
     let engine = Engine::new(table().await, catalog, ExecOptions::default(), limits);
     let app = router(Server::new(Arc::new(engine), ServerOptions::default()));
     let day = secs(T0 + DAY);
-    let (status, body) = call(&app, post("/api/v1/query", &[("query", "sum(count_over_time(clicks[3h]))"), ("time", &day)])).await;
+    let (status, body) =
+        call(&app, post("/api/v1/query", &[("query", "sum(count_over_time(clicks[3h]))"), ("time", &day)])).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "a count of samples reads 180 minute buckets: {body}");
     assert!(body["error"].as_str().unwrap().contains("--max-buckets"), "{body}");
-    let (status, body) = call(&app, post("/api/v1/query", &[("query", "sum(sum_over_time(clicks[3h]))"), ("time", &day)])).await;
-    assert_eq!(status, StatusCode::OK, "a sum reads three hour buckets: {body}");
     let (status, body) =
-        call(&app, post("/api/v1/query", &[("query", "sum by (referrer) (sum_over_time(clicks[1h]))"), ("time", &day)])).await;
+        call(&app, post("/api/v1/query", &[("query", "sum(sum_over_time(clicks[3h]))"), ("time", &day)])).await;
+    assert_eq!(status, StatusCode::OK, "a sum reads three hour buckets: {body}");
+    let (status, body) = call(
+        &app,
+        post("/api/v1/query", &[("query", "sum by (referrer) (sum_over_time(clicks[1h]))"), ("time", &day)]),
+    )
+    .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "five referrers: {body}");
     assert!(body["error"].as_str().unwrap().contains("--max-series"), "{body}");
 }
@@ -268,7 +291,8 @@ async fn extreme_durations_and_instants_are_refused_not_overflowed() {
         let (status, body) = call(&app, post("/api/v1/query", &[("query", q), ("time", t)])).await;
         assert!(status.is_success() || status.is_client_error(), "{q} at {t}: {status} {body}");
     }
-    let huge_step = [("query", "1"), ("start", "9000000000000"), ("end", "9000000000001"), ("step", "9223372036854000")];
+    let huge_step =
+        [("query", "1"), ("start", "9000000000000"), ("end", "9000000000001"), ("step", "9223372036854000")];
     let (status, body) = call(&app, post("/api/v1/query_range", &huge_step)).await;
     assert_eq!(status, StatusCode::OK, "one step: {body}");
 }
@@ -276,12 +300,82 @@ async fn extreme_durations_and_instants_are_refused_not_overflowed() {
 /// Pieces of queries, valid and not.
 fn query_text() -> impl Strategy<Value = String> {
     let piece = prop::sample::select(vec![
-        "sum", "min", "max", "count", "avg", "topk(", "bottomk(", "quantile(", "(", ")", "{", "}", "[", "]", ",", " ",
-        "clicks", "impressions", "cost", "ctr", "cost_min", "nope", "country", "campaign", "referrer", "=", "!=", "=~",
-        "!~", "\"DE\"", "\"s.*\"", "\"(\"", "5m", "1h", "90s", "0s", "100000d", "292y", "by", "without", "on",
-        "ignoring", "group_left", "offset", "-", "+", "*", "/", "%", "^", "==", ">", "and", "or", "unless", "bool",
-        "1", "0", "-1", "1e308", "NaN", "Inf", "sum_over_time(", "rate(", "count_over_time(", "last_over_time(",
-        "time()", "vector(", "scalar(", "sort_desc(", "@", "start()", ":5m", "\u{0}", "é", "\"",
+        "sum",
+        "min",
+        "max",
+        "count",
+        "avg",
+        "topk(",
+        "bottomk(",
+        "quantile(",
+        "(",
+        ")",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        " ",
+        "clicks",
+        "impressions",
+        "cost",
+        "ctr",
+        "cost_min",
+        "nope",
+        "country",
+        "campaign",
+        "referrer",
+        "=",
+        "!=",
+        "=~",
+        "!~",
+        "\"DE\"",
+        "\"s.*\"",
+        "\"(\"",
+        "5m",
+        "1h",
+        "90s",
+        "0s",
+        "100000d",
+        "292y",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "offset",
+        "-",
+        "+",
+        "*",
+        "/",
+        "%",
+        "^",
+        "==",
+        ">",
+        "and",
+        "or",
+        "unless",
+        "bool",
+        "1",
+        "0",
+        "-1",
+        "1e308",
+        "NaN",
+        "Inf",
+        "sum_over_time(",
+        "rate(",
+        "count_over_time(",
+        "last_over_time(",
+        "time()",
+        "vector(",
+        "scalar(",
+        "sort_desc(",
+        "@",
+        "start()",
+        ":5m",
+        "\u{0}",
+        "é",
+        "\"",
     ]);
     prop::collection::vec(piece, 0..14).prop_map(|v| v.concat())
 }
@@ -289,8 +383,25 @@ fn query_text() -> impl Strategy<Value = String> {
 fn param() -> impl Strategy<Value = Option<String>> {
     prop::option::of(
         prop::sample::select(vec![
-            "", "0", "-1", "1793404800", "1793404800.5", "1793491200", "2026-11-01T00:00:00Z", "1e300", "-1e300",
-            "NaN", "Inf", "60", "1m", "0.001", "3600", "1y", "abc", "9223372036854775807", "-9223372036854775808",
+            "",
+            "0",
+            "-1",
+            "1793404800",
+            "1793404800.5",
+            "1793491200",
+            "2026-11-01T00:00:00Z",
+            "1e300",
+            "-1e300",
+            "NaN",
+            "Inf",
+            "60",
+            "1m",
+            "0.001",
+            "3600",
+            "1y",
+            "abc",
+            "9223372036854775807",
+            "-9223372036854775808",
         ])
         .prop_map(str::to_string),
     )
@@ -338,7 +449,13 @@ async fn identical_reads_in_flight_are_read_once() {
     let ask = |k: i64| {
         let app = app.clone();
         let time = format!("{}.{k}", t / 1000 + k);
-        async move { call(&app, post("/api/v1/query", &[("query", "sum by (country) (sum_over_time(clicks[1h]))"), ("time", &time)])).await }
+        async move {
+            call(
+                &app,
+                post("/api/v1/query", &[("query", "sum by (country) (sum_over_time(clicks[1h]))"), ("time", &time)]),
+            )
+            .await
+        }
     };
     let first = tokio::spawn(ask(0));
     table.entered.notified().await;
@@ -353,7 +470,9 @@ async fn identical_reads_in_flight_are_read_once() {
     for o in others {
         let (status, got) = o.await.unwrap();
         assert_eq!(status, StatusCode::OK, "{got}");
-        let values = |b: &Json| b["data"]["result"].as_array().unwrap().iter().map(|r| r["value"][1].clone()).collect::<Vec<_>>();
+        let values = |b: &Json| {
+            b["data"]["result"].as_array().unwrap().iter().map(|r| r["value"][1].clone()).collect::<Vec<_>>()
+        };
         assert_eq!(values(&got), values(&want), "the same answer");
     }
     assert_eq!(engine.inflight.started.load(Ordering::SeqCst), 1, "one read for five queries");

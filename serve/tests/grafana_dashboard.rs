@@ -62,9 +62,13 @@ async fn every_panel_of_the_shipped_dashboard_is_answered() {
     let values = app
         .clone()
         .oneshot(
-            Request::get(format!("/api/v1/label/country/values?match%5B%5D=clicks&start={}&end={}", secs(from), secs(to)))
-                .body(Body::empty())
-                .unwrap(),
+            Request::get(format!(
+                "/api/v1/label/country/values?match%5B%5D=clicks&start={}&end={}",
+                secs(from),
+                secs(to)
+            ))
+            .body(Body::empty())
+            .unwrap(),
         )
         .await
         .unwrap();
@@ -84,8 +88,12 @@ async fn every_panel_of_the_shipped_dashboard_is_answered() {
                 let step = 300_000; // the panel's interval, 5m
                 assert_eq!(panel["interval"], "5m");
                 let (start, end) = (from / step * step, to / step * step);
-                post(&app, "/api/v1/query_range", &[("query", &expr), ("start", &secs(start)), ("end", &secs(end)), ("step", "300")])
-                    .await
+                post(
+                    &app,
+                    "/api/v1/query_range",
+                    &[("query", &expr), ("start", &secs(start)), ("end", &secs(end)), ("step", "300")],
+                )
+                .await
             };
             let result = answer["data"]["result"].as_array().unwrap();
             assert!(!result.is_empty(), "{}: {expr}: {answer}", panel["title"]);

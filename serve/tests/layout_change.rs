@@ -55,7 +55,8 @@ async fn a_recreated_table_is_read_with_its_own_layout() {
     let first = written(&four, 1).await;
     let table = Arc::new(Recreatable(RwLock::new(first)));
     let catalog = Catalog::recorded(four.clone(), Some(Layout::of(&four))).unwrap();
-    let engine = Engine::new(table.clone(), catalog, ExecOptions::default(), Limits::default()).with_base(Config::default());
+    let engine =
+        Engine::new(table.clone(), catalog, ExecOptions::default(), Limits::default()).with_base(Config::default());
     let q = "sum(sum_over_time(clicks[2d]))";
     let t = vec![T0 + 2 * DAY];
     let before = engine.query(q, t.clone(), T0 + 10 * DAY).await.unwrap();
@@ -64,7 +65,12 @@ async fn a_recreated_table_is_read_with_its_own_layout() {
     let second = written(&eight, 2).await;
     *table.0.write().unwrap() = second.clone();
     let after = engine.query(q, t.clone(), T0 + 10 * DAY).await.unwrap();
-    let fresh = Engine::new(second, Catalog::recorded(eight.clone(), Some(Layout::of(&eight))).unwrap(), ExecOptions::default(), Limits::default());
+    let fresh = Engine::new(
+        second,
+        Catalog::recorded(eight.clone(), Some(Layout::of(&eight))).unwrap(),
+        ExecOptions::default(),
+        Limits::default(),
+    );
     let want = fresh.query(q, t, T0 + 10 * DAY).await.unwrap();
     assert_eq!(total(&after.value), total(&want.value), "read with the new layout");
     assert_ne!(total(&after.value), total(&before.value), "the data did change");

@@ -164,9 +164,18 @@ pub struct Selector {
 #[derive(Debug, Clone)]
 pub enum Shape {
     Plain(Selector),
-    Aggregated { agg: Agg, by: Vec<Field>, without: bool, sel: Selector },
+    Aggregated {
+        agg: Agg,
+        by: Vec<Field>,
+        without: bool,
+        sel: Selector,
+    },
     /// `sum by (G) (a) / sum by (G) (b)`: a ratio from summed parts.
-    Ratio { by: Vec<Field>, num: Selector, den: Selector },
+    Ratio {
+        by: Vec<Field>,
+        num: Selector,
+        den: Selector,
+    },
 }
 
 fn minutes(ms: i64) -> String {
@@ -377,18 +386,20 @@ pub fn shape() -> impl Strategy<Value = Shape> {
             selector(any_metric())
         )
             .prop_map(|(agg, by, without, sel)| Shape::Aggregated { agg, by, without, sel }),
-        (by(), selector(Just(Metric::Clicks)), selector(Just(Metric::Impressions))).prop_map(|(by, mut num, mut den)| {
-            // The same window on both sides: a ratio of one window's sums.
-            den.func = num.func;
-            den.range = num.range;
-            den.offset = num.offset;
-            den.matchers = num.matchers.clone();
-            if num.func != Func::Bare {
-                num.func = Func::Sum;
-                den.func = Func::Sum;
+        (by(), selector(Just(Metric::Clicks)), selector(Just(Metric::Impressions))).prop_map(
+            |(by, mut num, mut den)| {
+                // The same window on both sides: a ratio of one window's sums.
+                den.func = num.func;
+                den.range = num.range;
+                den.offset = num.offset;
+                den.matchers = num.matchers.clone();
+                if num.func != Func::Bare {
+                    num.func = Func::Sum;
+                    den.func = Func::Sum;
+                }
+                Shape::Ratio { by, num, den }
             }
-            Shape::Ratio { by, num, den }
-        }),
+        ),
     ]
 }
 
@@ -407,4 +418,3 @@ pub fn instants() -> impl Strategy<Value = Vec<i64>> {
             (0..n as i64).map(|k| start + k * step).collect()
         })
 }
-

@@ -173,8 +173,7 @@ fn instant_data(a: &Answer) -> Json {
 /// without labels).
 fn range_data(a: &Answer) -> Json {
     let series = |l: &Labels, xs: &[Option<f64>]| {
-        let values: Vec<Json> =
-            a.ts.iter().zip(xs).filter_map(|(t, x)| x.map(|x| sample(*t, x))).collect();
+        let values: Vec<Json> = a.ts.iter().zip(xs).filter_map(|(t, x)| x.map(|x| sample(*t, x))).collect();
         json!({"metric": labels_json(l), "values": values})
     };
     let result: Vec<Json> = match &a.value {
@@ -235,7 +234,9 @@ async fn query_range(State(s): State<Arc<Server>>, Authorized(p): Authorized) ->
             let end = p.time("end")?.ok_or_else(|| ServeError::BadData("missing parameter 'end'".into()))?;
             let step = p.duration("step")?.ok_or_else(|| ServeError::BadData("missing parameter 'step'".into()))?;
             if end < start {
-                return Err(ServeError::BadData("invalid parameter 'end': end timestamp must not be before start time".into()));
+                return Err(ServeError::BadData(
+                    "invalid parameter 'end': end timestamp must not be before start time".into(),
+                ));
             }
             if step <= 0 {
                 return Err(ServeError::BadData(
@@ -326,14 +327,14 @@ async fn page() -> axum::response::Html<&'static str> {
 
 async fn buildinfo(_: Authorized) -> Response {
     success(
-            json!({
-                "version": PROMETHEUS_API_VERSION,
-                "revision": format!("zigzag gather serve {}", env!("CARGO_PKG_VERSION")),
-                "branch": "",
-                "buildUser": "",
-                "buildDate": "",
-                "goVersion": "",
-            }),
+        json!({
+            "version": PROMETHEUS_API_VERSION,
+            "revision": format!("zigzag gather serve {}", env!("CARGO_PKG_VERSION")),
+            "branch": "",
+            "buildUser": "",
+            "buildDate": "",
+            "goVersion": "",
+        }),
         &[],
         &[],
     )

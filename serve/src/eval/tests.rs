@@ -25,16 +25,31 @@ fn sum_by_keeps_only_its_labels_and_drops_the_name() {
         (&[("__name__", "clicks"), ("campaign", "a"), ("country", "FR")], &[Some(2.0), Some(5.0)]),
         (&[("__name__", "clicks"), ("campaign", "b"), ("country", "FR")], &[None, Some(7.0)]),
     ]);
-    let by = Node::Aggregate { op: AggOp::Sum, grouping: Grouping::By(vec!["campaign".into()]), param: None, child: leaf(0) };
+    let by = Node::Aggregate {
+        op: AggOp::Sum,
+        grouping: Grouping::By(vec!["campaign".into()]),
+        param: None,
+        child: leaf(0),
+    };
     assert_eq!(
         run(by, &[v.clone()], 2),
-        Value::Vector(vector(&[(&[("campaign", "a")], &[Some(3.0), Some(5.0)]), (&[("campaign", "b")], &[None, Some(7.0)])]))
+        Value::Vector(vector(&[
+            (&[("campaign", "a")], &[Some(3.0), Some(5.0)]),
+            (&[("campaign", "b")], &[None, Some(7.0)])
+        ]))
     );
-    let without =
-        Node::Aggregate { op: AggOp::Count, grouping: Grouping::Without(vec!["country".into()]), param: None, child: leaf(0) };
+    let without = Node::Aggregate {
+        op: AggOp::Count,
+        grouping: Grouping::Without(vec!["country".into()]),
+        param: None,
+        child: leaf(0),
+    };
     assert_eq!(
         run(without, &[v.clone()], 2),
-        Value::Vector(vector(&[(&[("campaign", "a")], &[Some(2.0), Some(1.0)]), (&[("campaign", "b")], &[None, Some(1.0)])]))
+        Value::Vector(vector(&[
+            (&[("campaign", "a")], &[Some(2.0), Some(1.0)]),
+            (&[("campaign", "b")], &[None, Some(1.0)])
+        ]))
     );
     let avg = Node::Aggregate { op: AggOp::Avg, grouping: Grouping::By(vec![]), param: None, child: leaf(0) };
     assert_eq!(run(avg, &[v], 2), Value::Vector(vector(&[(&[], &[Some(1.5), Some(6.0)])])));
@@ -42,15 +57,27 @@ fn sum_by_keeps_only_its_labels_and_drops_the_name() {
 
 #[test]
 fn topk_keeps_whole_series_per_step() {
-    let v = vector(&[(&[("c", "a")], &[Some(1.0), Some(9.0)]), (&[("c", "b")], &[Some(5.0), Some(2.0)]), (&[("c", "z")], &[Some(3.0), None])]);
+    let v = vector(&[
+        (&[("c", "a")], &[Some(1.0), Some(9.0)]),
+        (&[("c", "b")], &[Some(5.0), Some(2.0)]),
+        (&[("c", "z")], &[Some(3.0), None]),
+    ]);
     let top = Node::Aggregate { op: AggOp::Topk, grouping: Grouping::By(vec![]), param: Some(1.0), child: leaf(0) };
     let (value, order) = evaluate(&top, &[v.clone()], &[0, 60_000]).unwrap();
     assert_eq!(order, Order::Descending);
-    assert_eq!(value, Value::Vector(vector(&[(&[("c", "a")], &[None, Some(9.0)]), (&[("c", "b")], &[Some(5.0), None])])));
-    let bottom = Node::Aggregate { op: AggOp::Bottomk, grouping: Grouping::By(vec![]), param: Some(2.0), child: leaf(0) };
+    assert_eq!(
+        value,
+        Value::Vector(vector(&[(&[("c", "a")], &[None, Some(9.0)]), (&[("c", "b")], &[Some(5.0), None])]))
+    );
+    let bottom =
+        Node::Aggregate { op: AggOp::Bottomk, grouping: Grouping::By(vec![]), param: Some(2.0), child: leaf(0) };
     assert_eq!(
         run(bottom, &[v], 2),
-        Value::Vector(vector(&[(&[("c", "a")], &[Some(1.0), Some(9.0)]), (&[("c", "b")], &[None, Some(2.0)]), (&[("c", "z")], &[Some(3.0), None])])),
+        Value::Vector(vector(&[
+            (&[("c", "a")], &[Some(1.0), Some(9.0)]),
+            (&[("c", "b")], &[None, Some(2.0)]),
+            (&[("c", "z")], &[Some(3.0), None])
+        ])),
         "the two smallest at each step: a and z, then b and a"
     );
 }
@@ -59,7 +86,8 @@ fn topk_keeps_whole_series_per_step() {
 fn one_to_one_division_matches_on_the_labels_but_the_name() {
     let clicks = vector(&[(&[("c", "a")], &[Some(1.0)]), (&[("c", "b")], &[Some(0.0)]), (&[("c", "x")], &[Some(4.0)])]);
     let imps = vector(&[(&[("c", "a")], &[Some(4.0)]), (&[("c", "b")], &[Some(0.0)]), (&[("c", "y")], &[Some(4.0)])]);
-    let div = Node::Binary { op: BinOp::Div, lhs: leaf(0), rhs: leaf(1), matching: Matching::default(), return_bool: false };
+    let div =
+        Node::Binary { op: BinOp::Div, lhs: leaf(0), rhs: leaf(1), matching: Matching::default(), return_bool: false };
     let Value::Vector(v) = run(div, &[clicks, imps], 1) else { panic!() };
     assert_eq!(v.series.len(), 2, "only matched pairs: {v:?}");
     assert_eq!(v.series[&labels(&[("c", "a")])], [Some(0.25)]);
@@ -68,9 +96,21 @@ fn one_to_one_division_matches_on_the_labels_but_the_name() {
 
 #[test]
 fn comparisons_filter_unless_bool_and_keep_the_name() {
-    let v = vector(&[(&[("__name__", "clicks"), ("c", "a")], &[Some(1.0)]), (&[("__name__", "clicks"), ("c", "b")], &[Some(5.0)])]);
-    let gt = |b| Node::Binary { op: BinOp::Gt, lhs: leaf(0), rhs: Box::new(Node::Number(2.0)), matching: Matching::default(), return_bool: b };
-    assert_eq!(run(gt(false), &[v.clone()], 1), Value::Vector(vector(&[(&[("__name__", "clicks"), ("c", "b")], &[Some(5.0)])])));
+    let v = vector(&[
+        (&[("__name__", "clicks"), ("c", "a")], &[Some(1.0)]),
+        (&[("__name__", "clicks"), ("c", "b")], &[Some(5.0)]),
+    ]);
+    let gt = |b| Node::Binary {
+        op: BinOp::Gt,
+        lhs: leaf(0),
+        rhs: Box::new(Node::Number(2.0)),
+        matching: Matching::default(),
+        return_bool: b,
+    };
+    assert_eq!(
+        run(gt(false), &[v.clone()], 1),
+        Value::Vector(vector(&[(&[("__name__", "clicks"), ("c", "b")], &[Some(5.0)])]))
+    );
     assert_eq!(
         run(gt(true), &[v], 1),
         Value::Vector(vector(&[(&[("c", "a")], &[Some(0.0)]), (&[("c", "b")], &[Some(1.0)])]))
@@ -87,7 +127,11 @@ fn set_operators() {
     assert_eq!(run(op(BinOp::Unless), &leaves, 1), Value::Vector(vector(&[(&[("c", "a")], &[Some(1.0)])])));
     assert_eq!(
         run(op(BinOp::Or), &leaves, 1),
-        Value::Vector(vector(&[(&[("c", "a")], &[Some(1.0)]), (&[("c", "b")], &[Some(2.0)]), (&[("c", "z")], &[Some(30.0)])]))
+        Value::Vector(vector(&[
+            (&[("c", "a")], &[Some(1.0)]),
+            (&[("c", "b")], &[Some(2.0)]),
+            (&[("c", "z")], &[Some(30.0)])
+        ]))
     );
 }
 

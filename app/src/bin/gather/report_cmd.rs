@@ -219,7 +219,8 @@ async fn plan_on_layout(
 
 pub(crate) async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Common, kind: Kind) -> Result<()> {
     // The window is the request's: refused before the store is opened.
-    WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?.validate(now_ms(c.now.as_deref())?)?;
+    WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?
+        .validate(now_ms(c.now.as_deref())?)?;
     let table = store.open_aggregates().await?;
     let (config, Prepared { req, group_by, opts, planned }) =
         plan_on_layout(store, table.as_ref(), config, &c, &kind).await?;
