@@ -63,6 +63,13 @@ impl Catalog {
         }
     }
 
+    /// A ratio's numerator and denominator measures, by name.
+    pub fn ratio_parts(&self, ratio: &str) -> Option<(&str, &str)> {
+        let set = &self.measures;
+        let r = set.ratios().iter().find(|r| r.name == ratio)?;
+        Some((&set.measures()[r.numerator].name, &set.measures()[r.denominator].name))
+    }
+
     /// Every metric name, measures then ratios.
     pub fn metric_names(&self) -> Vec<String> {
         let m = self.measures.measures().iter().map(|m| m.name.clone());
@@ -96,7 +103,7 @@ impl Catalog {
             out.push((m.name.clone(), "gauge", help));
         }
         for r in self.measures.ratios() {
-            let (n, d) = (&self.measures.measures()[r.numerator].name, &self.measures.measures()[r.denominator].name);
+            let (n, d) = self.ratio_parts(&r.name).unwrap_or_default();
             out.push((r.name.clone(), "gauge", format!("{n} / {d}, each summed first (never an average of ratios)")));
         }
         out

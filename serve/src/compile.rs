@@ -18,7 +18,6 @@ use promql_parser::label::{MatchOp, Matcher};
 use promql_parser::parser::{self as pp, Expr, LabelModifier, Offset, VectorMatchCardinality, VectorSelector};
 use zigzag_gather::filter::{FilterSet, Op, Pattern, Predicate};
 use zigzag_gather::window::format_duration;
-use zigzag_model::measure::MeasureKind;
 
 /// Parses PromQL text (a 400 when it is not PromQL).
 pub fn parse(text: &str) -> Result<Expr> {
@@ -204,13 +203,11 @@ impl Compiler<'_> {
             let metric = self.metric_of(reading.vs)?;
             if let Metric::Ratio(r) = &metric {
                 if matches!(op, AggOp::Sum | AggOp::Avg | AggOp::Stddev | AggOp::Stdvar | AggOp::Quantile) {
+                    let (n, d) = self.catalog.ratio_parts(r).unwrap_or_default();
                     return Err(unsupported(format!(
                         "{}({r}) would combine ratios; a ratio is its numerator over its denominator, each summed \
-                         first: write {} by (...) ({}) / sum by (...) ({})",
-                        a.op,
-                        "sum",
-                        self.ratio_parts(r).0,
-                        self.ratio_parts(r).1
+                         first: write sum by (...) ({n}) / sum by (...) ({d})",
+                        a.op
                     )));
                 }
             }
@@ -227,18 +224,11 @@ impl Compiler<'_> {
     }
 
     /// Whether aggregation `op` over `reading` of measure `m` is the
-    /// measure's own merge, so the read can do it.
+    /// measure's own merge (over time too, unless a bare sample), so the
+    /// read can do it.
     fn merges_in_read(&self, op: AggOp, m: &str, reading: &Reading) -> bool {
-        let bare = reading.range.is_none();
-        let Some(kind) = self.catalog.kind(m) else { return false };
-        match (op, kind) {
-            (AggOp::Sum, MeasureKind::Count | MeasureKind::Sum | MeasureKind::Distinct) => {
-                bare || reading.func == OverTime::Sum
-            }
-            (AggOp::Min, MeasureKind::Min) => bare || reading.func == OverTime::Min,
-            (AggOp::Max, MeasureKind::Max) => bare || reading.func == OverTime::Max,
-            _ => false,
-        }
+        let Some(merge) = self.catalog.kind(m).map(OverTime::merge_of) else { return false };
+        op.over_time() == Some(merge) && (reading.range.is_none() || reading.func == merge)
     }
 
     /// The dimensions an aggregation's output keeps, in layout order.
@@ -273,15 +263,6 @@ impl Compiler<'_> {
             }
             _ => Ok(None),
         }
-    }
-
-    fn ratio_parts(&self, ratio: &str) -> (String, String) {
-        let set = &self.catalog.measures;
-        set.ratios()
-            .iter()
-            .find(|r| r.name == ratio)
-            .map(|r| (set.measures()[r.numerator].name.clone(), set.measures()[r.denominator].name.clone()))
-            .unwrap_or_default()
     }
 
     /// The one metric a selector names (by name or `__name__` matchers).
@@ -338,7 +319,7 @@ impl Compiler<'_> {
         };
         if let Metric::Ratio(ratio) = &metric {
             if r.range.is_some() {
-                let (n, d) = self.ratio_parts(ratio);
+                let (n, d) = self.catalog.ratio_parts(ratio).unwrap_or_default();
                 return Err(unsupported(format!(
                     "{ratio} is a ratio, computed from its summed parts: over a range write sum_over_time({n}[..]) / \
                      sum_over_time({d}[..])"

@@ -52,19 +52,14 @@ impl ServeError {
     /// The Prometheus API's `errorType`.
     pub fn error_type(&self) -> &'static str {
         match self {
+            _ if self.store_failed() => "unavailable",
             ServeError::BadData(_) => "bad_data",
             ServeError::Timeout(_) => "timeout",
-            ServeError::Busy(_) | ServeError::Layout(_) | ServeError::Gather(GatherError::Query { .. }) => {
-                "unavailable"
-            }
-            ServeError::Read(e) if matches!(e.as_ref(), GatherError::Query { .. }) => "unavailable",
-            ServeError::Read(_) => "execution",
+            ServeError::Busy(_) => "unavailable",
             ServeError::Unauthorized => "unauthorized",
             ServeError::NotFound => "not_found",
             ServeError::Internal => "internal",
-            ServeError::Unsupported(_) | ServeError::Limit(_) | ServeError::Execution(_) | ServeError::Gather(_) => {
-                "execution"
-            }
+            _ => "execution",
         }
     }
 
@@ -72,17 +67,28 @@ impl ServeError {
     /// a timeout (as Prometheus answers), never a 500 for bad input.
     pub fn status(&self) -> u16 {
         match self {
+            // The store failed (an outage, throttling past its retries): not the request's fault.
+            _ if self.store_failed() => 503,
             ServeError::BadData(_) => 400,
             ServeError::Unauthorized => 401,
             ServeError::NotFound => 404,
             ServeError::Internal => 500,
             ServeError::Busy(_) => 429,
-            // The store failed (an outage, throttling past its retries): not the request's fault.
-            ServeError::Timeout(_) | ServeError::Layout(_) | ServeError::Gather(GatherError::Query { .. }) => 503,
-            ServeError::Read(e) if matches!(e.as_ref(), GatherError::Query { .. }) => 503,
-            ServeError::Read(_) => 422,
-            ServeError::Unsupported(_) | ServeError::Limit(_) | ServeError::Execution(_) | ServeError::Gather(_) => 422,
+            ServeError::Timeout(_) => 503,
+            _ => 422,
         }
+    }
+
+    /// Reading the store failed, not the request: a query of the
+    /// aggregates, alone or shared, or the layout item.
+    fn store_failed(&self) -> bool {
+        let gather = match self {
+            ServeError::Layout(_) => return true,
+            ServeError::Gather(e) => e,
+            ServeError::Read(e) => e.as_ref(),
+            _ => return false,
+        };
+        matches!(gather, GatherError::Query { .. })
     }
 }
 

@@ -3,6 +3,7 @@
 //! inner nodes are pure arithmetic on series ([`crate::eval`]).
 
 use zigzag_gather::filter::FilterSet;
+use zigzag_model::measure::MeasureKind;
 
 /// A compiled query: the tree and the reads it needs.
 #[derive(Debug, Clone)]
@@ -82,6 +83,18 @@ pub enum BinOp {
     Unless,
 }
 
+impl AggOp {
+    /// The fold over time that is the same operation across series.
+    pub fn over_time(self) -> Option<OverTime> {
+        match self {
+            AggOp::Sum => Some(OverTime::Sum),
+            AggOp::Min => Some(OverTime::Min),
+            AggOp::Max => Some(OverTime::Max),
+            _ => None,
+        }
+    }
+}
+
 impl BinOp {
     pub fn is_comparison(self) -> bool {
         matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Gt | BinOp::Lt | BinOp::Ge | BinOp::Le)
@@ -148,6 +161,17 @@ pub enum OverTime {
 }
 
 impl OverTime {
+    /// The fold that is a measure kind's own merge (sums of counts and
+    /// sums, a union of sketches, minima of minima, maxima of maxima):
+    /// folding coarser buckets, or buckets already grouped, gives the same.
+    pub fn merge_of(kind: MeasureKind) -> OverTime {
+        match kind {
+            MeasureKind::Count | MeasureKind::Sum | MeasureKind::Distinct => OverTime::Sum,
+            MeasureKind::Min => OverTime::Min,
+            MeasureKind::Max => OverTime::Max,
+        }
+    }
+
     pub const NAMES: [(&'static str, OverTime); 7] = [
         ("last_over_time", OverTime::Last),
         ("sum_over_time", OverTime::Sum),

@@ -114,16 +114,10 @@ fn floor(t: i64, unit: i64) -> i64 {
     t.div_euclid(unit) * unit
 }
 
-/// Whether folding a range's buckets with `func` is the measure's own
-/// merge, so coarser buckets give the same answer.
+/// Whether folding a range's buckets with `func` gives the same from
+/// coarser buckets: the measure's own merge, or presence.
 fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
-    matches!(
-        (func, kind),
-        (OverTime::Sum, Some(MeasureKind::Count | MeasureKind::Sum | MeasureKind::Distinct))
-            | (OverTime::Min, Some(MeasureKind::Min))
-            | (OverTime::Max, Some(MeasureKind::Max))
-            | (OverTime::Present, Some(_))
-    )
+    kind.is_some_and(|k| func == OverTime::Present || func == OverTime::merge_of(k))
 }
 
 /// The sample-bucket ends `B` of a leaf at each step.
@@ -318,16 +312,9 @@ fn explain_refusal(e: zigzag_gather::GatherError, leaf: &Leaf) -> ServeError {
 
 /// The measures a metric is read from.
 fn measures_of(metric: &Metric, catalog: &Catalog) -> Vec<String> {
-    let set = &catalog.measures;
     match metric {
         Metric::Measure(m) => vec![m.clone()],
-        Metric::Ratio(r) => set
-            .ratios()
-            .iter()
-            .filter(|x| &x.name == r)
-            .flat_map(|x| [x.numerator, x.denominator])
-            .map(|i| set.measures()[i].name.clone())
-            .collect(),
+        Metric::Ratio(r) => catalog.ratio_parts(r).map_or_else(Vec::new, |(n, d)| vec![n.into(), d.into()]),
     }
 }
 
