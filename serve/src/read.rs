@@ -95,7 +95,6 @@ impl Inflight {
 #[derive(Debug, Clone, Default)]
 pub struct ReadReport {
     pub infos: Vec<String>,
-    pub warnings: Vec<String>,
     pub requests: u64,
     pub rcu: f64,
     /// The plans, as `gather --explain` prints them.

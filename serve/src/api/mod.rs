@@ -1,9 +1,9 @@
 //! The Prometheus HTTP API over an [`Engine`]: the routes Grafana's
 //! built-in Prometheus data source and `promtool` call, GET and POST alike,
-//! with Prometheus's response shapes (`status`, `data`, `warnings`,
-//! `infos`; `errorType` + `error` on failure). Every request is
-//! authenticated (when a token is set), bounded in time and counted
-//! against the server's query slots.
+//! with Prometheus's response shapes (`status`, `data`, `infos`;
+//! `errorType` + `error` on failure). Every request is authenticated
+//! (when a token is set), bounded in time and counted against the
+//! server's query slots.
 
 mod params;
 
@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use futures::FutureExt;
-pub use params::{parse_duration, parse_time, Params};
+use params::Params;
 use serde_json::{json, Map, Value as Json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,13 +115,11 @@ pub fn router(server: Arc<Server>) -> Router {
         .with_state(server)
 }
 
-fn success(data: Json, warnings: &[String], infos: &[String]) -> Response {
+/// A success; `infos` (what was read, how fresh) only when there are any.
+fn success(data: Json, infos: &[String]) -> Response {
     let mut body = Map::new();
     body.insert("status".into(), json!("success"));
     body.insert("data".into(), data);
-    if !warnings.is_empty() {
-        body.insert("warnings".into(), json!(warnings));
-    }
     if !infos.is_empty() {
         body.insert("infos".into(), json!(infos));
     }
@@ -220,7 +218,7 @@ async fn query(State(s): State<Arc<Server>>, Authorized(p): Authorized) -> Respo
             let t = p.time("time")?.unwrap_or(now);
             let a = s.bounded(&p, s.engine.query(&text, vec![t], now)).await?;
             s.log_plans(&text, &a);
-            Ok(success(instant_data(&a), &a.report.warnings, &a.report.infos))
+            Ok(success(instant_data(&a), &a.report.infos))
         }
         .await,
     )
@@ -255,7 +253,7 @@ async fn query_range(State(s): State<Arc<Server>>, Authorized(p): Authorized) ->
                 (0..).map_while(|k: i64| start.checked_add(k.checked_mul(step)?)).take_while(|t| *t <= end).collect();
             let a = s.bounded(&p, s.engine.query(&text, ts, now_ms())).await?;
             s.log_plans(&text, &a);
-            Ok(success(range_data(&a), &a.report.warnings, &a.report.infos))
+            Ok(success(range_data(&a), &a.report.infos))
         }
         .await,
     )
@@ -273,7 +271,7 @@ fn window(p: &Params) -> Result<(i64, i64)> {
 }
 
 async fn labels(State(s): State<Arc<Server>>, _: Authorized) -> Response {
-    success(json!(s.engine.label_names()), &[], &[])
+    success(json!(s.engine.label_names()), &[])
 }
 
 async fn label_values(State(s): State<Arc<Server>>, Path(name): Path<String>, Authorized(p): Authorized) -> Response {
@@ -282,7 +280,7 @@ async fn label_values(State(s): State<Arc<Server>>, Path(name): Path<String>, Au
             let (start, end) = window(&p)?;
             let matches = p.all("match[]");
             let values = s.bounded(&p, s.engine.label_values(&name, &matches, start, end, now_ms())).await?;
-            Ok(success(json!(values), &[], &[]))
+            Ok(success(json!(values), &[]))
         }
         .await,
     )
@@ -297,7 +295,7 @@ async fn series(State(s): State<Arc<Server>>, Authorized(p): Authorized) -> Resp
             }
             let (start, end) = window(&p)?;
             let found = s.bounded(&p, s.engine.series(&matches, start, end, now_ms())).await?;
-            Ok(success(Json::Array(found.iter().map(labels_json).collect()), &[], &[]))
+            Ok(success(Json::Array(found.iter().map(labels_json).collect()), &[]))
         }
         .await,
     )
@@ -311,11 +309,11 @@ async fn metadata(State(s): State<Arc<Server>>, Authorized(p): Authorized) -> Re
             data.insert(name, json!([{"type": kind, "help": help, "unit": ""}]));
         }
     }
-    success(Json::Object(data), &[], &[])
+    success(Json::Object(data), &[])
 }
 
 async fn format_query(Authorized(p): Authorized) -> Response {
-    respond(p.required("query").and_then(crate::compile::parse).map(|e| success(json!(e.prettify()), &[], &[])))
+    respond(p.required("query").and_then(crate::compile::parse).map(|e| success(json!(e.prettify()), &[])))
 }
 
 /// The live page: a measure, a grouping, filters and a window, as a chart
@@ -336,18 +334,17 @@ async fn buildinfo(_: Authorized) -> Response {
             "goVersion": "",
         }),
         &[],
-        &[],
     )
 }
 
 async fn empty_list(_: Authorized) -> Response {
-    success(json!([]), &[], &[])
+    success(json!([]), &[])
 }
 
 async fn rules(_: Authorized) -> Response {
-    success(json!({"groups": []}), &[], &[])
+    success(json!({"groups": []}), &[])
 }
 
 async fn flags(_: Authorized) -> Response {
-    success(json!({}), &[], &[])
+    success(json!({}), &[])
 }
