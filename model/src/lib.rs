@@ -18,12 +18,15 @@
 //!   prefix counts it derives for `prefixes = "auto"`.
 //! - [`measure`]: the measure kinds (count, sum, min, max): accumulation,
 //!   merge, item codec and the exactly-once update request, in one place.
+//! - [`changes`]: the change marks a flush writes around its items, per
+//!   time slice, so a reader knows whether a slice changed since it read it.
 //! - [`stats`]: items per projection, rollup and bin, kept by ingest for
 //!   gather's planner.
 //! - [`position`]: stream positions (sequence numbers up to 256 bits).
 //! - [`source`]: the contract of a replayable, sharded record source.
 //! - [`truth`]: a generator's ground truth, to check reports against.
 
+pub mod changes;
 pub mod config;
 pub mod hll;
 pub mod keys;

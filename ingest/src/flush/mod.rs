@@ -8,9 +8,14 @@
 //! guarded by the lane's mark (`w@<lane> < k`, then `SET w@<lane> = k`): a
 //! retried, replayed or recovered write of flush `k` is a no-op.
 //!
+//! A flush's items are bracketed by its change marks (`changes.rs`): every
+//! time slice it touches says, before the first item and after the last,
+//! that this lane's flush `k` is changing it.
+//!
 //! This is the pipeline's one retry loop for item writes: the store returns
 //! each item's result and only the failed items are sent again.
 
+mod changes;
 mod chunk;
 mod merged;
 mod statistics;
@@ -26,7 +31,7 @@ use std::sync::Arc;
 use thiserror::Error;
 use zigzag_core::retry::{RetryPolicy, Retryable};
 use zigzag_core::schema::DimError;
-use zigzag_core::table::{AttrValue, Item, SortedTable, TableError, UpdateOutcome};
+use zigzag_core::table::{AttrValue, Item, SortedTable, TableError, UpdateOutcome, UpdateRequest};
 use zigzag_model::measure::update::{
     extremes_of, plan_sketch_update, plan_update, remembered_extremes, sketch_key, ItemWrite, SketchWrite,
 };
@@ -69,6 +74,8 @@ pub struct FlushStats {
     pub per_prefix: Vec<AtomicU64>,
     /// Of `write_requests`, the planner's statistics (`statistics.rs`).
     pub statistics_writes: AtomicU64,
+    /// Of `write_requests`, the change marks around items (`changes.rs`).
+    pub change_writes: AtomicU64,
 }
 
 /// The writer of one flush: a lane's mark and the flush number.
@@ -224,7 +231,9 @@ impl Flusher {
             .collect();
         located.sort_unstable_by_key(|(loc, _, _)| *loc);
         let mut statistics = statistics::FlushStatistics::default();
+        let mut slices = changes::Slices::new();
         for ((projection, prefix, rollup, bin), key, (_, names)) in &located {
+            slices.insert((*projection, *rollup, zigzag_model::changes::slice_start(*rollup, key.bucket)));
             let s = statistics.entry((*projection, *rollup, *bin)).or_insert_with(|| BinStats::new(key.bucket));
             s.add(*rollup, *prefix, key.bucket, key.id());
             let keys = self.projection(*key);
@@ -247,7 +256,9 @@ impl Flusher {
             .chunk_by(|a, b| a.0 == b.0)
             .map(|partition| self.write_partition(partition, &mark, writer.k))
             .collect();
+        self.write_changes(&slices, writer, changes::Phase::Begin).await?;
         stream::iter(partitions).buffer_unordered(partitions_in_flight).try_collect::<()>().await?;
+        self.write_changes(&slices, writer, changes::Phase::Done).await?;
         let sent = self
             .statistics
             .write(self.aggregates.as_ref(), &self.projections, statistics, &self.retry, &self.stats.retries)
