@@ -49,6 +49,25 @@ impl Planned {
         &self.group_by
     }
 
+    /// An empty aggregation of what the plan reads (its step, grouping and
+    /// the measures of its projection).
+    pub fn empty(&self) -> Aggregation {
+        let km = self.projections.by_name(&self.plan.projection).expect("planned on one of them");
+        Aggregation::new(self.plan.step, self.group_by.clone(), km.measures().clone())
+    }
+
+    /// Reads every item of every query of the plan into sinks of the
+    /// caller's (`fresh` makes one again when the read starts over).
+    pub async fn read_into<T: SortedTable + ?Sized, S>(
+        &self,
+        table: &T,
+        opts: &ExecOptions,
+        fresh: impl FnMut() -> S,
+        add: impl FnMut(&mut S, &zigzag_core::table::Item) -> Result<()>,
+    ) -> Result<(S, Actual)> {
+        execute_fresh(table, &self.plan, opts, fresh, add).await
+    }
+
     /// Reads every item of every query of the plan and merges them per
     /// (bucket of the plan's step, `group_by` values), in the measures of
     /// the projection read.

@@ -290,9 +290,15 @@ pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<(), Layo
 
 /// The table's layout, if a writer recorded one.
 pub async fn load(table: &dyn SortedTable) -> Result<Option<Layout>, LayoutError> {
+    Ok(load_item(table).await?.map(|(layout, _)| layout))
+}
+
+/// The table's layout and the item it is recorded in (which also holds
+/// what the table is bound to: the lease table's epoch, `zigzag_lease`).
+pub async fn load_item(table: &dyn SortedTable) -> Result<Option<(Layout, Item)>, LayoutError> {
     match table.get(LAYOUT_PK, LAYOUT_SK).await? {
         None => Ok(None),
-        Some(item) => Layout::from_item(&item).map(Some),
+        Some(item) => Ok(Some((Layout::from_item(&item)?, item))),
     }
 }
 

@@ -2,13 +2,16 @@
 //! the leaves, evaluate. The HTTP layer ([`crate::api`]) only turns
 //! parameters into instants and answers into JSON.
 
+use crate::cache::SliceCache;
 use crate::catalog::Catalog;
 use crate::compile::{compile, parse};
 use crate::error::{Result, ServeError};
 use crate::eval::{evaluate, Order};
-use crate::read::{read_leaves, too_many_series, Inflight, Limits, ReadReport};
+use crate::read::{read_leaves, too_many_series, Inflight, Limits, ReadReport, Reader};
+use crate::recent::Recent;
 use crate::series::Value;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 use zigzag_core::table::SortedTable;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_model::layout;
@@ -28,23 +31,60 @@ pub struct Answer {
     pub report: ReadReport,
 }
 
+/// Memory for unchanged slices unless told otherwise.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+
 /// The table, its layout, and how queries read it.
 pub struct Engine {
     table: Arc<dyn SortedTable>,
     catalog: RwLock<Arc<Catalog>>,
+    /// The layout item the catalog was read from, hashed whole (its
+    /// layout and the lease epoch the table is bound to): what the cache's
+    /// entries belong to. None: not read yet.
+    identity: RwLock<Option<String>>,
     /// What a layout the table records is applied to (the configuration
     /// given, else the defaults).
     base: Config,
     pub opts: ExecOptions,
     pub limits: Limits,
-    /// Reads in flight, shared by the queries that need them.
-    pub inflight: Inflight,
+    /// Reads in flight, the cache, the shared small reads.
+    reader: Arc<Reader>,
 }
 
 impl Engine {
     pub fn new(table: Arc<dyn SortedTable>, catalog: Catalog, opts: ExecOptions, limits: Limits) -> Engine {
         let base = catalog.config.clone();
-        Engine { table, catalog: RwLock::new(Arc::new(catalog)), base, opts, limits, inflight: Inflight::default() }
+        let reader = Arc::new(Reader {
+            recent: Arc::new(Recent::new(table.clone(), Duration::ZERO)),
+            inflight: Inflight::default(),
+            cache: SliceCache::new(DEFAULT_CACHE_BYTES),
+        });
+        Engine {
+            table,
+            catalog: RwLock::new(Arc::new(catalog)),
+            identity: RwLock::new(None),
+            base,
+            opts,
+            limits,
+            reader,
+        }
+    }
+
+    /// A cache of `bytes` (0: none), and the small reads (layout,
+    /// statistics, change marks) shared for `recheck` (0: each query reads
+    /// them, concurrent ones once).
+    pub fn with_cache(mut self, bytes: usize, recheck: Duration) -> Engine {
+        self.reader = Arc::new(Reader {
+            recent: Arc::new(Recent::new(self.table.clone(), recheck)),
+            inflight: Inflight::default(),
+            cache: SliceCache::new(bytes),
+        });
+        self
+    }
+
+    /// How it reads: reads in flight, the cache, the shared small reads.
+    pub fn reader(&self) -> &Reader {
+        &self.reader
     }
 
     /// What a layout recorded later in the table is applied to (default:
@@ -65,34 +105,79 @@ impl Engine {
         *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(catalog);
     }
 
+    /// The table, its small reads shared.
     pub fn table(&self) -> &dyn SortedTable {
-        self.table.as_ref()
+        self.reader.recent.as_ref()
     }
 
     /// Evaluates `text` at the instants `ts` (ms); `now` is the wall clock
-    /// (retention decides what is still kept). The table's layout is read
-    /// beside the query (one small item, no added wait): an answer planned
-    /// on a layout the table no longer has is dropped, and the query runs
-    /// again on the table's.
+    /// (retention decides what is still kept). The table's layout item is
+    /// read beside the query (one small item, no added wait): an answer
+    /// planned on a layout the table no longer has, or read from a table
+    /// since recreated, is dropped, and the query runs again on the
+    /// table's.
     pub async fn query(&self, text: &str, ts: Vec<i64>, now: i64) -> Result<Answer> {
         let catalog = self.catalog();
-        let (stored, answer) = futures::join!(layout::load(self.table.as_ref()), self.answer(&catalog, text, &ts, now));
-        let stored = stored.map_err(|e| ServeError::Layout(format!("reading the table's layout: {e}")))?;
-        if stored.is_none() || stored == catalog.layout {
+        let known = self.identity.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(identity) = known else {
+            self.reload().await?;
+            return self.answer(&self.catalog(), &self.identity(), text, &ts, now).await;
+        };
+        let (stored, answer) = futures::join!(self.load(), self.answer(&catalog, &identity, text, &ts, now));
+        let (stored, stored_identity) = stored?;
+        if stored_identity == identity {
             return answer;
         }
-        tracing::warn!("the table's layout changed: queries now read with the new one");
-        let config = stored.as_ref().map_or_else(|| self.base.clone(), |l| l.apply(&self.base));
-        self.set_catalog(Catalog::recorded(config, stored)?);
-        self.answer(&self.catalog(), text, &ts, now).await
+        if stored.is_some() && stored != catalog.layout {
+            tracing::warn!("the table's layout changed: queries now read with the new one");
+        }
+        self.adopt(stored, stored_identity)?;
+        self.answer(&self.catalog(), &self.identity(), text, &ts, now).await
     }
 
-    async fn answer(&self, catalog: &Catalog, text: &str, ts: &[i64], now: i64) -> Result<Answer> {
+    /// The table's layout and the identity of its layout item.
+    async fn load(&self) -> Result<(Option<zigzag_model::layout::Layout>, String)> {
+        let item = layout::load_item(self.table())
+            .await
+            .map_err(|e| ServeError::Layout(format!("reading the table's layout: {e}")))?;
+        let identity = item.as_ref().map_or_else(
+            || "no layout".to_string(),
+            |(_, item)| {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                format!("{:?}", item.attrs).hash(&mut h);
+                format!("{:016x}", h.finish())
+            },
+        );
+        Ok((item.map(|(l, _)| l), identity))
+    }
+
+    async fn reload(&self) -> Result<()> {
+        let (stored, identity) = self.load().await?;
+        self.adopt(stored, identity)
+    }
+
+    /// Reads with `stored` from now on (None: the table records no
+    /// layout; the catalog stays).
+    fn adopt(&self, stored: Option<zigzag_model::layout::Layout>, identity: String) -> Result<()> {
+        if stored.is_some() && stored != self.catalog().layout {
+            let config = stored.as_ref().map_or_else(|| self.base.clone(), |l| l.apply(&self.base));
+            self.set_catalog(Catalog::recorded(config, stored)?);
+        }
+        *self.identity.write().unwrap_or_else(|p| p.into_inner()) = Some(identity);
+        Ok(())
+    }
+
+    fn identity(&self) -> String {
+        self.identity.read().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default()
+    }
+
+    async fn answer(&self, catalog: &Catalog, identity: &str, text: &str, ts: &[i64], now: i64) -> Result<Answer> {
         let ts = ts.to_vec();
         let expr = parse(text)?;
         let query = compile(&expr, catalog)?;
         let (leaves, report) =
-            read_leaves(&self.table, &self.inflight, catalog, &query, &ts, now, &self.opts, &self.limits).await?;
+            read_leaves(&self.reader, identity, catalog, &query, &ts, now, &self.opts, &self.limits).await?;
         let (value, order) = evaluate(&query.root, &leaves, &ts)?;
         if let Value::Vector(v) = &value {
             if v.series.len() > self.limits.max_series {

@@ -11,13 +11,16 @@
 //!   into the reads;
 //! - [`read`]: each leaf planned and read through `gather`, then folded
 //!   into one sample per step (`x[r]` at `t`: the buckets ending in
-//!   `(t - r, t]`);
+//!   `(t - r, t]`); [`cache`]: the time slices no flush changed since
+//!   they were read, kept in memory; [`recent`]: the small reads every
+//!   query makes (layout, statistics, change marks), shared;
 //! - [`eval`]: aggregations, vector matching, functions ([`series`]);
 //! - [`engine`]: the three strung together, with the limits;
 //! - [`meta`]: label names, label values and series for query editors;
 //! - [`api`]: the HTTP routes, parameters and response shapes.
 
 pub mod api;
+pub mod cache;
 pub mod catalog;
 pub mod compile;
 pub mod engine;
@@ -26,6 +29,7 @@ pub mod eval;
 pub mod meta;
 pub mod query;
 pub mod read;
+pub mod recent;
 pub mod series;
 
 pub use api::{router, Server, ServerOptions};

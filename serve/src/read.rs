@@ -10,15 +10,21 @@
 //! counts, `min` of minima, ...); other functions (`count_over_time`,
 //! `avg_over_time`, `last_over_time`) need the sample buckets themselves.
 //! Leaves with the same filters, grouping and span share one read.
+//!
+//! A read goes through the [`Reader`]: identical reads in flight are one
+//! ([`Inflight`]), the slices that did not change since they were read
+//! come from the cache ([`SliceCache`]), and the small reads every query
+//! makes (layout, statistics, change marks) are shared ([`Recent`]).
 
+use crate::cache::{SliceCache, Use};
 use crate::catalog::Catalog;
 use crate::error::{Result, ServeError};
 use crate::query::{Leaf, Metric, OverTime, Query};
+use crate::recent::Recent;
 use crate::series::{Labels, Vector, NAME};
 use futures::future::{BoxFuture, FutureExt, Shared};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use zigzag_core::table::SortedTable;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::source::SourceRequest;
@@ -58,14 +64,14 @@ pub struct Inflight {
     pub joined: std::sync::atomic::AtomicU64,
 }
 
-type SharedRead = Shared<BoxFuture<'static, std::result::Result<Arc<Gathered>, Arc<GatherError>>>>;
+type SharedRead = Shared<BoxFuture<'static, std::result::Result<Arc<CachedRead>, Arc<GatherError>>>>;
 
 impl Inflight {
     async fn read(
         &self,
         key: String,
-        make: impl FnOnce() -> BoxFuture<'static, zigzag_gather::error::Result<Gathered>>,
-    ) -> Result<Arc<Gathered>> {
+        make: impl FnOnce() -> BoxFuture<'static, zigzag_gather::error::Result<CachedRead>>,
+    ) -> Result<Arc<CachedRead>> {
         use std::sync::atomic::Ordering::Relaxed;
         let shared = {
             let mut reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
@@ -90,6 +96,17 @@ impl Inflight {
         out.map_err(ServeError::Read)
     }
 }
+
+/// How leaves are read: the table (its small reads shared), reads in
+/// flight, and the cache of unchanged slices.
+pub struct Reader {
+    pub recent: Arc<Recent>,
+    pub inflight: Inflight,
+    pub cache: SliceCache,
+}
+
+/// The result of a read and what the cache gave to it.
+type CachedRead = (Gathered, Use);
 
 /// What reading cost, and what a user should know about it.
 #[derive(Debug, Clone, Default)]
@@ -141,10 +158,12 @@ fn unit_of(leaf: &Leaf, ends: &[i64], catalog: &Catalog) -> i64 {
         .unwrap_or(catalog.sample_ms)
 }
 
-/// Reads every leaf of `query` at the instants `ts`.
+/// Reads every leaf of `query` at the instants `ts`; `identity` names the
+/// table's incarnation (its layout item), for the cache.
+#[allow(clippy::too_many_arguments)]
 pub async fn read_leaves(
-    table: &Arc<dyn SortedTable>,
-    inflight: &Inflight,
+    reader: &Arc<Reader>,
+    identity: &str,
     catalog: &Catalog,
     query: &Query,
     ts: &[i64],
@@ -204,15 +223,16 @@ pub async fn read_leaves(
             now,
             source: SourceRequest { projection: None, measures: Some(names) },
         };
-        let p = zigzag_gather::plan_report(table.as_ref(), &catalog.config, req, first.group.clone(), opts)
-            .await
-            .map_err(|e| explain_refusal(e, first))?;
+        let p =
+            zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req.clone(), first.group.clone(), opts)
+                .await
+                .map_err(|e| explain_refusal(e, first))?;
         // Counted from ingest's statistics; a bin without any was never
         // written (the declared schema's guess is a bound for tables from
         // before statistics, far above what an empty bin costs).
         let chosen = p.plan.candidates.iter().find(|c| c.chosen).and_then(|c| c.verdict.as_ref().ok());
         estimated += chosen.filter(|e| e.measured).map_or(p.plan.estimate().min_rcu, |e| e.rcu);
-        planned.push(p);
+        planned.push((p, req, first.group.clone()));
     }
     if estimated > limits.max_rcu {
         return Err(ServeError::Limit(format!(
@@ -221,7 +241,8 @@ pub async fn read_leaves(
             limits.max_rcu
         )));
     }
-    let gathered = futures::future::try_join_all(planned.into_iter().map(|p| {
+    let config = Arc::new(catalog.config.clone());
+    let gathered = futures::future::try_join_all(planned.into_iter().map(|(p, req, group)| {
         // Every measure of the projection is read whatever the leaves need.
         let key = format!(
             "{}|{}|{}|{}|{}|{:?}|{:?}",
@@ -233,11 +254,29 @@ pub async fn read_leaves(
             p.plan.filters,
             p.group_by()
         );
-        let (table, opts) = (table.clone(), opts.clone());
-        inflight.read(key, move || async move { p.read(table.as_ref(), &opts).await }.boxed())
+        let identity = format!("{identity}|{:?}|{:?}", p.plan.filters, p.group_by());
+        let (reader2, opts, config) = (reader.clone(), opts.clone(), config.clone());
+        reader.inflight.read(key, move || {
+            async move {
+                let projection = p.plan.projection.clone();
+                // The slices not cached, planned again over their span on the same projection.
+                let replan = |from: i64, to: i64| {
+                    let req = PlanRequest {
+                        window: WindowSpec::Absolute { from: from.to_string(), to: to.to_string() },
+                        source: SourceRequest { projection: Some(projection), ..req.source.clone() },
+                        ..req.clone()
+                    };
+                    let (recent, opts, config) = (reader2.recent.clone(), opts.clone(), config.clone());
+                    async move { zigzag_gather::plan_report(recent.as_ref(), &config, req, group, &opts).await }
+                };
+                reader2.cache.read(p, &reader2.recent, &identity, &opts, replan).await
+            }
+            .boxed()
+        })
     }))
     .await?;
-    for (r, g) in reads.iter().zip(gathered) {
+    for (r, read) in reads.iter().zip(gathered) {
+        let (g, used) = read.as_ref();
         let plan = &g.plan;
         report.requests += g.actual.stats.requests + plan.statistics_cost.0;
         report.rcu += g.actual.stats.rcu + plan.statistics_cost.1;
@@ -248,7 +287,17 @@ pub async fn read_leaves(
             info.push_str(&format!(", last written {}", at.format("%Y-%m-%dT%H:%M:%SZ")));
         }
         report.infos.push(info);
-        report.explain.push(zigzag_gather::explain::explain(plan, opts, Some(&g.actual)));
+        let mut explain = zigzag_gather::explain::explain(plan, opts, Some(&g.actual));
+        if used.hits + used.read > 0 {
+            explain.push_str(&format!(
+                "\ncache: {} of {} time slices unchanged since read (from memory), {} read, {} kept",
+                used.hits,
+                used.hits + used.read,
+                used.read,
+                used.kept
+            ));
+        }
+        report.explain.push(explain);
         let set = &g.aggregation.set;
         // Per group, its buckets in time order.
         let mut groups: BTreeMap<&Vec<String>, BTreeMap<i64, &MeasureValues>> = BTreeMap::new();

@@ -6,6 +6,7 @@
 //! reads must not change an answer.
 
 use proptest::prelude::*;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_model::ScatterMode;
@@ -39,7 +40,24 @@ fn close(a: f64, b: f64) -> bool {
     a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
+/// Each query is asked twice: the second answer is the cache's (every
+/// slice the first read is unchanged), and must equal the brute force too.
 fn check(shape: &Shape, ts: &[i64]) -> Result<(), TestCaseError> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let w = world();
+    let cache = &w.engine.reader().cache;
+    let misses = cache.misses.load(Ordering::SeqCst);
+    check_once(shape, ts)?;
+    let (read, hits) = (cache.misses.load(Ordering::SeqCst) - misses, cache.hits.load(Ordering::SeqCst));
+    check_once(shape, ts)?;
+    let (again, hits) = (cache.misses.load(Ordering::SeqCst) - misses - read, cache.hits.load(Ordering::SeqCst) - hits);
+    prop_assert_eq!(again, 0, "{}: every slice read the first time is served from the cache", shape.text());
+    prop_assert!(read == 0 || hits >= read, "{}: {} slices read, {} hits after", shape.text(), read, hits);
+    Ok(())
+}
+
+fn check_once(shape: &Shape, ts: &[i64]) -> Result<(), TestCaseError> {
     let w = world();
     let text = shape.text();
     let now = T0 + 30 * DAY;

@@ -1,6 +1,7 @@
 //! A store built the way ingest writes it: random events aggregated per
 //! (rollup, bucket, key) and applied with the model's exactly-once update
-//! (`plan_update`) under shard mark `w#s1`, in several flushes so random
+//! (`plan_update`) under lane mark `w@1`, between the change marks a flush
+//! writes around its items, in several flushes so random
 //! scatter spreads a key's bucket over prefixes. Plus brute-force answers.
 
 use rand::{Rng, SeedableRng};
@@ -202,6 +203,17 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
                 }
             }
         }
+        // The change marks around the items, as a flush writes them.
+        let slices: std::collections::BTreeSet<(zigzag_model::Rollup, i64)> = partials
+            .keys()
+            .map(|(ri, bucket, _)| {
+                let r = rollups[*ri as usize];
+                (r, zigzag_model::changes::slice_start(r, *bucket))
+            })
+            .collect();
+        for &(r, s) in &slices {
+            table.update(&zigzag_model::changes::begin(km.name(), r, s, 1, flush)).await.unwrap();
+        }
         for ((ri, bucket, values), m) in partials {
             let r = rollups[ri as usize];
             let id = KeyModel::identity(&values);
@@ -221,6 +233,9 @@ pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, ev
                 flush,
             };
             apply(table, &w).await;
+        }
+        for &(r, s) in &slices {
+            table.update(&zigzag_model::changes::done(km.name(), r, s, 1, flush)).await.unwrap();
         }
     }
 }

@@ -50,8 +50,37 @@ pub(crate) struct ServeArgs {
     /// Log each query's plan and cost (the reports' --explain)
     #[arg(long)]
     explain: bool,
+    /// Memory for results of time slices no flush changed since they were
+    /// read (0: no cache; every query reads its whole window)
+    #[arg(long, default_value = "256MiB", value_parser = parse_bytes, value_name = "BYTES")]
+    cache_bytes: usize,
+    /// How old the small reads every query makes (the layout, the
+    /// planner's statistics, the change marks) may be when queries share
+    /// them: an answer may miss a flush done within it (0s: every query
+    /// reads them)
+    #[arg(long, default_value = "1s", value_parser = zigzag_app::duration::any, value_name = "DURATION")]
+    recheck: Duration,
     #[command(flatten)]
     log: zigzag_app::logging::LogArgs,
+}
+
+/// `256MiB`, `64MB`, `1GiB`, `0`: bytes.
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: usize = digits.parse().map_err(|_| format!("{text:?}: a number of bytes, e.g. 256MiB"))?;
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        other => return Err(format!("{text:?}: unknown unit {other:?} (B, KiB, MiB, GiB, KB, MB, GB)")),
+    };
+    n.checked_mul(scale).ok_or_else(|| format!("{text:?}: too large"))
 }
 
 /// The token itself, for a platform that gives secrets as variables.
@@ -81,6 +110,13 @@ async fn catalog(
 
 pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: ServeArgs) -> Result<()> {
     zigzag_app::logging::init(&args.log);
+    let emf = zigzag_app::telemetry::EmfArgs {
+        cloudwatch_emf: false,
+        emf_interval: Duration::from_secs(60),
+        emf_namespace: String::new(),
+    };
+    let telemetry = zigzag_app::telemetry::install(true, &emf, "")?;
+    telemetry.start();
     if args.max_queries == 0 || args.max_buckets <= 0 || args.max_series == 0 {
         bail!("--max-queries, --max-buckets and --max-series must be at least 1");
     }
@@ -100,10 +136,13 @@ pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: Se
         .with_context(|| format!("--strategy {}: one of {}", args.strategy, Strategy::NAMES.join(", ")))?;
     let opts = ExecOptions { concurrency: args.concurrency.max(1), strategy, ..ExecOptions::default() };
     let limits = Limits { max_buckets: args.max_buckets, max_series: args.max_series, max_rcu: args.rcu_budget };
-    let engine = Arc::new(Engine::new(table, catalog, opts, limits).with_base(given));
+    let engine =
+        Arc::new(Engine::new(table, catalog, opts, limits).with_base(given).with_cache(args.cache_bytes, args.recheck));
     let options =
         ServerOptions { token, max_queries: args.max_queries, timeout: args.query_timeout, explain: args.explain };
-    let app = zigzag_serve::router(Server::new(engine, options));
+    let metrics = telemetry.prometheus.clone().context("the Prometheus recorder")?;
+    let app = zigzag_serve::router(Server::new(engine, options))
+        .route("/metrics", axum::routing::get(move || std::future::ready(metrics.render())));
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let bound = listener.local_addr()?;

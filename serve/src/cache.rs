@@ -1,0 +1,245 @@
+//! Results of unchanged time slices, kept in memory (bounded by bytes,
+//! least recently used first out), so a dashboard reads again only the
+//! slices a flush changed since: the open edge of its window.
+//!
+//! A read's window is cut into the change marks' slices
+//! (`zigzag_model::changes`). A slice is served from the cache when an
+//! entry for the same read (table, projection, rollup, step, filters,
+//! grouping) covers its part of the window under the marks the slice has
+//! now. The slices that are not are read in one span, strongly consistent,
+//! between two reads of their marks, and each is kept when:
+//!
+//! - its marks were the same before and after the items (no flush changed
+//!   it meanwhile) and quiet (none was changing it);
+//! - every item read in it carries only marks of flushes the slice says
+//!   are done (`SliceMarks::covers`: a writer from before change marks
+//!   leaves items the slice does not account for, and is never trusted).
+//!
+//! The marks checked before a read come through [`Recent`]: at most its
+//! `recheck` old, so an answer may miss a flush done within that time
+//! (a fresh read started at the same moment could miss it too).
+//! Compaction (`gather compact`) keeps every answer equal, so it needs no
+//! mark.
+
+use crate::recent::Recent;
+use lru::LruCache;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use zigzag_gather::execute::{Actual, ExecOptions};
+use zigzag_gather::merge::{bucket_of, Aggregation, GroupKey};
+use zigzag_gather::{GatherError, Gathered, Planned};
+use zigzag_model::changes::{self, SliceMarks};
+use zigzag_model::MeasureValues;
+
+/// One slice of one read, as it was read.
+struct Entry {
+    marks: SliceMarks,
+    /// The part of the slice it holds, `[from, to)`.
+    from: i64,
+    to: i64,
+    groups: Vec<(GroupKey, MeasureValues)>,
+    bytes: usize,
+}
+
+/// (what was read: table, projection, rollup, step, filters, grouping; slice start)
+type Key = (Arc<str>, i64);
+
+struct State {
+    entries: LruCache<Key, Arc<Entry>>,
+    bytes: usize,
+}
+
+/// What a read took from the cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Use {
+    /// Slices of the window served from the cache, and read.
+    pub hits: usize,
+    pub read: usize,
+    /// Slices read and kept.
+    pub kept: usize,
+}
+
+pub struct SliceCache {
+    capacity: usize,
+    state: Mutex<State>,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    /// Slices read but not kept: changed while read, being changed, or
+    /// written by a writer without change marks.
+    pub unsettled: AtomicU64,
+}
+
+impl SliceCache {
+    /// A cache of at most `capacity` bytes (0: none; every read reads).
+    pub fn new(capacity: usize) -> SliceCache {
+        SliceCache {
+            capacity,
+            state: Mutex::new(State { entries: LruCache::unbounded(), bytes: 0 }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            unsettled: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes held now.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, key: &Key) -> Option<Arc<Entry>> {
+        self.lock().entries.get(key).cloned()
+    }
+
+    fn put(&self, key: Key, entry: Entry) {
+        if entry.bytes > self.capacity / 4 {
+            return; // one entry never takes most of the cache
+        }
+        let mut s = self.lock();
+        s.bytes += entry.bytes;
+        if let Some(old) = s.entries.put(key, Arc::new(entry)) {
+            s.bytes -= old.bytes;
+        }
+        while s.bytes > self.capacity {
+            match s.entries.pop_lru() {
+                Some((_, e)) => s.bytes -= e.bytes,
+                None => break,
+            }
+        }
+        metrics::gauge!("zigzag_serve_cache_bytes").set(s.bytes as f64);
+    }
+
+    /// Reads `planned` (its projection, rollup and step; `identity` names
+    /// the table and what the read is, all but its window), taking
+    /// unchanged slices from the cache. `replan` plans the same read over
+    /// a narrower window (the slices not cached).
+    pub async fn read<F>(
+        &self,
+        planned: Planned,
+        recent: &Recent,
+        identity: &str,
+        opts: &ExecOptions,
+        replan: impl FnOnce(i64, i64) -> F,
+    ) -> Result<(Gathered, Use), GatherError>
+    where
+        F: std::future::Future<Output = Result<Planned, GatherError>>,
+    {
+        let plan = &planned.plan;
+        let rollup = plan.rollup;
+        let slice = changes::slice_ms(rollup);
+        let cacheable = self.capacity > 0 && plan.step.is_some_and(|s| s > 0 && slice % s == 0);
+        if !cacheable {
+            let g = planned.read(recent, opts).await?;
+            return Ok((g, Use::default()));
+        }
+        let (from, to) = (plan.window.start, plan.window.end);
+        let identity: Arc<str> = Arc::from(format!("{identity}|{}|{rollup}|{:?}", plan.projection, plan.step));
+        let marks_failed = |_: &str| {
+            let pk = format!("{}#{}#{rollup}", changes::CHANGES_PK, plan.projection);
+            move |e: zigzag_core::table::TableError| GatherError::Query { pk, source: e.into() }
+        };
+        let before = changes::read(recent, &plan.projection, rollup, from, to).await.map_err(marks_failed(""))?;
+        let marks_of = |m: &BTreeMap<i64, SliceMarks>, s: i64| m.get(&s).cloned().unwrap_or_default();
+        let part = |s: i64| (s.max(from), (s + slice).min(to));
+        let mut hits: Vec<Arc<Entry>> = Vec::new();
+        let mut missing: Vec<i64> = Vec::new();
+        for s in changes::slices(rollup, from, to) {
+            let (a, b) = part(s);
+            let now = marks_of(&before, s);
+            match self.get(&(identity.clone(), s)) {
+                Some(e) if now.quiet() && e.marks == now && e.from <= a && b <= e.to => hits.push(e),
+                _ => missing.push(s),
+            }
+        }
+        self.hits.fetch_add(hits.len() as u64, Relaxed);
+        self.misses.fetch_add(missing.len() as u64, Relaxed);
+        metrics::counter!("zigzag_serve_cache_slices_total", "result" => "hit").increment(hits.len() as u64);
+        metrics::counter!("zigzag_serve_cache_slices_total", "result" => "read").increment(missing.len() as u64);
+        let mut aggregation = planned.empty();
+        let mut actual = Actual::default();
+        let mut used = Use { hits: hits.len(), read: missing.len(), kept: 0 };
+        if let (Some(&first), Some(&last)) = (missing.first(), missing.last()) {
+            let (span_from, span_to) = (part(first).0, part(last).1);
+            let span = match (span_from, span_to) == (from, to) {
+                true => planned.clone(),
+                false => replan(span_from, span_to).await?,
+            };
+            // Strongly consistent: the items must hold every flush the
+            // marks read before them say is done.
+            let consistent = ExecOptions { consistent: true, ..opts.clone() };
+            let empty = planned.empty();
+            let unmarked = SliceMarks::default();
+            let fresh = || BTreeMap::<i64, (Aggregation, bool)>::new();
+            let add = |by_slice: &mut BTreeMap<i64, (Aggregation, bool)>, item: &zigzag_core::table::Item| {
+                let s = changes::slice_start(rollup, bucket_of(item)?);
+                let (agg, covered) = by_slice.entry(s).or_insert_with(|| (empty.clone(), true));
+                *covered &= before.get(&s).unwrap_or(&unmarked).covers(item);
+                agg.add_item(item)
+            };
+            let read_at = Instant::now();
+            let (by_slice, read_actual) = span.read_into(recent, &consistent, fresh, add).await?;
+            actual = read_actual;
+            let after = changes::read(&recent.since(read_at), &plan.projection, rollup, span_from, span_to)
+                .await
+                .map_err(marks_failed(""))?;
+            for &s in &missing {
+                let (a, b) = part(s);
+                let (agg, covered) = match by_slice.get(&s) {
+                    Some((agg, covered)) => (Some(agg), *covered),
+                    None => (None, true),
+                };
+                if let Some(agg) = agg {
+                    for (k, v) in &agg.groups {
+                        merge_into(&mut aggregation, k, v);
+                    }
+                }
+                let marks = marks_of(&before, s);
+                if !(covered && marks.quiet() && marks == marks_of(&after, s)) {
+                    self.unsettled.fetch_add(1, Relaxed);
+                    continue;
+                }
+                let groups: Vec<(GroupKey, MeasureValues)> =
+                    agg.map(|a| a.groups.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+                let bytes = 96 + groups.iter().map(|(k, v)| group_bytes(k, v)).sum::<usize>();
+                self.put((identity.clone(), s), Entry { marks, from: a, to: b, groups, bytes });
+                used.kept += 1;
+            }
+        }
+        for e in &hits {
+            for (k, v) in &e.groups {
+                if k.bucket.is_none_or(|t| from <= t && t < to) {
+                    merge_into(&mut aggregation, k, v);
+                }
+            }
+        }
+        let Planned { plan, .. } = planned;
+        Ok((Gathered { plan, aggregation, actual }, used))
+    }
+}
+
+fn merge_into(agg: &mut Aggregation, k: &GroupKey, v: &MeasureValues) {
+    match agg.groups.get_mut(k) {
+        Some(g) => g.merge(v),
+        None => {
+            agg.groups.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// Memory of one group's entry (estimated: strings, measures, the map's overhead).
+fn group_bytes(k: &GroupKey, v: &MeasureValues) -> usize {
+    let strings: usize = k.values.iter().map(|s| s.len() + 24).sum();
+    let measures: usize =
+        v.0.iter()
+            .map(|m| match m {
+                zigzag_model::MeasureValue::Distinct(h) => 32 + h.heap_bytes(),
+                _ => 32,
+            })
+            .sum();
+    64 + strings + measures
+}

@@ -1,0 +1,179 @@
+//! Small reads shared between queries: the layout item, the planner's
+//! statistics and the change marks (the partitions `#layout`, `#stats`,
+//! `#changes`) are read at most once per `recheck` whatever the number of
+//! queries asking, and concurrent identical reads are one read. A hundred
+//! dashboards then cost the table what one does: every query still plans
+//! and checks what changed, on reads at most `recheck` old.
+//!
+//! Everything else passes through: the items, and the compaction markers
+//! (a report reads them again after its items to know nothing was folded
+//! meanwhile: that read must be fresh). A caller that needs a read begun
+//! after some instant (the second read of change marks, after the items)
+//! asks [`Recent::since`].
+
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use zigzag_core::table::{
+    DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome,
+    UpdateRequest,
+};
+use zigzag_model::changes::CHANGES_PK;
+use zigzag_model::layout::LAYOUT_PK;
+use zigzag_model::stats::STATS_PK;
+
+/// Entries kept before the stale ones are dropped (windows slide, so the
+/// requests asked change).
+const KEPT: usize = 4096;
+
+type Slot = Arc<tokio::sync::Mutex<Option<(Instant, QueryPage)>>>;
+
+pub struct Recent {
+    inner: Arc<dyn SortedTable>,
+    recheck: Duration,
+    slots: Mutex<HashMap<String, Slot>>,
+    /// Reads sent to the table for shared partitions, and reads answered
+    /// without one.
+    pub fetched: std::sync::atomic::AtomicU64,
+    pub shared: std::sync::atomic::AtomicU64,
+}
+
+fn is_shared(req: &QueryRequest) -> bool {
+    req.exclusive_start.is_none()
+        && (req.pk == LAYOUT_PK || req.pk == STATS_PK || req.pk.starts_with(&format!("{CHANGES_PK}#")))
+}
+
+impl Recent {
+    pub fn new(inner: Arc<dyn SortedTable>, recheck: Duration) -> Recent {
+        Recent {
+            inner,
+            recheck,
+            slots: Mutex::new(HashMap::new()),
+            fetched: Default::default(),
+            shared: Default::default(),
+        }
+    }
+
+    /// A view whose shared reads were all begun at or after `t`.
+    pub fn since(&self, t: Instant) -> Since<'_> {
+        Since { recent: self, t }
+    }
+
+    async fn read(&self, req: &QueryRequest, not_before: Option<Instant>) -> Result<QueryPage, TableError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !is_shared(req) {
+            return self.inner.query(req).await;
+        }
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            if slots.len() > KEPT {
+                let old = (self.recheck * 10).max(Duration::from_secs(10));
+                slots.retain(|_, s| s.try_lock().map_or(true, |v| v.as_ref().is_some_and(|(t, _)| t.elapsed() < old)));
+            }
+            slots.entry(format!("{req:?}")).or_default().clone()
+        };
+        // Held across the read: a query arriving meanwhile waits for it.
+        let mut held = slot.lock().await;
+        if let Some((at, page)) = held.as_ref() {
+            let fresh_enough = not_before.map_or(at.elapsed() < self.recheck, |t| *at >= t);
+            if fresh_enough {
+                self.shared.fetch_add(1, Relaxed);
+                return Ok(page.clone());
+            }
+        }
+        let began = Instant::now();
+        self.fetched.fetch_add(1, Relaxed);
+        let page = self.inner.query(req).await?;
+        *held = Some((began, page.clone()));
+        Ok(page)
+    }
+}
+
+/// [`Recent`] with reads begun at or after an instant.
+pub struct Since<'a> {
+    recent: &'a Recent,
+    t: Instant,
+}
+
+#[async_trait]
+impl SortedTable for Recent {
+    async fn put(&self, item: Item) -> Result<(), TableError> {
+        self.inner.put(item).await
+    }
+    async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
+        self.read(req, None).await
+    }
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
+        self.inner.update(req).await
+    }
+    async fn update_batch(&self, reqs: &[UpdateRequest]) -> Result<Vec<ItemResult>, TableError> {
+        self.inner.update_batch(reqs).await
+    }
+    async fn delete(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        self.inner.delete(req).await
+    }
+    fn write_parallelism(&self) -> usize {
+        self.inner.write_parallelism()
+    }
+}
+
+#[async_trait]
+impl SortedTable for Since<'_> {
+    async fn put(&self, item: Item) -> Result<(), TableError> {
+        self.recent.put(item).await
+    }
+    async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
+        self.recent.read(req, Some(self.t)).await
+    }
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
+        self.recent.update(req).await
+    }
+    async fn delete(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        self.recent.delete(req).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+    use zigzag_core::table::{MemoryTable, SortKeyCondition};
+
+    fn layout_read() -> QueryRequest {
+        let mut req = QueryRequest::new(LAYOUT_PK, SortKeyCondition::Any);
+        req.consistent = true;
+        req
+    }
+
+    #[tokio::test]
+    async fn shared_partitions_are_read_once_per_recheck_and_items_every_time() {
+        let table = Arc::new(MemoryTable::new());
+        table.put(Item::new(LAYOUT_PK, b"layout".to_vec()).with("v", 1i64)).await.unwrap();
+        let recent = Recent::new(table.clone(), Duration::from_millis(300));
+        let req = layout_read();
+        let reads = (0..20).map(|_| recent.query(&req));
+        let pages = futures::future::try_join_all(reads).await.unwrap();
+        assert!(pages.iter().all(|p| p.items.len() == 1));
+        assert_eq!(recent.fetched.load(Relaxed), 1, "twenty queries at once, one read");
+        // A change within the recheck is not seen; after it, it is.
+        table.put(Item::new(LAYOUT_PK, b"layout".to_vec()).with("v", 2i64)).await.unwrap();
+        assert_eq!(recent.query(&layout_read()).await.unwrap().items[0].attrs["v"], 1i64.into());
+        let t = Instant::now();
+        assert_eq!(
+            recent.since(t).query(&layout_read()).await.unwrap().items[0].attrs["v"],
+            2i64.into(),
+            "since: fresh"
+        );
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        table.put(Item::new(LAYOUT_PK, b"layout".to_vec()).with("v", 3i64)).await.unwrap();
+        assert_eq!(recent.query(&layout_read()).await.unwrap().items[0].attrs["v"], 3i64.into());
+        // Items are never shared.
+        let items = QueryRequest::new("p0#minute#2026-11-21", SortKeyCondition::Any);
+        let before = recent.fetched.load(Relaxed) + recent.shared.load(Relaxed);
+        for _ in 0..3 {
+            recent.query(&items).await.unwrap();
+        }
+        assert_eq!(recent.fetched.load(Relaxed) + recent.shared.load(Relaxed), before);
+    }
+}
