@@ -5,7 +5,10 @@ shipped Grafana dashboard (deploy/grafana/dashboards/zigzag.json) every
 resolved from the dashboard's `now-24h/h` .. `now/h`, $__range substituted,
 instant targets at the range's end, range targets with start and end
 aligned down to the panel's 5m step, form POSTs), and reports each query's
-latency (p50, p99) and the errors. Standard library only; loopback only.
+latency (p50, p99) and the errors, and from the server's /metrics what the
+run cost the table: read units (RCU, as DynamoDB reported them) and
+requests per minute, and the time slices served from the cache. Standard
+library only; loopback only.
 
   python3 bench/serve/viewers.py --url http://127.0.0.1:9090 --viewers 10 --seconds 60 --now 2026-11-21T00:00:00Z
 """
@@ -71,6 +74,29 @@ def viewer(url, reqs, refresh, until, lat, errors, lock):
         time.sleep(max(0.0, refresh - (time.monotonic() - began)))
 
 
+def scrape(url):
+    """(read units, read requests, cache hits, cache reads) so far, from /metrics."""
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except Exception:  # noqa: BLE001 - a server without /metrics: nothing to say
+        return None
+    out = [0.0, 0.0, 0.0, 0.0]
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name, value = line.rsplit(" ", 1)
+        if name.startswith("zigzag_dynamodb_consumed_capacity_micro_total") and 'kind="read"' in name:
+            out[0] += float(value) / 1e6
+        elif name.startswith("zigzag_dynamodb_requests_total") and 'kind="read"' in name:
+            out[1] += float(value)
+        elif name.startswith("zigzag_serve_cache_slices_total") and 'result="hit"' in name:
+            out[2] += float(value)
+        elif name.startswith("zigzag_serve_cache_slices_total") and 'result="read"' in name:
+            out[3] += float(value)
+    return out
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser()
@@ -86,6 +112,7 @@ def main():
     now = int(datetime.datetime.fromisoformat(a.now.replace("Z", "+00:00")).timestamp()) if a.now else int(time.time())
     reqs = requests_of(json.load(open(a.dashboard)), now, a.country)
     lat, errors, lock = [], [0], threading.Lock()
+    before, t_before = scrape(a.url), time.monotonic()
     until = time.monotonic() + a.seconds
     threads = [threading.Thread(target=viewer, args=(a.url, reqs, a.refresh, until, lat, errors, lock))
                for _ in range(a.viewers)]
@@ -99,7 +126,13 @@ def main():
         p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
         return f"p50={statistics.median(ms):.1f}ms p99={p99:.1f}ms max={ms[-1]:.1f}ms"
 
+    after, minutes = scrape(a.url), (time.monotonic() - t_before) / 60
     print(f"viewers={a.viewers} queries={len(lat)} errors={errors[0]} {summary([m for _, m in lat])}")
+    if before and after:
+        d = [y - x for x, y in zip(before, after)]
+        hit = d[2] / max(1.0, d[2] + d[3])
+        print(f"  table: {d[0] / minutes:.1f} RCU/min, {d[1] / minutes:.1f} read requests/min; "
+              f"cache: {d[2]:.0f} slices from memory, {d[3]:.0f} read ({hit:.1%} hits)")
     for title in dict.fromkeys(t for t, _ in lat):
         print(f"  {title}: {summary([m for t, m in lat if t == title])}")
 

@@ -225,6 +225,8 @@ impl Faulty {
             Phase::Layout
         } else if self.aggregates && reqs[0].pk == zigzag_model::stats::STATS_PK {
             Phase::Statistics
+        } else if self.aggregates && reqs[0].pk.starts_with(zigzag_model::changes::CHANGES_PK) {
+            Phase::Changes
         } else if self.aggregates {
             Phase::Items
         } else {

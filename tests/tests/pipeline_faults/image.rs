@@ -53,7 +53,9 @@ impl Image {
             // Recorded, not proven: no item was written.
             Phase::Proof | Phase::Validate | Phase::Abort => assert_eq!((open, valid), (1, 0), "{context}: {lanes:?}"),
             // Proven, not committed: items may have been written.
-            Phase::Items | Phase::Commit => assert_eq!((open, valid), (0, 1), "{context}: {lanes:?}"),
+            Phase::Changes | Phase::Items | Phase::Commit => {
+                assert_eq!((open, valid), (0, 1), "{context}: {lanes:?}")
+            }
             // Committed, a checkpoint not moved.
             Phase::Advance => {
                 assert_eq!((open, valid), (0, 0), "{context}: {lanes:?}");
@@ -139,6 +141,7 @@ pub(crate) async fn crash_then_restart(
     let restart = result.unwrap_or_else(|e| panic!("{context}: restart failed: {e}"));
     let took = started.elapsed();
     w.assert_exact(&context).await;
+    w.assert_marks_quiet(&context).await;
     assert_recovered(w, &image, &fired, &restart, &context).await;
     if restart_worker == "run-a" {
         // The predecessor's lane was taken over at once and freed.

@@ -183,8 +183,9 @@ async fn crash_in_a_flush_intent_then_restart_with_the_same_worker_id_is_exact()
     crash_cases(12, cases, &[Phase::Open, Phase::Proof, Phase::Validate, Phase::Commit]).await;
 }
 
-/// The item writes (nothing of the call applied, or its first half), and
-/// the checkpoints moved after the commit (also those that finish shards).
+/// The item writes and the change marks around them (nothing of the call
+/// applied, or its first half), and the checkpoints moved after the commit
+/// (also those that finish shards).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_in_item_writes_or_checkpoints_then_restart_with_the_same_worker_id_is_exact() {
     let (counts, _) = dry_run().await;
@@ -206,8 +207,12 @@ async fn crash_in_item_writes_or_checkpoints_then_restart_with_the_same_worker_i
         (rnd(Phase::Advance, 2), crash.clone()),
         (Trigger::NthEnding(Phase::Advance, 1), crash.clone()),
         (Trigger::NthEnding(Phase::Advance, 3), crash.clone()),
+        (Trigger::NthOf(Phase::Changes, 1), crash.clone()),
+        (Trigger::NthOf(Phase::Changes, 2), half.clone()),
+        (rnd(Phase::Changes, 3), crash.clone()),
+        (rnd(Phase::Changes, 3), half.clone()),
     ];
-    crash_cases(13, cases, &[Phase::Items, Phase::Advance]).await;
+    crash_cases(13, cases, &[Phase::Items, Phase::Advance, Phase::Changes]).await;
 }
 
 /// The restart is another worker: it finds the dead worker's lane and

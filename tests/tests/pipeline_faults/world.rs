@@ -189,12 +189,40 @@ impl World {
     pub(crate) async fn marked(&self, writes: &[UpdateRequest]) -> usize {
         let mut n = 0;
         for req in writes {
-            let (lane, k) = item_mark(req);
+            // An item write's lane mark, or the change mark a write sets.
+            let (attr, k) = match req.pk.starts_with(zigzag_model::changes::CHANGES_PK) {
+                true => match req.actions.first() {
+                    Some((attr, zigzag_core::table::Action::Set(AttrValue::N(k)))) => {
+                        (attr.clone(), u64::try_from(*k).expect("a flush number"))
+                    }
+                    other => panic!("a change mark sets a flush number: {other:?}"),
+                },
+                false => {
+                    let (lane, k) = item_mark(req);
+                    (mark_attr(lane), k)
+                }
+            };
             let item = self.aggregates.get(&req.pk, &req.sk).await.unwrap();
-            let mark = item.as_ref().and_then(|i| i.attrs.get(&mark_attr(lane)));
+            let mark = item.as_ref().and_then(|i| i.attrs.get(&attr));
             n += usize::from(matches!(mark, Some(AttrValue::N(d)) if u64::try_from(*d) == Ok(k)));
         }
         n
+    }
+
+    /// Every slice's change marks say no flush is changing it (after a run
+    /// that ended well, recoveries included).
+    pub(crate) async fn assert_marks_quiet(&self, context: &str) {
+        let (from, to) = (self.truth.first_ms.unwrap_or_default(), self.truth.last_ms.unwrap_or_default() + 1);
+        for &rollup in &self.config.rollups {
+            let marks =
+                zigzag_model::changes::read(&*self.aggregates, "base", rollup, from - 86_400_000, to + 86_400_000)
+                    .await
+                    .unwrap();
+            assert!(!marks.is_empty(), "{context}: {rollup:?}: no change marks");
+            for (slice, m) in marks {
+                assert!(m.quiet(), "{context}: {rollup:?} slice {slice}: a flush begun and never done: {m:?}");
+            }
+        }
     }
 }
 
