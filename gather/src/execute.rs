@@ -34,6 +34,9 @@ fn strategy_for<'a>(plan: &Plan, q: &PlannedQuery, opts: &'a ExecOptions) -> &'a
     if !matches!(opts.strategy, Strategy::Auto(_)) {
         return &opts.strategy;
     }
+    if plan.way == crate::cost::Way::Naive {
+        return &NAIVE; // faster within the RCU allowance (`cost.rs`)
+    }
     let small = expected(plan, q).is_some_and(|e| e.items * e.item_bytes <= WHOLE_PARTITION_BYTES);
     let mostly_inside = plan.box_share.get(q.box_index).copied().flatten().is_some_and(|s| s >= WHOLE_BOX_SHARE);
     if small || mostly_inside {
@@ -72,6 +75,12 @@ pub struct ExecOptions {
     /// Strongly consistent reads (twice the price); gather reads eventually
     /// consistently by default.
     pub consistent: bool,
+    /// RCU a read may cost to answer sooner: the planner takes the fastest
+    /// reading within it (None: twice the cheapest reading's; `cost.rs`).
+    pub rcu_allowance: Option<f64>,
+    /// The planner may read a plan naively where that is faster within the
+    /// allowance (`strategy` is auto and was not asked for by name).
+    pub choose_way: bool,
 }
 
 impl Default for ExecOptions {
@@ -81,6 +90,8 @@ impl Default for ExecOptions {
             strategy: Strategy::Auto(AutoConfig::default()),
             rcu_per_sec: None,
             consistent: false,
+            rcu_allowance: None,
+            choose_way: true,
         }
     }
 }

@@ -25,15 +25,16 @@ pub fn compare(plan: &Plan, actual: &Actual, others: &[(String, Actual)]) -> Str
     );
     for c in &plan.candidates {
         let Ok(e) = &c.verdict else { continue };
+        let reading = e.readings.iter().find(|r| r.way == e.way).copied().unwrap_or(e.readings[0]);
         let a = if c.chosen { Some(actual) } else { others.iter().find(|(n, _)| n == &c.projection).map(|(_, a)| a) };
         let Some(a) = a else { continue };
         let _ = writeln!(
             s,
             "  {:<18} {:>10.0} {:>10} {:>12.1} {:>10.1} {:>10} {:>9.3}{}",
             c.projection,
-            e.requests,
+            reading.requests,
             a.stats.requests,
-            e.rcu,
+            reading.rcu,
             a.stats.rcu,
             a.stats.returned,
             a.wall.as_secs_f64(),
@@ -73,7 +74,10 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
     let _ = writeln!(
         s,
         "  strategy: {}, {consistency}, concurrency {}, budget {budget}",
-        opts.strategy.name(),
+        match (plan.way, matches!(opts.strategy, zigzag_core::query::Strategy::Auto(_))) {
+            (crate::cost::Way::Naive, true) => "naive (faster than auto within the RCU allowance)".to_string(),
+            _ => opts.strategy.name(),
+        },
         opts.concurrency
     );
     let e = plan.estimate();

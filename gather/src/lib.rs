@@ -3,8 +3,10 @@
 //! A request goes through small steps, one module each:
 //! - [`window`]: `--from/--to` or `--last`, and durations (`--step`);
 //! - [`filter`]: `--where` expressions → Z-box constraints + exact tests;
-//! - [`source`]: the cheapest projection that answers the report exactly,
-//!   costed from [`statistics`] ingest keeps;
+//! - [`source`]: the projection that answers the report exactly, read the
+//!   fastest way within an RCU allowance ([`cost`]: requests, sequential
+//!   round trips and units of each way), costed from [`statistics`] ingest
+//!   keeps;
 //! - [`plan`]: the rollup, the window's bins × scatter prefixes as Z-range
 //!   queries, and an estimate;
 //! - [`execute`]: the queries in parallel under a concurrency limit, every
@@ -22,6 +24,7 @@
 
 pub mod check;
 pub mod compact;
+pub mod cost;
 pub mod error;
 pub mod execute;
 pub mod explain;

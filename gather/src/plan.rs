@@ -17,6 +17,7 @@
 //!    bin (a day of minutes, a month of hours or days) from the window and
 //!    the filters; each box is read in each of the P scatter prefixes.
 
+use crate::cost::Way;
 use crate::error::{GatherError, Result};
 use crate::filter::FilterSet;
 use crate::source::{Candidate, SourceRequest};
@@ -104,6 +105,10 @@ pub struct Plan {
     /// Estimated bytes of one item of the projection
     /// (`source::item_bytes`).
     pub item_bytes: f64,
+    /// How its queries are read when the strategy is `auto`: as `auto`
+    /// reads, or each box's whole Z-range when that is faster within the
+    /// RCU allowance (`cost.rs`).
+    pub way: Way,
     /// Store-side filter mirroring the `--where` predicates.
     pub server_filter: Filter,
     pub filters: FilterSet,
@@ -204,12 +209,14 @@ pub async fn plan<T: SortedTable + ?Sized>(
     projections: &Projections,
     req: PlanRequest,
     group_by: &[String],
+    opts: &crate::execute::ExecOptions,
 ) -> Result<Plan> {
     let (mut plan, reason, candidates, stats, markers) =
-        crate::source::choose(table, config, projections, &req, group_by).await?;
+        crate::source::choose(table, config, projections, &req, group_by, opts).await?;
     plan.markers = markers;
+    plan.way = candidates.iter().find(|c| c.chosen).and_then(|c| c.verdict.as_ref().ok()).map_or(Way::Auto, |e| e.way);
     plan.candidates = candidates;
-    plan.source_reason = reason.to_string();
+    plan.source_reason = reason;
     plan.statistics_cost = (stats.requests, stats.rcu);
     plan.bin_items = plan
         .boxes
@@ -309,6 +316,7 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         spans_all_but_time: boxes.iter().map(|b| spans_all_but(&b.zbox, time)).collect(),
         box_share: vec![None; boxes.len()],
         item_bytes: crate::source::item_bytes(km),
+        way: Way::Auto,
         boxes,
         prefixes: km.prefixes(),
         queries,

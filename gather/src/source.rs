@@ -5,9 +5,13 @@
 //! report groups or filters by, every measure it needs, and a rollup that
 //! divides the step and aligns with the window (`plan::plan_source`): its
 //! items are then sums of the base's over the dimensions it leaves out, so
-//! the report is the base's to the unit. Among the exact ones the planner
-//! takes the lowest estimated RCU, then the fewest queries, then the
-//! fewest dimensions, then the order of the layout (base first).
+//! the report is the base's to the unit. Each exact one is estimated two
+//! ways (`cost.rs`: `auto`'s ranges and the naive whole Z-ranges, each with
+//! its requests, sequential round trips and RCU), and the planner takes the
+//! fastest reading within the RCU allowance (`--rcu-allowance`; by default
+//! twice the cheapest reading's units), then the fewest units, then the
+//! fewest queries, then the fewest dimensions, then the order of the layout
+//! (base first).
 //!
 //! The estimate (`Estimate`) counts the items the plan's time range holds:
 //! from the **statistics** ingest keeps (`zigzag_model::stats`: a sketch of
@@ -72,6 +76,11 @@ pub struct Estimate {
     pub rcu: f64,
     /// Counted from ingest's statistics (else from the declared schema).
     pub measured: bool,
+    /// Reading it `auto`'s way and naively: requests, round trips, units
+    /// (`cost.rs`).
+    pub readings: [crate::cost::Reading; 2],
+    /// The way the planner would read it.
+    pub way: crate::cost::Way,
 }
 
 /// The distinct values a dimension can take, from its declaration.
@@ -95,7 +104,7 @@ fn declared_items(config: &Config, km: &KeyModel, plan: &Plan) -> f64 {
 
 /// Estimated cost of `plan` read from `km`: items from the statistics when
 /// the table has them, else from the declared schema.
-fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics) -> Estimate {
+fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics, concurrency: usize) -> Estimate {
     let (mut items, measured) = match stats.is_empty() {
         false => (stats.items(km.name(), plan), true),
         true => (declared_items(config, km, plan), false),
@@ -115,7 +124,19 @@ fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics) -> 
     // A query reads its share of the items in 1 MB pages, at least one.
     let pages = (items * item_bytes / 1e6).ceil().max(queries as f64);
     let rcu = ((items * item_bytes / READ_UNIT_BYTES) * 0.5).max(queries as f64 * 0.5);
-    Estimate { rollup: plan.rollup, queries, items, requests: pages, rcu, measured }
+    let bins: Vec<Option<f64>> =
+        plan.boxes.iter().map(|b| b.bin_start.and_then(|bin| stats.bin_items(km.name(), plan.rollup, bin))).collect();
+    let readings = crate::cost::readings(plan, items, &bins, item_bytes, concurrency);
+    Estimate {
+        rollup: plan.rollup,
+        queries,
+        items,
+        requests: pages,
+        rcu,
+        measured,
+        readings,
+        way: crate::cost::Way::Auto,
+    }
 }
 
 /// Estimated bytes of one of `km`'s items: its key (~20 B pk, Z-address +
@@ -145,7 +166,8 @@ pub async fn choose<T: SortedTable + ?Sized>(
     projections: &Projections,
     req: &PlanRequest,
     group_by: &[String],
-) -> Result<(Plan, &'static str, Vec<Candidate>, Statistics, Option<Prefetched>)> {
+    opts: &crate::execute::ExecOptions,
+) -> Result<(Plan, String, Vec<Candidate>, Statistics, Option<Prefetched>)> {
     // A window that cannot be read is the request's error, said once (not
     // once per projection).
     req.window.validate(req.now)?;
@@ -204,23 +226,36 @@ pub async fn choose<T: SortedTable + ?Sized>(
     let (stats, mut markers) =
         futures::try_join!(crate::statistics::load(table, &wanted), route::prefetch(table, &wanted))?;
     let mut candidates = Vec::new();
-    let mut best: Option<(usize, Plan, Estimate)> = None;
+    let mut exact_plans: Vec<(usize, Plan)> = Vec::new();
     for (i, (km, planned)) in projections.iter().zip(plans).enumerate() {
         let verdict = planned.map(|plan| {
-            let e = estimate(config, km, &plan, &stats);
-            let key = |e: &Estimate, km: &KeyModel| (e.rcu, e.queries, km.dims().len());
-            let better = best.as_ref().is_none_or(|(j, _, b)| {
-                let theirs = key(b, projections.get(*j).expect("a candidate"));
-                key(&e, km).partial_cmp(&theirs) == Some(std::cmp::Ordering::Less)
-            });
-            if forced.map_or(better, |f| f == km.name()) {
-                best = Some((i, plan, e));
+            let e = estimate(config, km, &plan, &stats, opts.concurrency);
+            if forced.is_none_or(|f| f == km.name()) {
+                exact_plans.push((i, plan));
             }
             e
         });
         candidates.push(Candidate { projection: km.name().to_string(), verdict, chosen: false });
     }
-    let Some((i, plan, _)) = best else {
+    // Every candidate's two ways, in the order ties go: fewer queries,
+    // then fewer dimensions. A strategy asked for by name is read as
+    // asked: only its way is weighed.
+    let weigh_naive = opts.choose_way && matches!(opts.strategy, zigzag_core::query::Strategy::Auto(_));
+    let mut options: Vec<(usize, crate::cost::Reading)> = Vec::new();
+    for (i, _) in &exact_plans {
+        let Ok(e) = &candidates[*i].verdict else { continue };
+        for r in e.readings {
+            if r.way == crate::cost::Way::Auto || weigh_naive {
+                options.push((*i, r));
+            }
+        }
+    }
+    options.sort_by_key(|(i, _)| {
+        let e = candidates[*i].verdict.as_ref().ok();
+        (e.map_or(0, |e| e.queries), projections.get(*i).map_or(0, |km| km.dims().len()))
+    });
+    let readings: Vec<crate::cost::Reading> = options.iter().map(|(_, r)| *r).collect();
+    let Some((i, reading)) = crate::cost::fastest_within(&readings, opts.rcu_allowance).map(|k| options[k]) else {
         let why: Vec<String> = candidates
             .iter()
             .filter(|c| forced.is_none_or(|f| f == c.projection))
@@ -231,8 +266,24 @@ pub async fn choose<T: SortedTable + ?Sized>(
             why.join("; ")
         )));
     };
+    let plan = exact_plans.into_iter().find(|(j, _)| *j == i).map(|(_, p)| p).expect("an exact candidate");
     candidates[i].chosen = true;
-    let reason = if forced.is_some() { "--projection" } else { "the lowest estimated RCU" };
+    if let Ok(e) = &mut candidates[i].verdict {
+        e.way = reading.way;
+    }
+    let cheapest = readings.iter().map(|r| r.rcu).fold(f64::INFINITY, f64::min);
+    let allowance = match opts.rcu_allowance {
+        Some(a) => format!("--rcu-allowance {a}"),
+        None => format!(
+            "{}x the cheapest, {:.1} RCU",
+            crate::cost::DEFAULT_ALLOWANCE,
+            cheapest * crate::cost::DEFAULT_ALLOWANCE
+        ),
+    };
+    let reason = match forced {
+        Some(_) => format!("--projection; read {}: the fastest within {allowance}", reading.way.name()),
+        None => format!("the fastest read within {allowance}: {}", reading.way.name()),
+    };
     let markers = route::prefetched_for(&mut markers, &plan.projection);
     Ok((plan, reason, candidates, stats, markers))
 }
@@ -243,17 +294,29 @@ pub fn describe(candidates: &[Candidate], reason: &str) -> String {
     for c in candidates {
         let mark = if c.chosen { "*" } else { " " };
         let _ = match &c.verdict {
-            Ok(e) => writeln!(
-                s,
-                "  {mark} {:<16} {:<6} {:>5} queries, ~{:.0} items, ~{:.0} requests, ~{:.1} RCU ({})",
-                c.projection,
-                e.rollup.name(),
-                e.queries,
-                e.items,
-                e.requests,
-                e.rcu,
-                if e.measured { "statistics" } else { "declared schema" }
-            ),
+            Ok(e) => {
+                let way = |r: &crate::cost::Reading| {
+                    format!(
+                        "{} ~{:.0} requests, ~{:.0} round trips (~{:.0} ms), ~{:.1} RCU",
+                        r.way.name(),
+                        r.requests,
+                        r.rounds,
+                        r.latency_ms(),
+                        r.rcu
+                    )
+                };
+                writeln!(
+                    s,
+                    "  {mark} {:<16} {:<6} {:>5} queries, ~{:.0} items ({}): {}; {}",
+                    c.projection,
+                    e.rollup.name(),
+                    e.queries,
+                    e.items,
+                    if e.measured { "statistics" } else { "declared schema" },
+                    way(&e.readings[0]),
+                    way(&e.readings[1]),
+                )
+            }
             Err(why) => writeln!(s, "    {:<16} not exact: {why}", c.projection),
         };
     }

@@ -153,6 +153,8 @@ async fn gather_bench(records: u64) {
             strategy: Strategy::Auto(AutoConfig::default()),
             rcu_per_sec: None,
             consistent: false,
+            rcu_allowance: None,
+            choose_way: false,
         };
         let g = zigzag_gather::gather(&aggregates, &config, request(), vec![], &opts).await.expect("gather");
         let total = g.aggregation.total();

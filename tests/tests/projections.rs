@@ -345,7 +345,9 @@ async fn answers_random_reports_as_brute_force_does(layout: String) {
     for case in 0..120 {
         let r = random_report(&mut rng, &config, &events);
         let want_any = projections.iter().any(|km| exact(km, &r, &config));
-        let planned = plan(&*aggregates, &config, &projections, request(&r, &config, None), &r.group_by).await;
+        let planned =
+            plan(&*aggregates, &config, &projections, request(&r, &config, None), &r.group_by, &ExecOptions::default())
+                .await;
         let Ok(chosen) = planned else {
             assert!(!want_any, "case {case}: {r:?}: refused, yet a projection is exact: {:?}", planned.err());
             refused += 1;
@@ -418,7 +420,9 @@ async fn answers_random_reports_as_brute_force_does(layout: String) {
         preds: vec![],
         measures: Some(vec!["clicks".into(), "impressions".into()]),
     };
-    let p = plan(&*aggregates, &config, &projections, request(&r, &config, None), &r.group_by).await.unwrap();
+    let p = plan(&*aggregates, &config, &projections, request(&r, &config, None), &r.group_by, &ExecOptions::default())
+        .await
+        .unwrap();
     let items = |name: &str| p.candidates.iter().find(|c| c.projection == name).unwrap().verdict.clone().unwrap().items;
     assert_eq!(p.projection, "cc", "{:?}", p.candidates);
     assert!(items("cc") < items("ref_country") && items("ref_country") < items("base"), "{:?}", p.candidates);

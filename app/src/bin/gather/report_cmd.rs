@@ -77,14 +77,20 @@ pub(crate) struct Common {
     /// Read budget in RCU per second (paces requests)
     #[arg(long)]
     rcu_per_sec: Option<f64>,
+    /// RCU the report may cost to answer sooner: the planner takes the
+    /// fastest way of reading it within this (fewer round trips, some
+    /// garbage read) [default: twice the cheapest way's units]
+    #[arg(long, value_name = "RCU")]
+    rcu_allowance: Option<f64>,
     /// Strongly consistent reads (twice the RCU)
     #[arg(long)]
     consistent: bool,
     /// Z-query strategy: auto (a box of a few exact Z-runs range by range, else page-jump in
     /// 4 KB read units), naive (one key range), precise (exact sub-ranges, budget 64),
-    /// page-jump (Limit 40), adaptive, elastic
-    #[arg(long, default_value = "auto", value_parser = Strategy::NAMES)]
-    strategy: String,
+    /// page-jump (Limit 40), adaptive, elastic [default: auto, or naive where the
+    /// planner finds it faster within --rcu-allowance]
+    #[arg(long, value_parser = Strategy::NAMES)]
+    strategy: Option<String>,
     /// Read this projection (a name from the layout, `base` for the base);
     /// default: the cheapest that answers the report exactly (--explain lists them)
     #[arg(long, value_name = "NAME")]
@@ -106,18 +112,30 @@ fn now_ms(arg: Option<&str>) -> Result<i64> {
     }
 }
 
+/// The strategy asked for (None: auto).
+pub(crate) fn strategy_of(name: Option<&str>) -> Result<Strategy> {
+    let name = name.unwrap_or("auto");
+    Strategy::named(name).with_context(|| format!("--strategy {name}: one of {}", Strategy::NAMES.join(", ")))
+}
+
 fn exec_options(c: &Common) -> Result<ExecOptions> {
     if let Some(r) = c.rcu_per_sec {
         if !(r.is_finite() && r > 0.0) {
             bail!("--rcu-per-sec {r}: must be a positive number");
         }
     }
+    if let Some(r) = c.rcu_allowance {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--rcu-allowance {r}: must be a positive number of RCU");
+        }
+    }
     Ok(ExecOptions {
         concurrency: c.concurrency.max(1),
         rcu_per_sec: c.rcu_per_sec,
         consistent: c.consistent,
-        strategy: Strategy::named(&c.strategy)
-            .with_context(|| format!("--strategy {}: one of {}", c.strategy, Strategy::NAMES.join(", ")))?,
+        rcu_allowance: c.rcu_allowance,
+        strategy: strategy_of(c.strategy.as_deref())?,
+        choose_way: c.strategy.is_none(),
     })
 }
 

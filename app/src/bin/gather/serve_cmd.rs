@@ -41,12 +41,18 @@ pub(crate) struct ServeArgs {
     /// RCU a query may cost by the planner's estimate, refused beyond
     #[arg(long, default_value_t = Limits::default().max_rcu)]
     rcu_budget: f64,
+    /// RCU a read may cost to answer sooner: the planner takes the fastest
+    /// way of reading it within this [default: twice the cheapest way's
+    /// units]
+    #[arg(long, value_name = "RCU")]
+    rcu_allowance: Option<f64>,
     /// Z-range queries in flight at once, per query
     #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
     concurrency: usize,
-    /// Z-query strategy (as the reports' --strategy)
-    #[arg(long, default_value = "auto", value_parser = Strategy::NAMES)]
-    strategy: String,
+    /// Z-query strategy (as the reports' --strategy) [default: auto, or
+    /// naive where the planner finds it faster within --rcu-allowance]
+    #[arg(long, value_parser = Strategy::NAMES)]
+    strategy: Option<String>,
     /// Log each query's plan and cost (the reports' --explain)
     #[arg(long)]
     explain: bool,
@@ -132,9 +138,19 @@ pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: Se
     }
     let table = store.open_aggregates().await?;
     let (catalog, given) = catalog(store, table.as_ref(), config).await?;
-    let strategy = Strategy::named(&args.strategy)
-        .with_context(|| format!("--strategy {}: one of {}", args.strategy, Strategy::NAMES.join(", ")))?;
-    let opts = ExecOptions { concurrency: args.concurrency.max(1), strategy, ..ExecOptions::default() };
+    let strategy = super::report_cmd::strategy_of(args.strategy.as_deref())?;
+    if let Some(r) = args.rcu_allowance {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--rcu-allowance {r}: must be a positive number of RCU");
+        }
+    }
+    let opts = ExecOptions {
+        concurrency: args.concurrency.max(1),
+        strategy,
+        choose_way: args.strategy.is_none(),
+        rcu_allowance: args.rcu_allowance,
+        ..ExecOptions::default()
+    };
     let limits = Limits { max_buckets: args.max_buckets, max_series: args.max_series, max_rcu: args.rcu_budget };
     let engine =
         Arc::new(Engine::new(table, catalog, opts, limits).with_base(given).with_cache(args.cache_bytes, args.recheck));
