@@ -8,14 +8,14 @@
 # latency per query and panel, RCU and read requests per minute, cache hits.
 #
 # Usage: bench/serve/dynamodb.sh [--minutes 10] [--rate 200] [--history 300000]
-#        [--viewers "1 10 100"] [--cache-bytes 256MiB] [--recheck 1s]
+#        [--viewers "1 10 100"] [--cache-bytes 256MiB] [--recheck 1s] [--max-queries 128]
 # Needs release binaries with the AWS feature (built here if missing).
 # Everything listens on 127.0.0.1; every process is stopped at the end.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-MINUTES=10 RATE=200 HISTORY=300000 VIEWERS="1 10 100" CACHE=256MiB RECHECK=1s
+MINUTES=10 RATE=200 HISTORY=300000 VIEWERS="1 10 100" CACHE=256MiB RECHECK=1s MAX_QUERIES=128
 while (($#)); do
 	case $1 in
 	--minutes) MINUTES=$2 && shift 2 ;;
@@ -24,6 +24,7 @@ while (($#)); do
 	--viewers) VIEWERS=$2 && shift 2 ;;
 	--cache-bytes) CACHE=$2 && shift 2 ;;
 	--recheck) RECHECK=$2 && shift 2 ;;
+	--max-queries) MAX_QUERIES=$2 && shift 2 ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" && exit 0 ;;
 	*) echo "unknown option $1 (see --help)" >&2 && exit 2 ;;
 	esac
@@ -71,6 +72,7 @@ done
 sleep 60
 
 "$BIN/gather" --dynamodb zigzag-bench serve --listen 127.0.0.1:0 --cache-bytes "$CACHE" --recheck "$RECHECK" \
+	--max-queries "$MAX_QUERIES" \
 	2>"$WORK/serve.log" &
 PIDS+=($!)
 for _ in $(seq 1 100); do

@@ -1,15 +1,18 @@
 //! Small reads shared between queries: the layout item, the planner's
-//! statistics and the change marks (the partitions `#layout`, `#stats`,
-//! `#changes`) are read at most once per `recheck` whatever the number of
-//! queries asking, and concurrent identical reads are one read. A hundred
-//! dashboards then cost the table what one does: every query still plans
-//! and checks what changed, on reads at most `recheck` old.
+//! statistics, the change marks and the compaction markers read before a
+//! report's items (the partitions `#layout`, `#stats`, `#changes`, and
+//! eventually consistent reads of `#compacted`) are read at most once per
+//! `recheck` whatever the number of queries asking, and concurrent
+//! identical reads are one read. A hundred dashboards then cost the table
+//! what one does: every query still plans and checks what changed, on
+//! reads at most `recheck` old.
 //!
-//! Everything else passes through: the items, and the compaction markers
-//! (a report reads them again after its items to know nothing was folded
-//! meanwhile: that read must be fresh). A caller that needs a read begun
-//! after some instant (the second read of change marks, after the items)
-//! asks [`Recent::since`].
+//! Everything else passes through: the items, and the strongly consistent
+//! read of the compaction markers after a report's items (it must be
+//! fresh: it is what tells the report nothing was folded meanwhile; the
+//! read before the items is only a hint it corrects). A caller that needs
+//! a read begun after some instant (the second read of change marks,
+//! after the items) asks [`Recent::since`].
 
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -19,6 +22,7 @@ use zigzag_core::table::{
     DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome,
     UpdateRequest,
 };
+use zigzag_gather::compact::marker::MARKERS_PK;
 use zigzag_model::changes::CHANGES_PK;
 use zigzag_model::layout::LAYOUT_PK;
 use zigzag_model::stats::STATS_PK;
@@ -39,9 +43,24 @@ pub struct Recent {
     pub shared: std::sync::atomic::AtomicU64,
 }
 
+/// The partition a read is of, as `/metrics` counts them.
+fn partition(req: &QueryRequest) -> &'static str {
+    match req.pk.as_str() {
+        LAYOUT_PK => "layout",
+        STATS_PK => "stats",
+        MARKERS_PK => "compacted",
+        pk if pk.starts_with(CHANGES_PK) => "changes",
+        _ => "items",
+    }
+}
+
 fn is_shared(req: &QueryRequest) -> bool {
     req.exclusive_start.is_none()
-        && (req.pk == LAYOUT_PK || req.pk == STATS_PK || req.pk.starts_with(&format!("{CHANGES_PK}#")))
+        && match partition(req) {
+            "layout" | "stats" | "changes" => true,
+            "compacted" => !req.consistent,
+            _ => false,
+        }
 }
 
 impl Recent {
@@ -62,7 +81,9 @@ impl Recent {
 
     async fn read(&self, req: &QueryRequest, not_before: Option<Instant>) -> Result<QueryPage, TableError> {
         use std::sync::atomic::Ordering::Relaxed;
+        let class = partition(req);
         if !is_shared(req) {
+            metrics::counter!("zigzag_serve_table_reads_total", "partition" => class, "shared" => "no").increment(1);
             return self.inner.query(req).await;
         }
         let slot = {
@@ -79,11 +100,14 @@ impl Recent {
             let fresh_enough = not_before.map_or(at.elapsed() < self.recheck, |t| *at >= t);
             if fresh_enough {
                 self.shared.fetch_add(1, Relaxed);
+                metrics::counter!("zigzag_serve_table_reads_total", "partition" => class, "shared" => "yes")
+                    .increment(1);
                 return Ok(page.clone());
             }
         }
         let began = Instant::now();
         self.fetched.fetch_add(1, Relaxed);
+        metrics::counter!("zigzag_serve_table_reads_total", "partition" => class, "shared" => "no").increment(1);
         let page = self.inner.query(req).await?;
         *held = Some((began, page.clone()));
         Ok(page)
@@ -168,6 +192,20 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(350)).await;
         table.put(Item::new(LAYOUT_PK, b"layout".to_vec()).with("v", 3i64)).await.unwrap();
         assert_eq!(recent.query(&layout_read()).await.unwrap().items[0].attrs["v"], 3i64.into());
+        // The compaction markers: the hint before the items is shared, the
+        // strongly consistent check after them never.
+        let mut markers = QueryRequest::new(MARKERS_PK, SortKeyCondition::Any);
+        let before = recent.fetched.load(Relaxed);
+        for _ in 0..3 {
+            recent.query(&markers).await.unwrap();
+        }
+        assert_eq!(recent.fetched.load(Relaxed), before + 1, "the hint: read once");
+        markers.consistent = true;
+        let before = recent.fetched.load(Relaxed) + recent.shared.load(Relaxed);
+        for _ in 0..3 {
+            recent.query(&markers).await.unwrap();
+        }
+        assert_eq!(recent.fetched.load(Relaxed) + recent.shared.load(Relaxed), before, "the check: every time");
         // Items are never shared.
         let items = QueryRequest::new("p0#minute#2026-11-21", SortKeyCondition::Any);
         let before = recent.fetched.load(Relaxed) + recent.shared.load(Relaxed);
