@@ -76,7 +76,7 @@ pub struct ExecOptions {
     /// consistently by default.
     pub consistent: bool,
     /// RCU a read may cost to answer sooner: the planner takes the fastest
-    /// reading within it (None: twice the cheapest reading's; `cost.rs`).
+    /// reading within it (None: the cheapest reading's; `cost.rs`).
     pub rcu_allowance: Option<f64>,
     /// The planner may read a plan naively where that is faster within the
     /// allowance (`strategy` is auto and was not asked for by name).

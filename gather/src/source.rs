@@ -9,7 +9,7 @@
 //! ways (`cost.rs`: `auto`'s ranges and the naive whole Z-ranges, each with
 //! its requests, sequential round trips and RCU), and the planner takes the
 //! fastest reading within the RCU allowance (`--rcu-allowance`; by default
-//! twice the cheapest reading's units), then the fewest units, then the
+//! the cheapest reading's units: faster only where no dearer), then the fewest units, then the
 //! fewest queries, then the fewest dimensions, then the order of the layout
 //! (base first).
 //!

@@ -79,7 +79,7 @@ pub(crate) struct Common {
     rcu_per_sec: Option<f64>,
     /// RCU the report may cost to answer sooner: the planner takes the
     /// fastest way of reading it within this (fewer round trips, some
-    /// garbage read) [default: twice the cheapest way's units]
+    /// garbage read) [default: the cheapest way's units: faster only where no dearer]
     #[arg(long, value_name = "RCU")]
     rcu_allowance: Option<f64>,
     /// Strongly consistent reads (twice the RCU)

@@ -42,8 +42,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().max_rcu)]
     rcu_budget: f64,
     /// RCU a read may cost to answer sooner: the planner takes the fastest
-    /// way of reading it within this [default: twice the cheapest way's
-    /// units]
+    /// way of reading it within this [default: the cheapest way's units:
+    /// faster only where no dearer]
     #[arg(long, value_name = "RCU")]
     rcu_allowance: Option<f64>,
     /// Z-range queries in flight at once, per query
