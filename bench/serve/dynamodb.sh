@@ -62,14 +62,18 @@ LIVE_SECONDS=$(((MINUTES * $(wc -w <<<"$VIEWERS") + 5) * 60))
 "$BIN/loadgen" --sink kinesis:clicks --rate "$RATE" --duration "${LIVE_SECONDS}s" --start "$((NOW * 1000))" \
 	--span "${LIVE_SECONDS}s" --seed 2 --truth "$WORK/live.json" >"$WORK/loadgen.log" 2>&1 &
 PIDS+=($!)
-# Until ingest has read the history (at its own pace), and a minute more.
-for _ in $(seq 1 360); do
+# Until ingest has read the history (at its own pace) and written it: its
+# first flush holds the whole backlog (minutes on DynamoDB Local), during
+# which every slice of the day is being changed and no read is kept.
+for _ in $(seq 1 720); do
 	sleep 5
-	read=$(curl -s "http://$INGEST_METRICS/metrics" | awk '/^zigzag_ingest_records_total/ { print $2 }')
-	echo "# ingest has read ${read:-0} records" >&2
-	[[ ${read%.*} -ge $HISTORY ]] 2>/dev/null && break
+	m=$(curl -s "http://$INGEST_METRICS/metrics")
+	read=$(awk '/^zigzag_ingest_records_total/ { print $2 }' <<<"$m")
+	flushes=$(awk '/^zigzag_ingest_flushes_total/ { print $2 }' <<<"$m")
+	echo "# ingest has read ${read:-0} records in ${flushes:-0} flushes" >&2
+	[[ ${read%.*} -ge $HISTORY && ${flushes%.*} -ge 2 ]] 2>/dev/null && break
 done
-sleep 60
+sleep 30
 
 "$BIN/gather" --dynamodb zigzag-bench serve --listen 127.0.0.1:0 --cache-bytes "$CACHE" --recheck "$RECHECK" \
 	--max-queries "$MAX_QUERIES" \

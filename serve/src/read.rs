@@ -231,8 +231,12 @@ pub async fn read_leaves(
         // written (the declared schema's guess is a bound for tables from
         // before statistics, far above what an empty bin costs).
         let chosen = p.plan.candidates.iter().find(|c| c.chosen).and_then(|c| c.verdict.as_ref().ok());
-        let rcu =
-            |e: &zigzag_gather::source::Estimate| e.readings.iter().find(|r| r.way == e.way).map_or(e.rcu, |r| r.rcu);
+        // Every item of the time range, or the way chosen's estimate if
+        // lower (the ways' estimates run high on sparse boxes: a refusal
+        // should not rest on them alone).
+        let rcu = |e: &zigzag_gather::source::Estimate| {
+            e.readings.iter().find(|r| r.way == e.way).map_or(e.rcu, |r| r.rcu.min(e.rcu))
+        };
         estimated += chosen.filter(|e| e.measured).map_or(p.plan.estimate().min_rcu, rcu);
         planned.push((p, req, first.group.clone()));
     }
