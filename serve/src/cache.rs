@@ -139,11 +139,10 @@ impl SliceCache {
         }
         let (from, to) = (plan.window.start, plan.window.end);
         let identity: Arc<str> = Arc::from(format!("{identity}|{}|{rollup}|{:?}", plan.projection, plan.step));
-        let marks_failed = |_: &str| {
-            let pk = format!("{}#{}#{rollup}", changes::CHANGES_PK, plan.projection);
-            move |e: zigzag_core::table::TableError| GatherError::Query { pk, source: e.into() }
-        };
-        let before = changes::read(recent, &plan.projection, rollup, from, to).await.map_err(marks_failed(""))?;
+        let marks_pk = format!("{}#{}#{rollup}", changes::CHANGES_PK, plan.projection);
+        let marks_failed =
+            |e: zigzag_core::table::TableError| GatherError::Query { pk: marks_pk.clone(), source: e.into() };
+        let before = changes::read(recent, &plan.projection, rollup, from, to).await.map_err(marks_failed)?;
         let marks_of = |m: &BTreeMap<i64, SliceMarks>, s: i64| m.get(&s).cloned().unwrap_or_default();
         let part = |s: i64| (s.max(from), (s + slice).min(to));
         let mut hits: Vec<Arc<Entry>> = Vec::new();
@@ -186,7 +185,7 @@ impl SliceCache {
             actual = read_actual;
             let after = changes::read(&recent.since(read_at), &plan.projection, rollup, span_from, span_to)
                 .await
-                .map_err(marks_failed(""))?;
+                .map_err(marks_failed)?;
             for &s in &missing {
                 let (a, b) = part(s);
                 let (agg, covered) = match by_slice.get(&s) {
