@@ -116,6 +116,19 @@ impl SliceMarks {
         self.lanes.values().all(|(b, d)| b <= d)
     }
 
+    /// Whether a read made under these marks holds every flush `now` says
+    /// is done on the slice (marks only move upwards: these are as new as
+    /// `now`, or newer).
+    pub fn holds_done_of(&self, now: &SliceMarks) -> bool {
+        now.lanes.iter().all(|(lane, &(_, d))| self.lanes.get(lane).map_or(0, |&(_, mine)| mine) >= d)
+    }
+
+    /// Whether `now` shows a flush in progress that a read made under these
+    /// marks does not hold (it began after that read).
+    pub fn misses_a_flush_begun_in(&self, now: &SliceMarks) -> bool {
+        now.lanes.iter().any(|(lane, &(b, d))| b > d && self.lanes.get(lane).map_or(0, |&(_, mine)| mine) < b)
+    }
+
     /// Whether an item of the slice carries only marks of flushes the
     /// slice says are done (else a writer without change marks wrote it).
     pub fn covers(&self, item: &Item) -> bool {
@@ -237,6 +250,22 @@ mod tests {
         item.attrs.insert(crate::mark::mark_attr(2), AttrValue::N(9.into()));
         item.attrs.insert(crate::mark::mark_attr(5), AttrValue::N(1.into()));
         assert!(!marks.covers(&item), "lane 5 never marked the slice");
+    }
+
+    #[test]
+    fn a_read_holds_the_flushes_done_under_its_marks_and_misses_those_begun_after() {
+        let at = |lanes: &[(u32, (u64, u64))]| SliceMarks { lanes: lanes.iter().copied().collect() };
+        let read = at(&[(0, (4, 4)), (2, (9, 9))]);
+        assert!(read.holds_done_of(&read));
+        assert!(read.holds_done_of(&at(&[(0, (4, 3)), (2, (9, 9))])), "older marks");
+        assert!(read.holds_done_of(&at(&[(0, (5, 4)), (2, (9, 9))])), "flush 5 of lane 0 begun, not done");
+        assert!(!read.holds_done_of(&at(&[(0, (5, 5)), (2, (9, 9))])), "flush 5 done since");
+        assert!(!read.holds_done_of(&at(&[(0, (4, 4)), (2, (9, 9)), (7, (1, 1))])), "a new lane's flush done");
+        assert!(read.holds_done_of(&at(&[(0, (4, 4)), (2, (9, 9)), (7, (1, 0))])), "a new lane's flush begun");
+        assert!(!read.misses_a_flush_begun_in(&read));
+        assert!(read.misses_a_flush_begun_in(&at(&[(0, (5, 4)), (2, (9, 9))])));
+        assert!(read.misses_a_flush_begun_in(&at(&[(0, (4, 4)), (2, (9, 9)), (7, (1, 0))])));
+        assert!(!at(&[(0, (5, 5))]).misses_a_flush_begun_in(&at(&[(0, (5, 4))])), "the read is newer");
     }
 
     #[test]

@@ -3,17 +3,30 @@
 //! slices a flush changed since: the open edge of its window.
 //!
 //! A read's window is cut into the change marks' slices
-//! (`zigzag_model::changes`). A slice is served from the cache when an
-//! entry for the same read (table, projection, rollup, step, filters,
-//! grouping) covers its part of the window under the marks the slice has
-//! now. The slices that are not are read in one span, strongly consistent,
-//! between two reads of their marks, and each is kept when:
+//! (`zigzag_model::changes`). The slices no entry answers are read in one
+//! span, strongly consistent, between two reads of their marks, and kept.
+//! An entry is *settled* when no flush was changing its slice while it was
+//! read:
 //!
-//! - its marks were the same before and after the items (no flush changed
-//!   it meanwhile) and quiet (none was changing it);
+//! - its marks were the same before and after the items and quiet (none
+//!   was changing it);
 //! - every item read in it carries only marks of flushes the slice says
 //!   are done (`SliceMarks::covers`: a writer from before change marks
 //!   leaves items the slice does not account for, and is never trusted).
+//!
+//! A settled entry answers its slice (same read: table, projection, rollup,
+//! step, filters, grouping; its part of the window) for as long as it holds
+//! every flush the slice's marks say is done. While a flush is changing
+//! the slice, that is the slice as it was before the flush began: a whole
+//! state, where a read of the table would show the flush half written
+//! (the answer says so in its infos, and shows the flush once it is done).
+//! An entry read while the slice was changing is not settled; it answers
+//! only for `recheck` after its read began, the staleness the shared small
+//! reads already allow (never, with a recheck of 0).
+//!
+//! One read fills a slice at a time: a read that finds a slice missing
+//! waits for the fill under way, then takes what it kept. After a flush,
+//! a hundred viewers read the slice it changed once.
 //!
 //! The marks checked before a read come through [`Recent`]: at most its
 //! `recheck` old, so an answer may miss a flush done within that time
@@ -23,24 +36,59 @@
 
 use crate::recent::Recent;
 use lru::LruCache;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 use zigzag_gather::execute::{Actual, ExecOptions};
 use zigzag_gather::merge::{bucket_of, Aggregation, GroupKey};
 use zigzag_gather::{GatherError, Gathered, Planned};
 use zigzag_model::changes::{self, SliceMarks};
 use zigzag_model::MeasureValues;
 
+/// Fill turns kept before the ones no read holds are dropped.
+const TURNS_KEPT: usize = 1024;
+
 /// One slice of one read, as it was read.
 struct Entry {
+    /// The marks it was read under (settled), or found after it.
     marks: SliceMarks,
+    settled: bool,
+    /// When its read began.
+    read_at: Instant,
     /// The part of the slice it holds, `[from, to)`.
     from: i64,
     to: i64,
     groups: Vec<(GroupKey, MeasureValues)>,
     bytes: usize,
+}
+
+/// How an entry answers a slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answers {
+    No,
+    Yes,
+    /// As the slice was before a flush now in progress.
+    BeforeFlush,
+}
+
+impl Entry {
+    /// Whether it answers `[a, b)` of its slice, whose marks are `now`, at `at`.
+    fn answers(&self, a: i64, b: i64, now: &SliceMarks, at: Instant, recheck: Duration) -> Answers {
+        if !(self.from <= a && b <= self.to) {
+            return Answers::No;
+        }
+        if self.settled && self.marks.holds_done_of(now) {
+            return match self.marks.misses_a_flush_begun_in(now) {
+                true => Answers::BeforeFlush,
+                false => Answers::Yes,
+            };
+        }
+        match at.saturating_duration_since(self.read_at) < recheck {
+            true => Answers::Yes,
+            false => Answers::No,
+        }
+    }
 }
 
 /// (what was read: table, projection, rollup, step, filters, grouping; slice start)
@@ -51,12 +99,23 @@ struct State {
     bytes: usize,
 }
 
+/// Whose turn it is to fill a slice: one read at a time.
+type Turn = Arc<tokio::sync::Mutex<()>>;
+
+struct Turns {
+    turns: HashMap<Key, Weak<tokio::sync::Mutex<()>>>,
+    /// Past this many, the turns no read holds are dropped.
+    prune_at: usize,
+}
+
 /// What a read took from the cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Use {
     /// Slices of the window served from the cache, and read.
     pub hits: usize,
     pub read: usize,
+    /// Of the hits, slices served as they were before a flush in progress.
+    pub before_flush: usize,
     /// Slices read and kept.
     pub kept: usize,
 }
@@ -64,11 +123,14 @@ pub struct Use {
 pub struct SliceCache {
     capacity: usize,
     state: Mutex<State>,
+    turns: Mutex<Turns>,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
-    /// Slices read but not kept: changed while read, being changed, or
+    /// Slices read but not settled: changed while read, being changed, or
     /// written by a writer without change marks.
     pub unsettled: AtomicU64,
+    /// Of the hits, slices served as before a flush in progress.
+    pub before_flush: AtomicU64,
 }
 
 impl SliceCache {
@@ -77,9 +139,11 @@ impl SliceCache {
         SliceCache {
             capacity,
             state: Mutex::new(State { entries: LruCache::unbounded(), bytes: 0 }),
+            turns: Mutex::new(Turns { turns: HashMap::new(), prune_at: TURNS_KEPT }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             unsettled: AtomicU64::new(0),
+            before_flush: AtomicU64::new(0),
         }
     }
 
@@ -94,6 +158,46 @@ impl SliceCache {
 
     fn get(&self, key: &Key) -> Option<Arc<Entry>> {
         self.lock().entries.get(key).cloned()
+    }
+
+    /// The turn to fill `key`, shared by every read asking for it now.
+    fn turn(&self, key: &Key) -> Turn {
+        let mut t = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(turn) = t.turns.get(key).and_then(Weak::upgrade) {
+            return turn;
+        }
+        if t.turns.len() >= t.prune_at {
+            t.turns.retain(|_, w| w.strong_count() > 0);
+            t.prune_at = (2 * t.turns.len()).max(TURNS_KEPT);
+        }
+        let turn = Turn::default();
+        t.turns.insert(key.clone(), Arc::downgrade(&turn));
+        turn
+    }
+
+    /// Sorts `slices` into those an entry answers (`served`) and those to read.
+    #[allow(clippy::too_many_arguments)]
+    fn sort(
+        &self,
+        identity: &Arc<str>,
+        slices: Vec<i64>,
+        marks: &BTreeMap<i64, SliceMarks>,
+        part: impl Fn(i64) -> (i64, i64),
+        recheck: Duration,
+        served: &mut Vec<(Arc<Entry>, Answers)>,
+        missing: &mut Vec<i64>,
+    ) {
+        let at = Instant::now();
+        let unmarked = SliceMarks::default();
+        for s in slices {
+            let (a, b) = part(s);
+            let now = marks.get(&s).unwrap_or(&unmarked);
+            let entry = self.get(&(identity.clone(), s));
+            match entry.as_ref().map_or(Answers::No, |e| e.answers(a, b, now, at, recheck)) {
+                Answers::No => missing.push(s),
+                answers => served.extend(entry.map(|e| (e, answers))),
+            }
+        }
     }
 
     fn put(&self, key: Key, entry: Entry) {
@@ -145,23 +249,28 @@ impl SliceCache {
         let before = changes::read(recent, &plan.projection, rollup, from, to).await.map_err(marks_failed)?;
         let marks_of = |m: &BTreeMap<i64, SliceMarks>, s: i64| m.get(&s).cloned().unwrap_or_default();
         let part = |s: i64| (s.max(from), (s + slice).min(to));
-        let mut hits: Vec<Arc<Entry>> = Vec::new();
-        let mut missing: Vec<i64> = Vec::new();
-        for s in changes::slices(rollup, from, to) {
-            let (a, b) = part(s);
-            let now = marks_of(&before, s);
-            match self.get(&(identity.clone(), s)) {
-                Some(e) if now.quiet() && e.marks == now && e.from <= a && b <= e.to => hits.push(e),
-                _ => missing.push(s),
+        let recheck = recent.recheck();
+        let (mut served, mut missing) = (Vec::new(), Vec::new());
+        self.sort(&identity, changes::slices(rollup, from, to), &before, part, recheck, &mut served, &mut missing);
+        // One fill of a slice at a time (in slice order: no two reads wait
+        // for each other); a read that waited takes what the fill kept.
+        let mut _turns = Vec::with_capacity(missing.len());
+        if !missing.is_empty() {
+            for &s in &missing {
+                _turns.push(self.turn(&(identity.clone(), s)).lock_owned().await);
             }
+            let waited = std::mem::take(&mut missing);
+            self.sort(&identity, waited, &before, part, recheck, &mut served, &mut missing);
         }
-        self.hits.fetch_add(hits.len() as u64, Relaxed);
+        let before_flush = served.iter().filter(|(_, a)| *a == Answers::BeforeFlush).count();
+        self.hits.fetch_add(served.len() as u64, Relaxed);
         self.misses.fetch_add(missing.len() as u64, Relaxed);
-        metrics::counter!("zigzag_serve_cache_slices_total", "result" => "hit").increment(hits.len() as u64);
+        self.before_flush.fetch_add(before_flush as u64, Relaxed);
+        metrics::counter!("zigzag_serve_cache_slices_total", "result" => "hit").increment(served.len() as u64);
         metrics::counter!("zigzag_serve_cache_slices_total", "result" => "read").increment(missing.len() as u64);
         let mut aggregation = planned.empty();
         let mut actual = Actual::default();
-        let mut used = Use { hits: hits.len(), read: missing.len(), kept: 0 };
+        let mut used = Use { hits: served.len(), read: missing.len(), before_flush, kept: 0 };
         if let (Some(&first), Some(&last)) = (missing.first(), missing.last()) {
             let (span_from, span_to) = (part(first).0, part(last).1);
             let span = match (span_from, span_to) == (from, to) {
@@ -197,19 +306,23 @@ impl SliceCache {
                         merge_into(&mut aggregation, k, v);
                     }
                 }
-                let marks = marks_of(&before, s);
-                if !(covered && marks.quiet() && marks == marks_of(&after, s)) {
+                let (marks, after) = (marks_of(&before, s), marks_of(&after, s));
+                let settled = covered && marks.quiet() && marks == after;
+                if !settled {
                     self.unsettled.fetch_add(1, Relaxed);
-                    continue;
+                    if recheck.is_zero() {
+                        continue; // it would answer nothing
+                    }
                 }
                 let groups: Vec<(GroupKey, MeasureValues)> =
                     agg.map(|a| a.groups.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
                 let bytes = 96 + groups.iter().map(|(k, v)| group_bytes(k, v)).sum::<usize>();
-                self.put((identity.clone(), s), Entry { marks, from: a, to: b, groups, bytes });
-                used.kept += 1;
+                let entry = Entry { marks: after, settled, read_at, from: a, to: b, groups, bytes };
+                self.put((identity.clone(), s), entry);
+                used.kept += usize::from(settled);
             }
         }
-        for e in &hits {
+        for (e, _) in &served {
             for (k, v) in &e.groups {
                 if k.bucket.is_none_or(|t| from <= t && t < to) {
                     merge_into(&mut aggregation, k, v);

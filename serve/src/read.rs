@@ -293,12 +293,23 @@ pub async fn read_leaves(
             info.push_str(&format!(", last written {}", at.format("%Y-%m-%dT%H:%M:%SZ")));
         }
         report.infos.push(info);
+        if used.before_flush > 0 {
+            report.infos.push(format!(
+                "{}: {} of {} time slices shown as they were before a flush now in progress (its events appear once \
+                 it is done)",
+                texts.join(", "),
+                used.before_flush,
+                used.hits + used.read
+            ));
+        }
         let mut explain = zigzag_gather::explain::explain(plan, opts, Some(&g.actual));
         if used.hits + used.read > 0 {
             explain.push_str(&format!(
-                "\ncache: {} of {} time slices unchanged since read (from memory), {} read, {} kept",
+                "\ncache: {} of {} time slices unchanged since read (from memory; {} as before a flush in progress), {} \
+                 read, {} kept",
                 used.hits,
                 used.hits + used.read,
+                used.before_flush,
                 used.read,
                 used.kept
             ));

@@ -74,6 +74,11 @@ impl Recent {
         }
     }
 
+    /// How old a shared read may be.
+    pub fn recheck(&self) -> Duration {
+        self.recheck
+    }
+
     /// A view whose shared reads were all begun at or after `t`.
     pub fn since(&self, t: Instant) -> Since<'_> {
         Since { recent: self, t }

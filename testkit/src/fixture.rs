@@ -166,78 +166,112 @@ pub const FLUSHES: u64 = 3;
 
 /// Writes every rollup's aggregates of `events`; event `i` goes in flush `i % 3 + 1`.
 pub async fn write_store<T: SortedTable + ?Sized>(table: &T, config: &Config, events: &[Event]) {
+    for flush in 1..=FLUSHES {
+        let of_flush: Vec<&Event> =
+            events.iter().enumerate().filter(|(i, _)| *i as u64 % FLUSHES + 1 == flush).map(|(_, e)| e).collect();
+        write_flush(table, config, &of_flush, flush, Until::Done).await;
+    }
+}
+
+/// How far [`write_flush`] goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// Begin marks, statistics and items, not the done marks: a flush in
+    /// progress, as a reader sees it while the flush writes (or after its
+    /// worker died).
+    Items,
+    Done,
+}
+
+/// Writes flush `flush` of lane 1 of `events`, as a flusher does: begin
+/// marks, statistics, items, done marks ([`finish_flush`] writes the done
+/// marks of one stopped at [`Until::Items`]).
+pub async fn write_flush<T: SortedTable + ?Sized>(
+    table: &T,
+    config: &Config,
+    events: &[&Event],
+    flush: u64,
+    until: Until,
+) {
     let km = KeyModel::new(config).unwrap();
     let fields: Vec<Field> = km.dims().iter().map(|d| Field::parse(&d.name)).collect();
-    for flush in 1..=FLUSHES {
-        let mut partials: BTreeMap<(u8, i64, Vec<&'static str>), Measures> = BTreeMap::new();
-        for (i, e) in events.iter().enumerate() {
-            if i as u64 % FLUSHES + 1 != flush {
-                continue;
-            }
-            for (ri, r) in km.rollups().enumerate() {
-                let key = (ri as u8, r.floor(e.t), fields.iter().map(|f| e.value(*f)).collect());
-                partials.entry(key).or_default().add_event(e.click, e.cost);
-            }
-        }
-        let rollups: Vec<_> = km.rollups().collect();
-        // The planner's statistics, as a flush keeps them (per rollup and bin).
-        let mut stats: BTreeMap<(u8, i64), BinStats> = BTreeMap::new();
-        for (ri, bucket, values) in partials.keys() {
-            let r = rollups[*ri as usize];
-            let id = KeyModel::identity(values);
-            let prefix = km.prefix(id, r, *bucket, 1, flush);
-            let s = stats.entry((*ri, r.bin().start_of(*bucket))).or_insert_with(|| BinStats::new(*bucket));
-            s.add(r, prefix, *bucket, id);
-            if let Some(value) = km.partition_value(values) {
-                s.add_value(value);
-            }
-        }
-        for ((ri, bin), s) in &stats {
-            let mut known = None;
-            loop {
-                let req = plan_stats_update(km.name(), rollups[*ri as usize], *bin, s, known.as_ref()).unwrap();
-                let Some(req) = req else { break };
-                match table.update(&req).await.unwrap() {
-                    UpdateOutcome::Applied(_) => break,
-                    UpdateOutcome::ConditionFailed(old) => known = old,
-                }
-            }
-        }
-        // The change marks around the items, as a flush writes them.
-        let slices: std::collections::BTreeSet<(zigzag_model::Rollup, i64)> = partials
-            .keys()
-            .map(|(ri, bucket, _)| {
-                let r = rollups[*ri as usize];
-                (r, zigzag_model::changes::slice_start(r, *bucket))
-            })
-            .collect();
-        for &(r, s) in &slices {
-            table.update(&zigzag_model::changes::begin(km.name(), r, s, 1, flush)).await.unwrap();
-        }
-        for ((ri, bucket, values), m) in partials {
-            let r = rollups[ri as usize];
-            let id = KeyModel::identity(&values);
-            let prefix = km.prefix(id, r, bucket, 1, flush);
-            let dims: Vec<(&str, AttrValue)> =
-                fields.iter().map(|f| f.name()).zip(values.iter().map(|v| AttrValue::S(v.to_string()))).collect();
-            let values_m = m.values();
-            let w = ItemWrite {
-                pk: km.partition_key(prefix, r, r.bin().start_of(bucket)),
-                sk: km.sort_key(r, bucket, &values, id).unwrap(),
-                bucket_start: bucket,
-                expires: km.retention().expires_at(r, bucket),
-                dims: &dims,
-                values: &values_m,
-                set: km.measures(),
-                mark_attr: "w@1",
-                flush,
-            };
-            apply(table, &w).await;
-        }
-        for &(r, s) in &slices {
-            table.update(&zigzag_model::changes::done(km.name(), r, s, 1, flush)).await.unwrap();
+    let mut partials: BTreeMap<(u8, i64, Vec<&'static str>), Measures> = BTreeMap::new();
+    for e in events {
+        for (ri, r) in km.rollups().enumerate() {
+            let key = (ri as u8, r.floor(e.t), fields.iter().map(|f| e.value(*f)).collect());
+            partials.entry(key).or_default().add_event(e.click, e.cost);
         }
     }
+    let rollups: Vec<_> = km.rollups().collect();
+    // The planner's statistics, as a flush keeps them (per rollup and bin).
+    let mut stats: BTreeMap<(u8, i64), BinStats> = BTreeMap::new();
+    for (ri, bucket, values) in partials.keys() {
+        let r = rollups[*ri as usize];
+        let id = KeyModel::identity(values);
+        let prefix = km.prefix(id, r, *bucket, 1, flush);
+        let s = stats.entry((*ri, r.bin().start_of(*bucket))).or_insert_with(|| BinStats::new(*bucket));
+        s.add(r, prefix, *bucket, id);
+        if let Some(value) = km.partition_value(values) {
+            s.add_value(value);
+        }
+    }
+    for ((ri, bin), s) in &stats {
+        let mut known = None;
+        loop {
+            let req = plan_stats_update(km.name(), rollups[*ri as usize], *bin, s, known.as_ref()).unwrap();
+            let Some(req) = req else { break };
+            match table.update(&req).await.unwrap() {
+                UpdateOutcome::Applied(_) => break,
+                UpdateOutcome::ConditionFailed(old) => known = old,
+            }
+        }
+    }
+    // The change marks around the items, as a flush writes them.
+    let slices = touched(&km, events);
+    for &(r, s) in &slices {
+        table.update(&zigzag_model::changes::begin(km.name(), r, s, 1, flush)).await.unwrap();
+    }
+    for ((ri, bucket, values), m) in partials {
+        let r = rollups[ri as usize];
+        let id = KeyModel::identity(&values);
+        let prefix = km.prefix(id, r, bucket, 1, flush);
+        let dims: Vec<(&str, AttrValue)> =
+            fields.iter().map(|f| f.name()).zip(values.iter().map(|v| AttrValue::S(v.to_string()))).collect();
+        let values_m = m.values();
+        let w = ItemWrite {
+            pk: km.partition_key(prefix, r, r.bin().start_of(bucket)),
+            sk: km.sort_key(r, bucket, &values, id).unwrap(),
+            bucket_start: bucket,
+            expires: km.retention().expires_at(r, bucket),
+            dims: &dims,
+            values: &values_m,
+            set: km.measures(),
+            mark_attr: "w@1",
+            flush,
+        };
+        apply(table, &w).await;
+    }
+    if until == Until::Done {
+        finish_flush(table, config, events, flush).await;
+    }
+}
+
+/// The done marks of flush `flush` of `events` (one written up to
+/// [`Until::Items`]).
+pub async fn finish_flush<T: SortedTable + ?Sized>(table: &T, config: &Config, events: &[&Event], flush: u64) {
+    let km = KeyModel::new(config).unwrap();
+    for (r, s) in touched(&km, events) {
+        table.update(&zigzag_model::changes::done(km.name(), r, s, 1, flush)).await.unwrap();
+    }
+}
+
+/// The (rollup, slice) pairs holding a bucket of `events`.
+fn touched(km: &KeyModel, events: &[&Event]) -> std::collections::BTreeSet<(zigzag_model::Rollup, i64)> {
+    let rollups: Vec<_> = km.rollups().collect();
+    events
+        .iter()
+        .flat_map(|e| rollups.iter().map(|&r| (r, zigzag_model::changes::slice_start(r, r.floor(e.t)))))
+        .collect()
 }
 
 /// [`write_store`], and the layout recorded in the table as ingest records
