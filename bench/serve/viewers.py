@@ -81,7 +81,7 @@ def scrape(url):
             text = r.read().decode()
     except Exception:  # noqa: BLE001 - a server without /metrics: nothing to say
         return None
-    out = [0.0, 0.0, 0.0, 0.0]
+    out = [0.0, 0.0, 0.0, 0.0, {}]
     for line in text.splitlines():
         if line.startswith("#") or " " not in line:
             continue
@@ -94,6 +94,9 @@ def scrape(url):
             out[2] += float(value)
         elif name.startswith("zigzag_serve_cache_slices_total") and 'result="read"' in name:
             out[3] += float(value)
+        elif name.startswith("zigzag_serve_table_reads_total") and 'shared="no"' in name:
+            part = name.split('partition="')[1].split('"')[0]
+            out[4][part] = out[4].get(part, 0.0) + float(value)
     return out
 
 
@@ -129,10 +132,12 @@ def main():
     after, minutes = scrape(a.url), (time.monotonic() - t_before) / 60
     print(f"viewers={a.viewers} queries={len(lat)} errors={errors[0]} {summary([m for _, m in lat])}")
     if before and after:
-        d = [y - x for x, y in zip(before, after)]
+        d = [y - x for x, y in zip(before[:4], after[:4])]
         hit = d[2] / max(1.0, d[2] + d[3])
         print(f"  table: {d[0] / minutes:.1f} RCU/min, {d[1] / minutes:.1f} read requests/min; "
               f"cache: {d[2]:.0f} slices from memory, {d[3]:.0f} read ({hit:.1%} hits)")
+        sent = {k: (v - before[4].get(k, 0.0)) / minutes for k, v in sorted(after[4].items())}
+        print("  queries sent per minute, by partition: " + ", ".join(f"{k} {v:.1f}" for k, v in sent.items()))
     for title in dict.fromkeys(t for t, _ in lat):
         print(f"  {title}: {summary([m for t, m in lat if t == title])}")
 
