@@ -76,9 +76,109 @@ impl RetryPolicy {
     }
 }
 
+/// Waiting out an outage: a worker pauses through one, at start as while
+/// running, and never gives up on its own. Pauses of 1 s doubling up to
+/// `max_pause` (no jitter: workers that failed together retry a second or
+/// more apart already, by when each found the store down).
+#[derive(Debug, Clone, Copy)]
+pub struct Outage {
+    pub max_pause: Duration,
+}
+
+impl Outage {
+    /// The pause before attempt `failures + 1`.
+    pub fn pause_after(&self, failures: u32) -> Duration {
+        let base = Duration::from_secs(1).saturating_mul(1 << failures.saturating_sub(1).min(10));
+        base.min(self.max_pause)
+    }
+
+    /// Runs `op` until it succeeds or fails with an error trying again
+    /// cannot help (returned at once). Each retryable failure is told to
+    /// `failed` (the error, failures so far, the pause before the next
+    /// attempt); `stop` ending a pause returns the last error.
+    pub async fn wait_out<T, E, F, Fut>(
+        &self,
+        stop: impl Future<Output = ()>,
+        mut failed: impl FnMut(&E, u32, Duration),
+        mut op: F,
+    ) -> Result<T, E>
+    where
+        E: Retryable,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let mut stop = std::pin::pin!(stop);
+        let mut failures = 0;
+        loop {
+            match op().await {
+                Err(e) if e.is_retryable() => {
+                    failures += 1;
+                    let wait = self.pause_after(failures);
+                    failed(&e, failures, wait);
+                    tokio::select! {
+                        _ = &mut stop => return Err(e),
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_is_waited_out_with_growing_pauses_until_stopped_or_refused() {
+        let outage = Outage { max_pause: Duration::from_secs(4) };
+        let pauses: Vec<u64> = (1..=5).map(|f| outage.pause_after(f).as_secs()).collect();
+        assert_eq!(pauses, [1, 2, 4, 4, 4]);
+        // Down for 6 attempts, then up: never given up.
+        let mut calls = 0;
+        let mut told = Vec::new();
+        let began = tokio::time::Instant::now();
+        let r: Result<u32, TableError> = outage
+            .wait_out(
+                std::future::pending(),
+                |e: &TableError, n: u32, wait: Duration| told.push((e.to_string(), n, wait.as_secs())),
+                || {
+                    calls += 1;
+                    let n = calls;
+                    async move {
+                        if n <= 6 {
+                            Err(TableError::Unavailable("timed out".into()))
+                        } else {
+                            Ok(n)
+                        }
+                    }
+                },
+            )
+            .await;
+        assert_eq!(r.unwrap(), 7);
+        assert_eq!(told.iter().map(|t| t.2).collect::<Vec<_>>(), [1, 2, 4, 4, 4, 4]);
+        assert_eq!(told[5].1, 6);
+        assert_eq!(began.elapsed().as_secs(), 19);
+        // A mistake is not waited out.
+        let r: Result<(), _> = outage
+            .wait_out(
+                std::future::pending(),
+                |_, _, _| panic!("not retried"),
+                || async { Err(TableError::InvalidRequest("no such table".into())) },
+            )
+            .await;
+        assert!(matches!(r, Err(TableError::InvalidRequest(_))));
+        // Stopped during a pause: the last error.
+        let r: Result<(), _> = outage
+            .wait_out(
+                tokio::time::sleep(Duration::from_millis(1500)),
+                |_, _, _| {},
+                || async { Err(TableError::Throttled("slow down".into())) },
+            )
+            .await;
+        assert!(matches!(r, Err(TableError::Throttled(_))));
+    }
 
     #[tokio::test]
     async fn retries_throttles_then_gives_up() {

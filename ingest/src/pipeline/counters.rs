@@ -21,6 +21,8 @@ pub(super) struct Counters {
     /// Joins tried again after a retryable failure (the store's other
     /// retries are counted by the flusher and the coordinator).
     pub(super) join_retries: AtomicU64,
+    /// Why the join being waited out last failed (readiness).
+    pub(super) join_failure: std::sync::Mutex<Option<String>>,
     /// Flushes are paused on a failing store (readiness).
     pub(super) flush_paused: AtomicBool,
 }
@@ -43,7 +45,12 @@ impl Pipeline {
     pub fn readiness(&self) -> Result<(), String> {
         let failover = self.coord.options().failover;
         match self.coord.renewed_ago() {
-            None => return Err("not joined to a lane (starting, or rejoining after losing it)".into()),
+            None => {
+                return Err(match super::lock(&self.counters.join_failure).as_ref() {
+                    Some(why) => format!("joining a lane, waiting out: {why}"),
+                    None => "not joined to a lane (starting, or rejoining after losing it)".into(),
+                })
+            }
             Some(ago) if ago > failover / 2 => {
                 return Err(format!(
                     "the lane's beat was last renewed {:.1} s ago (failover {:.1} s): the lease table is failing",

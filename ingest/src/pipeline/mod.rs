@@ -45,7 +45,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Notify, RwLock};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use zigzag_core::retry::Retryable;
 use zigzag_core::table::SortedTable;
 use zigzag_lease::lifecycle::{self, LeaseEvent};
 use zigzag_lease::{Checkpoint, Coordinator, LeaseError, LeaseOptions, Plan};
@@ -256,8 +255,7 @@ impl Pipeline {
     /// The pause before attempt `failures + 1` after an outage: 1 s
     /// doubling to `max_pause`.
     fn pause_after(&self, failures: u32) -> Duration {
-        let base = Duration::from_secs(1).saturating_mul(1 << failures.saturating_sub(1).min(10));
-        base.min(self.opts.max_pause)
+        self.opts.outage().pause_after(failures)
     }
 
     /// The batch a run starts with: its generation's flushed maps are kept
@@ -379,10 +377,17 @@ impl Pipeline {
     /// aggregate table was written with (`zigzag_lease::epoch`), and keys
     /// the lease state by the stream's incarnation (`zigzag_lease::stream`).
     async fn join(&self, stop: &CancellationToken) -> Result<(), PipelineError> {
-        let mut failures = 0;
         let layout = zigzag_model::layout::Layout::of(&self.opts.config);
-        loop {
-            let joined = async {
+        let failed = |e: &PipelineError, failures: u32, wait: Duration| {
+            self.counters.join_retries.fetch_add(1, Ordering::Relaxed);
+            *lock(&self.counters.join_failure) =
+                Some(format!("{e} (attempt {failures}; next in {} s)", wait.as_secs()));
+            tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "cannot join: store or stream unavailable");
+        };
+        let joined = self
+            .opts
+            .outage()
+            .wait_out(stop.cancelled(), failed, || async {
                 if self.coord.joined() == 0 {
                     zigzag_model::layout::ensure(self.aggregates.as_ref(), &layout).await?;
                     self.coord.prepare(self.aggregates.as_ref(), self.source.identity().await?).await?;
@@ -395,19 +400,10 @@ impl Pipeline {
                     self.coord.acknowledge_seal(seal).await?;
                 }
                 Ok::<(), PipelineError>(())
-            };
-            match joined.await {
-                Ok(()) => return Ok(()),
-                Err(e) if e.is_retryable() && !stop.is_cancelled() => {
-                    failures += 1;
-                    self.counters.join_retries.fetch_add(1, Ordering::Relaxed);
-                    let wait = self.pause_after(failures);
-                    tracing::warn!(error = %e, retry_in_s = wait.as_secs_f64(), "cannot join: store unavailable");
-                    tokio::time::sleep(wait).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+            })
+            .await;
+        *lock(&self.counters.join_failure) = None;
+        joined
     }
 
     fn write_dead_letters<'a>(

@@ -4,7 +4,7 @@
 use crate::decode::DecodeLimits;
 use std::path::PathBuf;
 use std::time::Duration;
-use zigzag_core::retry::RetryPolicy;
+use zigzag_core::retry::{Outage, RetryPolicy};
 use zigzag_model::Config;
 
 #[derive(Debug, Clone)]
@@ -33,6 +33,11 @@ pub struct PipelineOptions {
 }
 
 impl PipelineOptions {
+    /// How the worker waits out a store or stream that is down.
+    pub fn outage(&self) -> Outage {
+        Outage { max_pause: self.max_pause }
+    }
+
     pub fn new(config: Config, stream: impl Into<String>, worker: impl Into<String>, dead_letters: PathBuf) -> Self {
         PipelineOptions {
             config,

@@ -3,6 +3,7 @@
 //! RANGE, and TTL on `expires` (retention). A table that exists with
 //! another schema is refused rather than written into.
 
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ProvisionedThroughput, ScalarAttributeType,
     TableDescription, TableStatus, TimeToLiveSpecification,
@@ -10,6 +11,7 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use std::time::{Duration, Instant};
 use thiserror::Error;
+use zigzag_aws::ErrorClass;
 use zigzag_core::table::{PK_ATTR, SK_ATTR, TTL_ATTR};
 
 /// How a created table is billed.
@@ -34,6 +36,28 @@ pub enum AdminError {
     NotActive { table: String, status: String, waited: Duration },
     #[error("table {table}: {message}")]
     Sdk { table: String, message: String },
+    /// No answer in time, throttled, or a server-side failure: the same
+    /// call may succeed later.
+    #[error("table {table}: {message}")]
+    Unavailable { table: String, message: String },
+}
+
+impl zigzag_core::retry::Retryable for AdminError {
+    fn is_retryable(&self) -> bool {
+        matches!(self, AdminError::Unavailable { .. } | AdminError::NotActive { .. })
+    }
+}
+
+/// A failed call on `table`, classified: worth trying again, or not.
+fn failed<E>(table: &str, e: &SdkError<E>) -> AdminError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let (table, message) = (table.to_string(), zigzag_aws::describe(e));
+    match zigzag_aws::classify(e) {
+        ErrorClass::Throttled | ErrorClass::Unavailable => AdminError::Unavailable { table, message },
+        ErrorClass::Fatal => AdminError::Sdk { table, message },
+    }
 }
 
 /// What [`ensure_table`] found or did.
@@ -88,11 +112,11 @@ pub async fn ensure_table(client: &Client, table: &str, billing: Billing, create
                 Ok(_) => {}
                 // Another process created it between our describe and create.
                 Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {}
-                Err(e) => return Err(sdk(zigzag_aws::describe(&e))),
+                Err(e) => return Err(failed(table, &e)),
             }
             Ensured::Created
         }
-        Err(e) => return Err(sdk(zigzag_aws::describe(&e))),
+        Err(e) => return Err(failed(table, &e)),
     };
     wait_active(client, table).await?;
     if outcome == Ensured::Created {
@@ -114,7 +138,7 @@ async fn enable_ttl(client: &Client, table: &str) -> Result<(), AdminError> {
         Ok(_) => Ok(()),
         // Another process created the table and enabled it first.
         Err(e) if zigzag_aws::describe(&e).contains("already enabled") => Ok(()),
-        Err(e) => Err(sdk(zigzag_aws::describe(&e))),
+        Err(e) => Err(failed(table, &e)),
     }
 }
 
@@ -152,12 +176,7 @@ async fn wait_active(client: &Client, table: &str) -> Result<(), AdminError> {
     let start = Instant::now();
     let mut status = String::from("unknown");
     while start.elapsed() < ACTIVE_WAIT {
-        let out = client
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|e| AdminError::Sdk { table: table.to_string(), message: zigzag_aws::describe(&e) })?;
+        let out = client.describe_table().table_name(table).send().await.map_err(|e| failed(table, &e))?;
         match out.table.and_then(|t| t.table_status) {
             Some(TableStatus::Active) => return Ok(()),
             Some(s) => status = s.as_str().to_string(),

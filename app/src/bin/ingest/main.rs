@@ -22,6 +22,7 @@ use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_kinesis::{KinesisSource, StartingPosition};
 
 mod probes;
+mod startup;
 
 #[derive(Parser)]
 #[command(
@@ -188,6 +189,13 @@ fn parse_start(s: &str) -> Result<StartingPosition, String> {
     }
 }
 
+/// Stopped (SIGINT, SIGTERM) while start-up waited out an outage: nothing
+/// was read, nothing to hand back.
+fn stopped(cli: &Cli) -> Result<()> {
+    say(cli.log.log_format, "ingest: stopped before it started (it was waiting for the store)");
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let parsed = zigzag_app::settings::parse::<Cli>("ingest");
@@ -227,7 +235,7 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
     let stream = cli.stream.clone().or(kinesis.clone()).unwrap_or_else(|| "default".into());
     let telemetry = telemetry::install(cli.metrics_addr.is_some(), &cli.emf, &stream)?;
     telemetry.start();
-    let watched = probes::Watched::default();
+    let watched = probes::Status::new();
     if let (Some(addr), Some(handle)) = (cli.metrics_addr, telemetry.prometheus.clone()) {
         let bound =
             probes::serve(addr, handle, watched.clone()).await.with_context(|| format!("serving metrics on {addr}"))?;
@@ -242,8 +250,23 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
         }
         _ => Arc::new(JsonlSource::new(cli.inputs.clone(), cli.follow)?),
     };
-    let stores = cli.store.open(Some(&cli.create)).await?;
-    let config = config::adopt_recorded_scatter(config, stores.aggregates.as_ref()).await?;
+    // Stopping while start-up waits out an outage ends the wait.
+    let stop = signals::stop_on_signal("flushing and checkpointing");
+    let outage = zigzag_core::retry::Outage { max_pause: cli.worker.max_pause };
+    let stores =
+        startup::wait_out("opening the tables", outage, &stop, &watched, || cli.store.open(Some(&cli.create))).await;
+    let stores = match stores {
+        Err(_) if stop.is_cancelled() => return stopped(&cli),
+        other => other?,
+    };
+    let config = startup::wait_out("reading the table's layout", outage, &stop, &watched, || {
+        config::adopt_recorded_scatter(config.clone(), stores.aggregates.as_ref())
+    })
+    .await;
+    let config = match config {
+        Err(_) if stop.is_cancelled() => return stopped(&cli),
+        other => other?,
+    };
     let _purge = zigzag_app::purge::start(stores.aggregates.clone(), &config.retention).await;
     let opts = PipelineOptions {
         batch_size: cli.batch.max(1),
@@ -252,8 +275,7 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
     let opts = cli.worker.apply(opts);
     tracing::info!(worker = %opts.worker, "starting");
     let pipeline = Arc::new(Pipeline::new(source, stores.aggregates.clone(), stores.leases.clone(), opts)?);
-    let _ = watched.set(pipeline.clone());
-    let stop = signals::stop_on_signal("flushing and checkpointing");
+    watched.running(pipeline.clone());
     let started = std::time::Instant::now();
     let s = pipeline.run(stop).await;
     telemetry.flush();

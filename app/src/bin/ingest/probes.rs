@@ -11,12 +11,41 @@ use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use zigzag_ingest::Pipeline;
 
-/// The pipeline, once it exists (before that, `/ready` says it is starting).
-pub type Watched = Arc<OnceLock<Arc<Pipeline>>>;
+/// What `/ready` answers from: the pipeline once it exists; before that,
+/// what start-up is doing or waiting out.
+pub struct Status {
+    pipeline: OnceLock<Arc<Pipeline>>,
+    starting: Mutex<String>,
+}
+
+pub type Watched = Arc<Status>;
+
+impl Status {
+    pub fn new() -> Watched {
+        Arc::new(Status { pipeline: OnceLock::new(), starting: Mutex::new("starting".into()) })
+    }
+
+    /// The pipeline runs: `/ready` is its readiness from now on.
+    pub fn running(&self, pipeline: Arc<Pipeline>) {
+        let _ = self.pipeline.set(pipeline);
+    }
+
+    /// What start-up is doing, or waiting out, now.
+    pub fn starting(&self, what: String) {
+        *self.starting.lock().unwrap_or_else(|p| p.into_inner()) = what;
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        match self.pipeline.get() {
+            Some(p) => p.readiness(),
+            None => Err(self.starting.lock().unwrap_or_else(|p| p.into_inner()).clone()),
+        }
+    }
+}
 
 /// Serves the three paths on `addr` (the metrics of `handle`'s recorder);
 /// returns the address bound (port 0 picks one).
@@ -24,7 +53,7 @@ pub async fn serve(addr: SocketAddr, handle: PrometheusHandle, pipeline: Watched
     let app = Router::new()
         .route("/metrics", get(move || std::future::ready(handle.render())))
         .route("/health", get(|| std::future::ready("ok\n")))
-        .route("/ready", get(move || std::future::ready(ready(pipeline.get().map(|p| p.readiness())))));
+        .route("/ready", get(move || std::future::ready(ready(pipeline.readiness()))));
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
@@ -61,12 +90,11 @@ pub async fn probe(addr: SocketAddr, path: &str, timeout: Duration) -> Result<St
     }
 }
 
-/// The `/ready` response for a pipeline's readiness (None: not built yet).
-fn ready(readiness: Option<Result<(), String>>) -> (StatusCode, String) {
+/// The `/ready` response for a readiness.
+fn ready(readiness: Result<(), String>) -> (StatusCode, String) {
     match readiness {
-        Some(Ok(())) => (StatusCode::OK, "ready\n".into()),
-        Some(Err(why)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
-        None => (StatusCode::SERVICE_UNAVAILABLE, "not ready: starting\n".into()),
+        Ok(()) => (StatusCode::OK, "ready\n".into()),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
     }
 }
 
@@ -76,9 +104,12 @@ mod tests {
 
     #[test]
     fn ready_is_200_only_for_a_ready_pipeline() {
-        assert_eq!(ready(Some(Ok(()))).0, StatusCode::OK);
-        let (code, body) = ready(Some(Err("flushes are paused".into())));
+        assert_eq!(ready(Ok(())).0, StatusCode::OK);
+        let (code, body) = ready(Err("flushes are paused".into()));
         assert_eq!((code, body.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "not ready: flushes are paused\n"));
-        assert_eq!(ready(None).0, StatusCode::SERVICE_UNAVAILABLE, "no pipeline yet");
+        let status = Status::new();
+        assert_eq!(status.readiness(), Err("starting".into()), "no pipeline yet");
+        status.starting("opening the tables: timed out".into());
+        assert_eq!(ready(status.readiness()).1, "not ready: opening the tables: timed out\n");
     }
 }
