@@ -97,6 +97,27 @@ type Key = (Arc<str>, i64);
 struct State {
     entries: LruCache<Key, Arc<Entry>>,
     bytes: usize,
+    /// Whole reads served from memory, assembled (by identity and window).
+    assembled: LruCache<String, Assembled>,
+    assembled_bytes: usize,
+}
+
+/// A read assembled from cached slices: its groups, kept while the slices
+/// served are the same entries (a query asked again merges nothing).
+struct Assembled {
+    from: Vec<Arc<Entry>>,
+    aggregation: Arc<Aggregation>,
+    bytes: usize,
+}
+
+/// A read's result: its plan, what reading cost, its groups (the same
+/// `Arc` for as long as the slices it was assembled from are unchanged),
+/// and what the cache gave to it.
+pub struct CachedRead {
+    pub plan: zigzag_gather::plan::Plan,
+    pub actual: Actual,
+    pub aggregation: Arc<Aggregation>,
+    pub used: Use,
 }
 
 /// Whose turn it is to fill a slice: one read at a time.
@@ -131,6 +152,8 @@ pub struct SliceCache {
     pub unsettled: AtomicU64,
     /// Of the hits, slices served as before a flush in progress.
     pub before_flush: AtomicU64,
+    /// Reads served whole as assembled before (nothing merged).
+    pub reassembled: AtomicU64,
 }
 
 impl SliceCache {
@@ -138,12 +161,18 @@ impl SliceCache {
     pub fn new(capacity: usize) -> SliceCache {
         SliceCache {
             capacity,
-            state: Mutex::new(State { entries: LruCache::unbounded(), bytes: 0 }),
+            state: Mutex::new(State {
+                entries: LruCache::unbounded(),
+                bytes: 0,
+                assembled: LruCache::unbounded(),
+                assembled_bytes: 0,
+            }),
             turns: Mutex::new(Turns { turns: HashMap::new(), prune_at: TURNS_KEPT }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             unsettled: AtomicU64::new(0),
             before_flush: AtomicU64::new(0),
+            reassembled: AtomicU64::new(0),
         }
     }
 
@@ -158,6 +187,35 @@ impl SliceCache {
 
     fn get(&self, key: &Key) -> Option<Arc<Entry>> {
         self.lock().entries.get(key).cloned()
+    }
+
+    /// The read `key` assembled before from exactly the entries `served`.
+    fn assembled(&self, key: &str, served: &[(Arc<Entry>, Answers)]) -> Option<Arc<Aggregation>> {
+        let mut served: Vec<&Arc<Entry>> = served.iter().map(|(e, _)| e).collect();
+        served.sort_by_key(|e| e.from);
+        let mut s = self.lock();
+        let a = s.assembled.get(key)?;
+        let same = a.from.len() == served.len() && a.from.iter().zip(served).all(|(x, y)| Arc::ptr_eq(x, y));
+        same.then(|| a.aggregation.clone())
+    }
+
+    /// Keeps an assembled read (in an eighth of the capacity).
+    fn keep_assembled(&self, key: String, assembled: Assembled) {
+        let budget = self.capacity / 8;
+        if assembled.bytes > budget / 4 {
+            return;
+        }
+        let mut s = self.lock();
+        s.assembled_bytes += assembled.bytes;
+        if let Some(old) = s.assembled.put(key, assembled) {
+            s.assembled_bytes -= old.bytes;
+        }
+        while s.assembled_bytes > budget {
+            match s.assembled.pop_lru() {
+                Some((_, a)) => s.assembled_bytes -= a.bytes,
+                None => break,
+            }
+        }
     }
 
     /// The turn to fill `key`, shared by every read asking for it now.
@@ -200,13 +258,15 @@ impl SliceCache {
         }
     }
 
-    fn put(&self, key: Key, entry: Entry) {
+    /// Keeps `entry` (None: too large to).
+    fn put(&self, key: Key, entry: Entry) -> Option<Arc<Entry>> {
         if entry.bytes > self.capacity / 4 {
-            return; // one entry never takes most of the cache
+            return None; // one entry never takes most of the cache
         }
+        let entry = Arc::new(entry);
         let mut s = self.lock();
         s.bytes += entry.bytes;
-        if let Some(old) = s.entries.put(key, Arc::new(entry)) {
+        if let Some(old) = s.entries.put(key, entry.clone()) {
             s.bytes -= old.bytes;
         }
         while s.bytes > self.capacity {
@@ -216,6 +276,7 @@ impl SliceCache {
             }
         }
         metrics::gauge!("zigzag_serve_cache_bytes").set(s.bytes as f64);
+        Some(entry)
     }
 
     /// Reads `planned` (its projection, rollup and step; `identity` names
@@ -229,7 +290,7 @@ impl SliceCache {
         identity: &str,
         opts: &ExecOptions,
         replan: impl FnOnce(i64, i64) -> F,
-    ) -> Result<(Gathered, Use), GatherError>
+    ) -> Result<CachedRead, GatherError>
     where
         F: std::future::Future<Output = Result<Planned, GatherError>>,
     {
@@ -238,8 +299,8 @@ impl SliceCache {
         let slice = changes::slice_ms(rollup);
         let cacheable = self.capacity > 0 && plan.step.is_some_and(|s| s > 0 && slice % s == 0);
         if !cacheable {
-            let g = planned.read(recent, opts).await?;
-            return Ok((g, Use::default()));
+            let Gathered { plan, aggregation, actual } = planned.read(recent, opts).await?;
+            return Ok(CachedRead { plan, actual, aggregation: Arc::new(aggregation), used: Use::default() });
         }
         let (from, to) = (plan.window.start, plan.window.end);
         let identity: Arc<str> = Arc::from(format!("{identity}|{}|{rollup}|{:?}", plan.projection, plan.step));
@@ -268,9 +329,19 @@ impl SliceCache {
         self.before_flush.fetch_add(before_flush as u64, Relaxed);
         metrics::counter!("zigzag_serve_cache_slices_total", "result" => "hit").increment(served.len() as u64);
         metrics::counter!("zigzag_serve_cache_slices_total", "result" => "read").increment(missing.len() as u64);
+        let whole = format!("{identity}|{from}|{to}");
+        if missing.is_empty() {
+            if let Some(aggregation) = self.assembled(&whole, &served) {
+                self.reassembled.fetch_add(1, Relaxed);
+                let used = Use { hits: served.len(), before_flush, ..Use::default() };
+                let Planned { plan, .. } = planned;
+                return Ok(CachedRead { plan, actual: Actual::default(), aggregation, used });
+            }
+        }
         let mut aggregation = planned.empty();
         let mut actual = Actual::default();
         let mut used = Use { hits: served.len(), read: missing.len(), before_flush, kept: 0 };
+        let mut kept: Vec<Arc<Entry>> = Vec::new();
         if let (Some(&first), Some(&last)) = (missing.first(), missing.last()) {
             let (span_from, span_to) = (part(first).0, part(last).1);
             let span = match (span_from, span_to) == (from, to) {
@@ -318,7 +389,7 @@ impl SliceCache {
                     agg.map(|a| a.groups.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
                 let bytes = 96 + groups.iter().map(|(k, v)| group_bytes(k, v)).sum::<usize>();
                 let entry = Entry { marks: after, settled, read_at, from: a, to: b, groups, bytes };
-                self.put((identity.clone(), s), entry);
+                kept.extend(self.put((identity.clone(), s), entry));
                 used.kept += usize::from(settled);
             }
         }
@@ -329,8 +400,17 @@ impl SliceCache {
                 }
             }
         }
+        let aggregation = Arc::new(aggregation);
+        // Every slice now has an entry: the next read of the same window
+        // that finds the same entries takes this one whole.
+        if kept.len() == missing.len() {
+            let mut from: Vec<Arc<Entry>> = served.into_iter().map(|(e, _)| e).chain(kept).collect();
+            from.sort_by_key(|e| e.from);
+            let bytes = from.iter().map(|e| e.bytes).sum();
+            self.keep_assembled(whole, Assembled { from, aggregation: aggregation.clone(), bytes });
+        }
         let Planned { plan, .. } = planned;
-        Ok((Gathered { plan, aggregation, actual }, used))
+        Ok(CachedRead { plan, actual, aggregation, used })
     }
 }
 

@@ -9,6 +9,7 @@ use crate::error::{Result, ServeError};
 use crate::eval::{evaluate, Order};
 use crate::read::{read_leaves, too_many_series, Inflight, Limits, ReadReport, Reader};
 use crate::recent::Recent;
+use crate::samples::Samples;
 use crate::series::Value;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -58,6 +59,7 @@ impl Engine {
             recent: Arc::new(Recent::new(table.clone(), Duration::ZERO)),
             inflight: Inflight::default(),
             cache: SliceCache::new(DEFAULT_CACHE_BYTES),
+            samples: Samples::default(),
         });
         Engine {
             table,
@@ -78,6 +80,7 @@ impl Engine {
             recent: Arc::new(Recent::new(self.table.clone(), recheck)),
             inflight: Inflight::default(),
             cache: SliceCache::new(bytes),
+            samples: Samples::default(),
         });
         self
     }

@@ -30,6 +30,7 @@ pub mod meta;
 pub mod query;
 pub mod read;
 pub mod recent;
+pub mod samples;
 pub mod series;
 
 pub use api::{router, Server, ServerOptions};

@@ -16,22 +16,22 @@
 //! come from the cache ([`SliceCache`]), and the small reads every query
 //! makes (layout, statistics, change marks) are shared ([`Recent`]).
 
-use crate::cache::{SliceCache, Use};
+use crate::cache::{CachedRead, SliceCache};
 use crate::catalog::Catalog;
 use crate::error::{Result, ServeError};
 use crate::query::{Leaf, Metric, OverTime, Query};
 use crate::recent::Recent;
-use crate::series::{Labels, Vector, NAME};
+use crate::samples::Samples;
+use crate::series::Vector;
 use futures::future::{BoxFuture, FutureExt, Shared};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::{format_duration, WindowSpec};
-use zigzag_gather::{GatherError, Gathered};
+use zigzag_gather::GatherError;
 use zigzag_model::measure::MeasureKind;
-use zigzag_model::{MeasureValue, MeasureValues};
 
 /// What one query may cost before it is refused.
 #[derive(Debug, Clone, Copy)]
@@ -103,10 +103,8 @@ pub struct Reader {
     pub recent: Arc<Recent>,
     pub inflight: Inflight,
     pub cache: SliceCache,
+    pub samples: Samples,
 }
-
-/// The result of a read and what the cache gave to it.
-type CachedRead = (Gathered, Use);
 
 /// What reading cost, and what a user should know about it.
 #[derive(Debug, Clone, Default)]
@@ -132,12 +130,12 @@ fn floor(t: i64, unit: i64) -> i64 {
 
 /// Whether folding a range's buckets with `func` gives the same from
 /// coarser buckets: the measure's own merge, or presence.
-fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
+pub(crate) fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
     kind.is_some_and(|k| func == OverTime::Present || func == OverTime::merge_of(k))
 }
 
 /// The sample-bucket ends `B` of a leaf at each step.
-fn ends(leaf: &Leaf, ts: &[i64], sample: i64) -> Vec<i64> {
+pub(crate) fn ends(leaf: &Leaf, ts: &[i64], sample: i64) -> Vec<i64> {
     ts.iter().map(|t| floor(t - leaf.offset_ms, sample)).collect()
 }
 
@@ -282,10 +280,10 @@ pub async fn read_leaves(
     }))
     .await?;
     for (r, read) in reads.iter().zip(gathered) {
-        let (g, used) = read.as_ref();
-        let plan = &g.plan;
-        report.requests += g.actual.stats.requests + plan.statistics_cost.0;
-        report.rcu += g.actual.stats.rcu + plan.statistics_cost.1;
+        let used = &read.used;
+        let plan = &read.plan;
+        report.requests += read.actual.stats.requests + plan.statistics_cost.0;
+        report.rcu += read.actual.stats.rcu + plan.statistics_cost.1;
         let texts: Vec<&str> = r.leaves.iter().map(|&i| query.leaves[i].text.as_str()).collect();
         let mut info =
             format!("{}: read from projection {}, {} buckets", texts.join(", "), plan.projection, plan.rollup);
@@ -302,7 +300,7 @@ pub async fn read_leaves(
                 used.hits + used.read
             ));
         }
-        let mut explain = zigzag_gather::explain::explain(plan, opts, Some(&g.actual));
+        let mut explain = zigzag_gather::explain::explain(plan, opts, Some(&read.actual));
         if used.hits + used.read > 0 {
             explain.push_str(&format!(
                 "\ncache: {} of {} time slices unchanged since read (from memory; {} as before a flush in progress), {} \
@@ -315,40 +313,10 @@ pub async fn read_leaves(
             ));
         }
         report.explain.push(explain);
-        let set = &g.aggregation.set;
-        // Per group, its buckets in time order.
-        let mut groups: BTreeMap<&Vec<String>, BTreeMap<i64, &MeasureValues>> = BTreeMap::new();
-        for (k, v) in &g.aggregation.groups {
-            groups.entry(&k.values).or_default().insert(k.bucket.unwrap_or_default(), v);
-        }
-        for &i in &r.leaves {
-            let leaf = &query.leaves[i];
-            let pick = Pick::new(&leaf.metric, set)?;
-            let ends = ends(leaf, ts, catalog.sample_ms);
-            let mut v = Vector::default();
-            for (values, buckets) in &groups {
-                let mut labels: Labels = leaf
-                    .group
-                    .iter()
-                    .zip(values.iter())
-                    .filter(|(_, v)| !v.is_empty())
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                if leaf.keeps_name {
-                    labels.insert(NAME.into(), leaf.metric.name().to_string());
-                }
-                let samples: Vec<Option<f64>> = ends
-                    .iter()
-                    .map(|&b| pick.fold(leaf.func, buckets.range(b - leaf.range_ms..b).map(|(_, v)| *v)))
-                    .collect();
-                if samples.iter().any(Option::is_some) {
-                    v.series.insert(labels, samples);
-                }
-            }
-            if v.series.len() > limits.max_series {
-                return Err(too_many_series(v.series.len(), limits));
-            }
-            out[i] = v;
+        let leaves: Vec<&Leaf> = r.leaves.iter().map(|&i| &query.leaves[i]).collect();
+        let vectors = reader.samples.vectors(&read.aggregation, &leaves, ts, catalog.sample_ms, limits)?;
+        for (&i, v) in r.leaves.iter().zip(vectors.iter()) {
+            out[i] = v.clone();
         }
     }
     Ok((out, report))
@@ -380,73 +348,5 @@ fn measures_of(metric: &Metric, catalog: &Catalog) -> Vec<String> {
     match metric {
         Metric::Measure(m) => vec![m.clone()],
         Metric::Ratio(r) => catalog.ratio_parts(r).map_or_else(Vec::new, |(n, d)| vec![n.into(), d.into()]),
-    }
-}
-
-/// Where a metric's values are in the measures read, and their scale.
-enum Pick {
-    Measure { at: usize, scale: u32, kind: MeasureKind },
-    Ratio { num: (usize, u32), den: (usize, u32) },
-}
-
-impl Pick {
-    fn new(metric: &Metric, set: &zigzag_model::MeasureSet) -> Result<Pick> {
-        let at = |name: &str| {
-            set.position(name).ok_or_else(|| {
-                ServeError::Execution(format!("the projection read does not keep {name} (a planner error)"))
-            })
-        };
-        match metric {
-            Metric::Measure(m) => {
-                let i = at(m)?;
-                Ok(Pick::Measure { at: i, scale: set.measures()[i].scale, kind: set.measures()[i].kind })
-            }
-            Metric::Ratio(r) => {
-                let ratio = set.ratios().iter().find(|x| &x.name == r);
-                let ratio = ratio.ok_or_else(|| ServeError::Execution(format!("the projection read has no {r}")))?;
-                let (n, d) = (&set.measures()[ratio.numerator], &set.measures()[ratio.denominator]);
-                Ok(Pick::Ratio { num: (at(&n.name)?, n.scale), den: (at(&d.name)?, d.scale) })
-            }
-        }
-    }
-
-    /// One bucket's sample (None: the bucket has no value of it).
-    fn sample(&self, v: &MeasureValues) -> Option<f64> {
-        match self {
-            Pick::Measure { at, scale, .. } => v.0.get(*at)?.as_f64(*scale),
-            Pick::Ratio { num, den } => Some(v.0.get(num.0)?.as_f64(num.1)? / v.0.get(den.0)?.as_f64(den.1)?),
-        }
-    }
-
-    /// The buckets of one step's range (in time order) folded by `func`.
-    fn fold<'v>(&self, func: OverTime, buckets: impl Iterator<Item = &'v MeasureValues>) -> Option<f64> {
-        if let Pick::Measure { at, scale, kind } = self {
-            if func != OverTime::Present && merges(func, Some(*kind)) {
-                // The measure's own merge, exact (sums as integers, sketches as a union).
-                let mut acc: Option<MeasureValue> = None;
-                for v in buckets {
-                    let Some(x) = v.0.get(*at) else { continue };
-                    match &mut acc {
-                        None => acc = Some(x.clone()),
-                        Some(a) => a.merge(x),
-                    }
-                }
-                return acc?.as_f64(*scale);
-            }
-        }
-        let samples: Vec<f64> = buckets.filter_map(|v| self.sample(v)).collect();
-        if samples.is_empty() {
-            return None;
-        }
-        let n = samples.len() as f64;
-        Some(match func {
-            OverTime::Last => *samples.last()?,
-            OverTime::Sum => samples.iter().sum(),
-            OverTime::Min => samples.iter().copied().fold(f64::NAN, |m, x| if m.is_nan() || x < m { x } else { m }),
-            OverTime::Max => samples.iter().copied().fold(f64::NAN, |m, x| if m.is_nan() || x > m { x } else { m }),
-            OverTime::Avg => samples.iter().sum::<f64>() / n,
-            OverTime::Count => n,
-            OverTime::Present => 1.0,
-        })
     }
 }

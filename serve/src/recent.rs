@@ -5,7 +5,8 @@
 //! `recheck` whatever the number of queries asking, and concurrent
 //! identical reads are one read. A hundred dashboards then cost the table
 //! what one does: every query still plans and checks what changed, on
-//! reads at most `recheck` old.
+//! reads at most `recheck` old (the planner's inputs, statistics and the
+//! compaction-marker hint: ten times that, see [`Recent::horizon`]).
 //!
 //! Everything else passes through: the items, and the strongly consistent
 //! read of the compaction markers after a report's items (it must be
@@ -26,6 +27,9 @@ use zigzag_gather::compact::marker::MARKERS_PK;
 use zigzag_model::changes::CHANGES_PK;
 use zigzag_model::layout::LAYOUT_PK;
 use zigzag_model::stats::STATS_PK;
+
+/// The planner's inputs are shared this many times `recheck`.
+const PLANNING_AGE: u32 = 10;
 
 /// Entries kept before the stale ones are dropped (windows slide, so the
 /// requests asked change).
@@ -79,6 +83,18 @@ impl Recent {
         self.recheck
     }
 
+    /// How long a read of a partition is shared: `recheck` for what
+    /// decides an answer (the layout item, the change marks); ten times
+    /// that for the planner's inputs (statistics, the compaction-marker
+    /// hint), which steer how a read is made, never what it returns (the
+    /// hint is checked after the items).
+    fn horizon(&self, class: &str) -> Duration {
+        match class {
+            "stats" | "compacted" => self.recheck * PLANNING_AGE,
+            _ => self.recheck,
+        }
+    }
+
     /// A view whose shared reads were all begun at or after `t`.
     pub fn since(&self, t: Instant) -> Since<'_> {
         Since { recent: self, t }
@@ -94,7 +110,7 @@ impl Recent {
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             if slots.len() > KEPT {
-                let old = (self.recheck * 10).max(Duration::from_secs(10));
+                let old = (self.recheck * 2 * PLANNING_AGE).max(Duration::from_secs(10));
                 slots.retain(|_, s| s.try_lock().map_or(true, |v| v.as_ref().is_some_and(|(t, _)| t.elapsed() < old)));
             }
             slots.entry(format!("{req:?}")).or_default().clone()
@@ -102,7 +118,7 @@ impl Recent {
         // Held across the read: a query arriving meanwhile waits for it.
         let mut held = slot.lock().await;
         if let Some((at, page)) = held.as_ref() {
-            let fresh_enough = not_before.map_or(at.elapsed() < self.recheck, |t| *at >= t);
+            let fresh_enough = not_before.map_or(at.elapsed() < self.horizon(class), |t| *at >= t);
             if fresh_enough {
                 self.shared.fetch_add(1, Relaxed);
                 metrics::counter!("zigzag_serve_table_reads_total", "partition" => class, "shared" => "yes")
@@ -180,11 +196,14 @@ mod tests {
         let table = Arc::new(MemoryTable::new());
         table.put(Item::new(LAYOUT_PK, b"layout".to_vec()).with("v", 1i64)).await.unwrap();
         let recent = Recent::new(table.clone(), Duration::from_millis(300));
+        let stats = QueryRequest::new(STATS_PK, SortKeyCondition::Any);
+        table.put(Item::new(STATS_PK, b"cc".to_vec()).with("items", 1i64)).await.unwrap();
+        recent.query(&stats).await.unwrap();
         let req = layout_read();
         let reads = (0..20).map(|_| recent.query(&req));
         let pages = futures::future::try_join_all(reads).await.unwrap();
         assert!(pages.iter().all(|p| p.items.len() == 1));
-        assert_eq!(recent.fetched.load(Relaxed), 1, "twenty queries at once, one read");
+        assert_eq!(recent.fetched.load(Relaxed), 2, "the statistics, then twenty queries at once: one read");
         // A change within the recheck is not seen; after it, it is.
         table.put(Item::new(LAYOUT_PK, b"layout".to_vec()).with("v", 2i64)).await.unwrap();
         assert_eq!(recent.query(&layout_read()).await.unwrap().items[0].attrs["v"], 1i64.into());
@@ -197,6 +216,9 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(350)).await;
         table.put(Item::new(LAYOUT_PK, b"layout".to_vec()).with("v", 3i64)).await.unwrap();
         assert_eq!(recent.query(&layout_read()).await.unwrap().items[0].attrs["v"], 3i64.into());
+        // The planner's statistics: shared ten times longer.
+        table.put(Item::new(STATS_PK, b"cc".to_vec()).with("items", 2i64)).await.unwrap();
+        assert_eq!(recent.query(&stats).await.unwrap().items[0].attrs["items"], 1i64.into(), "shared for 3 s");
         // The compaction markers: the hint before the items is shared, the
         // strongly consistent check after them never.
         let mut markers = QueryRequest::new(MARKERS_PK, SortKeyCondition::Any);

@@ -100,6 +100,7 @@ async fn a_slice_being_flushed_is_answered_as_before_the_flush_until_it_is_done(
     assert!(read > 0);
     assert_eq!(ask(&w.cached, FROM, TO).await.0, before);
     assert_eq!(cache.misses.load(Ordering::SeqCst), read, "asked again: every slice from memory");
+    assert_eq!(cache.reassembled.load(Ordering::SeqCst), 1, "and the read as assembled the first time");
 
     // Flush 4 begins on the slice and writes its items, not yet its done marks.
     let events = clicks_in_slice(40);
@@ -109,6 +110,7 @@ async fn a_slice_being_flushed_is_answered_as_before_the_flush_until_it_is_done(
     assert_eq!(total(&half), total(&before) + 40.0, "the table shows the flush's items");
     let (held, infos) = ask(&w.cached, FROM, TO).await;
     assert_eq!(held, before, "the slice as it was before the flush");
+    assert_eq!(cache.reassembled.load(Ordering::SeqCst), 2, "the same entries: the same assembled read");
     assert!(
         infos.iter().any(|i| i.contains("1 of 3 time slices shown as they were before a flush now in progress")),
         "the answer says so: {infos:?}"
