@@ -9,8 +9,9 @@ use crate::error::{Result, ServeError};
 use crate::eval::{evaluate, Order};
 use crate::read::{read_leaves, too_many_series, Inflight, Limits, ReadReport, Reader};
 use crate::recent::Recent;
-use crate::samples::Samples;
+use crate::samples::{Memo, Samples};
 use crate::series::Value;
+use crate::series::Vector;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use zigzag_core::table::SortedTable;
@@ -32,6 +33,10 @@ pub struct Answer {
     pub report: ReadReport,
 }
 
+/// Answers kept for queries asked again (a dashboard's panels, a few
+/// dashboards).
+const ANSWERS_KEPT: usize = 128;
+
 /// Memory for unchanged slices unless told otherwise.
 pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
 
@@ -50,6 +55,8 @@ pub struct Engine {
     pub limits: Limits,
     /// Reads in flight, the cache, the shared small reads.
     reader: Arc<Reader>,
+    /// Answers evaluated from series still current.
+    answers: Memo<Vec<Vector>, (Value, Order)>,
 }
 
 impl Engine {
@@ -69,6 +76,7 @@ impl Engine {
             opts,
             limits,
             reader,
+            answers: Memo::new(ANSWERS_KEPT),
         }
     }
 
@@ -181,12 +189,19 @@ impl Engine {
         let query = compile(&expr, catalog)?;
         let (leaves, report) =
             read_leaves(&self.reader, identity, catalog, &query, &ts, now, &self.opts, &self.limits).await?;
-        let (value, order) = evaluate(&query.root, &leaves, &ts)?;
+        // The same series as last time: the same answer, not evaluated again.
+        let key = format!("{identity}|{text}|{ts:?}");
+        if let Some((value, order)) = self.answers.get(&key, &leaves.sources()) {
+            return Ok(Answer { value, order, ts, report });
+        }
+        let (value, order) = evaluate(&query.root, &leaves.vectors(), &ts)?;
         if let Value::Vector(v) = &value {
             if v.series.len() > self.limits.max_series {
                 return Err(too_many_series(v.series.len(), &self.limits));
             }
         }
+        let sources = leaves.sources().into_iter().cloned().collect();
+        self.answers.put(key, sources, (value.clone(), order));
         Ok(Answer { value, order, ts, report })
     }
 }

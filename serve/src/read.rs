@@ -156,6 +156,31 @@ fn unit_of(leaf: &Leaf, ends: &[i64], catalog: &Catalog) -> i64 {
         .unwrap_or(catalog.sample_ms)
 }
 
+/// Every leaf's series: per read, the leaves it serves and their series
+/// in that order (shared: the same `Arc` while the read is unchanged).
+pub struct Leaves {
+    pub reads: Vec<(Vec<usize>, Arc<Vec<Vector>>)>,
+    count: usize,
+}
+
+impl Leaves {
+    /// What the series were computed from, for [`crate::samples::Memo`].
+    pub fn sources(&self) -> Vec<&Arc<Vec<Vector>>> {
+        self.reads.iter().map(|(_, v)| v).collect()
+    }
+
+    /// The series of each leaf, by the leaf's index (none: a leaf not read).
+    pub fn vectors(&self) -> Vec<Vector> {
+        let mut out = vec![Vector::default(); self.count];
+        for (leaves, vectors) in &self.reads {
+            for (&i, v) in leaves.iter().zip(vectors.iter()) {
+                out[i] = v.clone();
+            }
+        }
+        out
+    }
+}
+
 /// Reads every leaf of `query` at the instants `ts`; `identity` names the
 /// table's incarnation (its layout item), for the cache.
 #[allow(clippy::too_many_arguments)]
@@ -168,9 +193,9 @@ pub async fn read_leaves(
     now: i64,
     opts: &ExecOptions,
     limits: &Limits,
-) -> Result<(Vec<Vector>, ReadReport)> {
+) -> Result<(Leaves, ReadReport)> {
     let mut report = ReadReport::default();
-    let mut out = vec![Vector::default(); query.leaves.len()];
+    let mut out = Vec::new();
     let mut reads: Vec<Read> = Vec::new();
     for (i, leaf) in query.leaves.iter().enumerate() {
         if leaf.empty || ts.is_empty() {
@@ -315,11 +340,9 @@ pub async fn read_leaves(
         report.explain.push(explain);
         let leaves: Vec<&Leaf> = r.leaves.iter().map(|&i| &query.leaves[i]).collect();
         let vectors = reader.samples.vectors(&read.aggregation, &leaves, ts, catalog.sample_ms, limits)?;
-        for (&i, v) in r.leaves.iter().zip(vectors.iter()) {
-            out[i] = v.clone();
-        }
+        out.push((r.leaves.clone(), vectors));
     }
-    Ok((out, report))
+    Ok((Leaves { reads: out, count: query.leaves.len() }, report))
 }
 
 pub(crate) fn too_many_series(n: usize, limits: &Limits) -> ServeError {

@@ -20,14 +20,43 @@ use zigzag_model::{MeasureValue, MeasureValues};
 /// dashboard's panel, thousands at most under `--max-series`).
 const KEPT: usize = 64;
 
+/// Values computed from shared inputs, kept (least recently used out)
+/// while their inputs are the same `Arc`s: what an unchanged read gave is
+/// computed once, however many ask.
+pub struct Memo<I, V> {
+    kept: Mutex<LruCache<String, (Vec<Arc<I>>, V)>>,
+}
+
+impl<I, V: Clone> Memo<I, V> {
+    pub fn new(entries: usize) -> Memo<I, V> {
+        Memo { kept: Mutex::new(LruCache::new(NonZeroUsize::new(entries).unwrap_or(NonZeroUsize::MIN))) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<String, (Vec<Arc<I>>, V)>> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The value kept under `key`, if computed from exactly `inputs`.
+    pub fn get(&self, key: &str, inputs: &[&Arc<I>]) -> Option<V> {
+        let mut kept = self.lock();
+        let (from, v) = kept.get(key)?;
+        let same = from.len() == inputs.len() && from.iter().zip(inputs).all(|(a, b)| Arc::ptr_eq(a, b));
+        same.then(|| v.clone())
+    }
+
+    pub fn put(&self, key: String, inputs: Vec<Arc<I>>, v: V) {
+        self.lock().put(key, (inputs, v));
+    }
+}
+
 /// The series folded from reads still current.
 pub struct Samples {
-    kept: Mutex<LruCache<String, (Arc<Aggregation>, Arc<Vec<Vector>>)>>,
+    kept: Memo<Aggregation, Arc<Vec<Vector>>>,
 }
 
 impl Default for Samples {
     fn default() -> Self {
-        Samples { kept: Mutex::new(LruCache::new(NonZeroUsize::new(KEPT).unwrap_or(NonZeroUsize::MIN))) }
+        Samples { kept: Memo::new(KEPT) }
     }
 }
 
@@ -43,14 +72,11 @@ impl Samples {
         limits: &Limits,
     ) -> Result<Arc<Vec<Vector>>> {
         let key = format!("{leaves:?}|{ts:?}");
-        let lock = || self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((from, vectors)) = lock().get(&key) {
-            if Arc::ptr_eq(from, read) {
-                return Ok(vectors.clone());
-            }
+        if let Some(vectors) = self.kept.get(&key, &[read]) {
+            return Ok(vectors);
         }
         let vectors = Arc::new(fold(read, leaves, ts, sample_ms, limits)?);
-        lock().put(key, (read.clone(), vectors.clone()));
+        self.kept.put(key, vec![read.clone()], vectors.clone());
         Ok(vectors)
     }
 }
