@@ -154,15 +154,36 @@ pub fn slices(rollup: Rollup, from: i64, to: i64) -> Vec<i64> {
     out
 }
 
-/// The marks of every slice meeting `[from, to)` of a projection's rollup,
-/// read strongly consistent (a slice never written has none: absent from
-/// the map). One query per bin (a window of a day or less: one or two).
+/// The marks of every slice meeting `[from, to)` of a projection's rollup
+/// (a slice never written has none: absent from the map). One query per
+/// bin (a window of a day or less: one or two). Strongly consistent
+/// unless `Read::Eventually`: a read that may miss a mark written a moment
+/// ago, for half the units.
 pub async fn read(
     table: &dyn SortedTable,
     projection: &str,
     rollup: Rollup,
     from: i64,
     to: i64,
+) -> Result<BTreeMap<i64, SliceMarks>, TableError> {
+    read_as(table, projection, rollup, from, to, Read::Consistently).await
+}
+
+/// How [`read_as`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    Consistently,
+    Eventually,
+}
+
+/// [`read`], strongly consistent or not.
+pub async fn read_as(
+    table: &dyn SortedTable,
+    projection: &str,
+    rollup: Rollup,
+    from: i64,
+    to: i64,
+    how: Read,
 ) -> Result<BTreeMap<i64, SliceMarks>, TableError> {
     let wanted = slices(rollup, from, to);
     let mut out = BTreeMap::new();
@@ -172,7 +193,7 @@ pub async fn read(
             changes_pk(projection, rollup, rollup.bin().start_of(first)),
             SortKeyCondition::Between(slice_sk(first), slice_sk(last)),
         );
-        req.consistent = true;
+        req.consistent = how == Read::Consistently;
         loop {
             let page = table.query(&req).await?;
             for item in &page.items {

@@ -29,8 +29,11 @@
 //! a hundred viewers read the slice it changed once.
 //!
 //! The marks checked before a read come through [`Recent`]: at most its
-//! `recheck` old, so an answer may miss a flush done within that time
-//! (a fresh read started at the same moment could miss it too).
+//! `recheck` old and, with a recheck above 0, read eventually consistent
+//! (half the units; DynamoDB shows a write to them within about a
+//! second), so an answer may miss a flush done within that time (a fresh
+//! read started at the same moment could miss it too). The marks after a
+//! fill, which decide what is kept, are read strongly consistent.
 //! Compaction (`gather compact`) keeps every answer equal, so it needs no
 //! mark.
 
@@ -307,10 +310,15 @@ impl SliceCache {
         let marks_pk = format!("{}#{}#{rollup}", changes::CHANGES_PK, plan.projection);
         let marks_failed =
             |e: zigzag_core::table::TableError| GatherError::Query { pk: marks_pk.clone(), source: e.into() };
-        let before = changes::read(recent, &plan.projection, rollup, from, to).await.map_err(marks_failed)?;
+        let recheck = recent.recheck();
+        // The marks that decide what is served: eventually consistent when
+        // answers may be `recheck` old anyway (a mark missed a moment
+        // serves the slice as before that flush); the ones after a fill,
+        // which decide what is kept, always strongly.
+        let how = if recheck.is_zero() { changes::Read::Consistently } else { changes::Read::Eventually };
+        let before = changes::read_as(recent, &plan.projection, rollup, from, to, how).await.map_err(marks_failed)?;
         let marks_of = |m: &BTreeMap<i64, SliceMarks>, s: i64| m.get(&s).cloned().unwrap_or_default();
         let part = |s: i64| (s.max(from), (s + slice).min(to));
-        let recheck = recent.recheck();
         let (mut served, mut missing) = (Vec::new(), Vec::new());
         self.sort(&identity, changes::slices(rollup, from, to), &before, part, recheck, &mut served, &mut missing);
         // One fill of a slice at a time (in slice order: no two reads wait
