@@ -6,7 +6,7 @@
 //! identical reads are one read. A hundred dashboards then cost the table
 //! what one does: every query still plans and checks what changed, on
 //! reads at most `recheck` old (the planner's inputs, statistics and the
-//! compaction-marker hint: ten times that, see [`Recent::horizon`]).
+//! compaction-marker hint: ten times that: `Recent::horizon`).
 //!
 //! Everything else passes through: the items, and the strongly consistent
 //! read of the compaction markers after a report's items (it must be

@@ -1,5 +1,5 @@
 //! From a read's groups to each leaf's series: the buckets of every step's
-//! range folded into one sample ([`Pick::fold`]). The series of a read
+//! range folded into one sample (`Pick::fold`). The series of a read
 //! served whole from the cache are kept while it is the same read (the
 //! same `Arc` of groups, `cache.rs`): a dashboard asking again folds
 //! nothing.
