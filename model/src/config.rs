@@ -49,73 +49,22 @@
 //!                                            # cleared maps for the next (no page faults)
 //! ```
 
+pub use crate::dimension::{default_dimensions, DimensionSpec, DimensionType};
+pub use crate::error::ConfigError;
 pub use crate::shipped::SHIPPED_TOML;
 
+mod assemble;
+mod projection_file;
+
 use crate::measure::{default_measures, default_ratios, MeasureSet, MeasureSpec, RatioSpec};
-use crate::projection::{ProjectionFile, ProjectionSpec};
+use crate::projection::ProjectionSpec;
 use crate::retention::Retention;
 use crate::rollup::Rollup;
 use crate::scatter::{PrefixCount, RuleInputs, ScatterRule};
 pub use crate::scatter::{ScatterConfig, ScatterMode};
 use crate::schema::{default_fields, FieldSpec, FieldType, InputSpec, TypedField};
-use serde::{Deserialize, Serialize};
-use thiserror::Error;
-
-#[derive(Debug, Error)]
-pub enum ConfigError {
-    // The message is the error's own: not its source too, or it is said twice.
-    #[error("configuration TOML: {0}")]
-    Toml(toml::de::Error),
-    #[error("configuration: {0}")]
-    Invalid(String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DimensionType {
-    /// Fixed-width UTF-8 prefix of the value's text: equality, ranges, IN.
-    #[default]
-    String,
-    /// xxh3 of the value's text: equality only, but any length in few bits.
-    Hash,
-    /// An integer field's value, in the field's declared `min..=max`.
-    Integer,
-    /// A string field's declared `values`, by position.
-    Enum,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct DimensionSpec {
-    pub field: String,
-    #[serde(rename = "type", default)]
-    pub kind: DimensionType,
-    /// Width of a `string` dimension.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bytes: Option<u32>,
-    /// Width of a `hash` dimension.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bits: Option<u32>,
-    /// In the Z-address (filters narrow the reads) or only stored.
-    #[serde(default = "yes")]
-    pub indexed: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl DimensionSpec {
-    pub fn string(field: &str, bytes: u32) -> Self {
-        DimensionSpec {
-            field: field.into(),
-            kind: DimensionType::String,
-            bytes: Some(bytes),
-            bits: None,
-            indexed: true,
-        }
-    }
-}
+use projection_file::ProjectionFile;
+use serde::Deserialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -135,6 +84,14 @@ pub struct FlushConfig {
     /// flush after that much time). The rest is written by every flush.
     /// Not part of the layout: cadences may change between runs.
     pub every_ms: std::collections::BTreeMap<String, u64>,
+}
+
+impl FlushConfig {
+    /// Milliseconds between the flushes of `projection`'s `rollup`.
+    pub fn every_ms(&self, projection: &str, rollup: Rollup) -> u64 {
+        let by_rollup = self.every_ms.get(&format!("{projection}.{rollup}"));
+        by_rollup.or_else(|| self.every_ms.get(projection)).copied().unwrap_or(self.interval_ms)
+    }
 }
 
 impl Default for FlushConfig {
@@ -210,14 +167,6 @@ struct ScatterFile {
     writers: Option<u32>,
     events_per_sec: Option<u64>,
     cardinality: std::collections::BTreeMap<String, u64>,
-}
-
-pub fn default_dimensions() -> Vec<DimensionSpec> {
-    vec![
-        DimensionSpec::string("referrer", 8),
-        DimensionSpec::string("campaign", 6),
-        DimensionSpec::string("country", 2),
-    ]
 }
 
 impl Default for Config {
@@ -298,7 +247,7 @@ impl Config {
             projections.push(p.resolve(&config)?);
         }
         config.projections = projections;
-        crate::scatter::derive_counts(&mut config)?;
+        assemble::derive_counts(&mut config)?;
         config.validate()?;
         Ok(config)
     }
@@ -431,7 +380,7 @@ impl Config {
                 "flush.max_keys, flush.max_memory_mb, flush.interval_ms and flush.concurrency must be positive".into(),
             );
         }
-        let sets = crate::projection::item_sets(self);
+        let sets = self.item_sets();
         for (key, &ms) in &self.flush.every_ms {
             let (name, rollup) = match key.split_once('.') {
                 Some((n, r)) => (n, Some(r)),
@@ -462,6 +411,11 @@ impl Config {
     /// different items.
     pub fn layout_digest(&self) -> String {
         crate::layout::Layout::of(self).digest()
+    }
+
+    /// The shipped layout ([`SHIPPED_TOML`]).
+    pub fn shipped() -> Config {
+        Config::from_toml(SHIPPED_TOML).expect("the shipped layout is valid")
     }
 }
 

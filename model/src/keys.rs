@@ -12,16 +12,23 @@
 //! The full dimension values and the bucket start are also item attributes,
 //! so readers filter and group on exact values.
 
-use crate::config::{Config, ConfigError, DimensionType, ScatterMode};
+use crate::dimension::{DimensionSpec, DimensionType};
+use crate::error::ConfigError;
+use crate::measure::{MeasureSpec, RatioSpec};
 use crate::projection::ProjectionSpec;
+use crate::retention::Retention;
 use crate::rollup::Rollup;
-use crate::schema::FieldType;
+use crate::scatter::ScatterMode;
+use crate::schema::{FieldType, TypedField};
 use zigzag_core::schema::{DimError, Dimension, Encoding, Schema, TimeEncoding, TimeUnit, Value};
 use zigzag_core::table::AttrValue;
 use zigzag_core::zorder::ZAddress;
 
-/// Attribute of the bucket start (ms since the epoch).
-pub const TIME_ATTR: &str = "t";
+mod projections;
+pub use projections::Projections;
+
+/// The bucket start's attribute (kept with the rollups: measures name it too).
+pub use crate::rollup::TIME_ATTR;
 
 /// A key's identity: xxh3-128 over its dimension values.
 pub type Identity = u128;
@@ -54,6 +61,15 @@ impl KeyDim {
     }
 }
 
+/// The layout's declared parts a key model is built from.
+pub(crate) struct KeyParts<'a> {
+    pub fields: &'a [TypedField],
+    pub dimensions: &'a [DimensionSpec],
+    pub measures: &'a [MeasureSpec],
+    pub ratios: &'a [RatioSpec],
+    pub retention: &'a Retention,
+}
+
 /// Where one projection's aggregates live and what they hold (the base's:
 /// [`KeyModel::new`]; a declared projection's: [`KeyModel::projection`]).
 #[derive(Debug, Clone)]
@@ -79,30 +95,20 @@ pub struct KeyModel {
 }
 
 impl KeyModel {
-    /// The base: every dimension and measure, the top-level rollups (maybe
-    /// none) and scatter.
-    pub fn new(config: &Config) -> Result<Self, ConfigError> {
-        config.validate()?;
-        Self::build(config, &ProjectionSpec::base(config))
-    }
-
-    /// A declared projection of `config`.
-    pub fn projection(config: &Config, spec: &ProjectionSpec) -> Result<Self, ConfigError> {
-        spec.validate(config)?;
-        Self::build(config, spec)
-    }
-
-    fn build(config: &Config, spec: &ProjectionSpec) -> Result<Self, ConfigError> {
+    /// The model of `spec` over the layout's declared `parts` (the
+    /// configuration's constructors, `KeyModel::new` and
+    /// `KeyModel::projection`, are in `config/assemble.rs`).
+    pub(crate) fn build(parts: &KeyParts, spec: &ProjectionSpec) -> Result<Self, ConfigError> {
         let mut dims = Vec::new();
         let mut dim_positions = Vec::new();
         let mut z_dims = Vec::new();
-        for (position, d) in config.dimensions.iter().enumerate() {
+        for (position, d) in parts.dimensions.iter().enumerate() {
             if !spec.dimensions.contains(&d.field) {
                 continue;
             }
             dim_positions.push(position);
-            let field = config.fields.iter().position(|f| f.name == d.field).expect("validated: the field exists");
-            let field_spec = &config.fields[field];
+            let field = parts.fields.iter().position(|f| f.spec.name == d.field).expect("validated: the field exists");
+            let field_spec = &parts.fields[field].spec;
             let numeric = matches!(field_spec.kind, FieldType::Integer { .. });
             let partitions = spec.partition_by.as_ref() == Some(&d.field);
             dims.push(KeyDim { name: d.field.clone(), field, indexed: d.indexed && !partitions, numeric });
@@ -142,21 +148,21 @@ impl KeyModel {
             let schema = Schema::new(all).map_err(|e| ConfigError::Invalid(e.to_string()))?;
             schemas.push((rollup, schema));
         }
-        let kept: Vec<_> = config.measures.iter().filter(|m| spec.measures.contains(&m.name)).cloned().collect();
-        let ratios: Vec<_> = config
+        let kept: Vec<_> = parts.measures.iter().filter(|m| spec.measures.contains(&m.name)).cloned().collect();
+        let ratios: Vec<_> = parts
             .ratios
             .iter()
             .filter(|r| spec.measures.contains(&r.numerator) && spec.measures.contains(&r.denominator))
             .cloned()
             .collect();
-        let measure_positions = config
+        let measure_positions = parts
             .measures
             .iter()
             .enumerate()
             .filter(|(_, m)| spec.measures.contains(&m.name))
             .map(|(i, _)| i)
             .collect();
-        let measures = crate::measure::MeasureSet::new(&kept, &ratios, &config.typed_fields()?)?;
+        let measures = crate::measure::MeasureSet::new(&kept, &ratios, parts.fields)?;
         let partition = spec.partition_by.as_ref().and_then(|p| dims.iter().position(|d| &d.name == p));
         Ok(KeyModel {
             name: spec.name.clone(),
@@ -168,7 +174,7 @@ impl KeyModel {
             schemas,
             prefixes: spec.scatter.prefixes,
             mode: spec.scatter.mode,
-            retention: config.retention.clone(),
+            retention: parts.retention.clone(),
         })
     }
 
@@ -359,6 +365,7 @@ fn signed_bits(min: i64, max: i64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     #[test]
     fn a_projection_keyed_by_a_value_puts_it_in_the_partition_key_not_the_z_address() {

@@ -9,11 +9,12 @@
 //! that text. Version 1 (before declared schemas) is read as the shipped
 //! schema with its dimensions and measures.
 
-use crate::config::{Config, DimensionSpec, ScatterMode};
+use crate::dimension::DimensionSpec;
 use crate::measure::{MeasureSpec, RatioSpec};
 use crate::projection::ProjectionSpec;
 use crate::retention::Retention;
 use crate::rollup::Rollup;
+use crate::scatter::ScatterMode;
 use crate::schema::{FieldSpec, InputSpec};
 use serde::{Deserialize, Serialize};
 use zigzag_core::table::{AttrValue, Item, SortedTable, TableError, UpdateOutcome, UpdateRequest};
@@ -83,38 +84,6 @@ impl zigzag_core::retry::Retryable for LayoutError {
 }
 
 impl Layout {
-    pub fn of(config: &Config) -> Layout {
-        Layout {
-            version: LAYOUT_VERSION,
-            rollups: config.rollups.clone(),
-            input: config.input.clone(),
-            fields: config.fields.clone(),
-            dimensions: config.dimensions.clone(),
-            measures: config.measures.clone(),
-            ratios: config.ratios.clone(),
-            scatter_prefixes: config.scatter.prefixes,
-            scatter_mode: config.scatter.mode,
-            projections: config.projections.clone(),
-            retention: config.retention.clone(),
-        }
-    }
-
-    /// `config` with this layout (its flush settings kept).
-    pub fn apply(&self, config: &Config) -> Config {
-        let mut c = config.clone();
-        c.rollups = self.rollups.clone();
-        c.input = self.input.clone();
-        c.fields = self.fields.clone();
-        c.dimensions = self.dimensions.clone();
-        c.measures = self.measures.clone();
-        c.ratios = self.ratios.clone();
-        c.scatter.prefixes = self.scatter_prefixes;
-        c.scatter.mode = self.scatter_mode;
-        c.projections = self.projections.clone();
-        c.retention = self.retention.clone();
-        c
-    }
-
     pub fn canonical(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
@@ -171,7 +140,7 @@ impl Layout {
 /// Version 1: the shipped fields, dimensions on them, measures by name.
 mod v1 {
     use super::*;
-    use crate::config::DimensionType;
+    use crate::dimension::DimensionType;
 
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -198,21 +167,19 @@ mod v1 {
         /// The same items, described by a version-2 layout (the measure
         /// `cost_sum` wrote the attribute `cost`, now its name).
         pub fn upgrade(self) -> Layout {
-            let shipped = Config::default();
             let names: Vec<&str> =
                 self.measures.iter().map(|m| if m == "cost_sum" { "cost" } else { m.as_str() }).collect();
             let measures: Vec<MeasureSpec> =
-                shipped.measures.into_iter().filter(|m| names.contains(&m.name.as_str())).collect();
-            let ratios = shipped
-                .ratios
+                crate::measure::default_measures().into_iter().filter(|m| names.contains(&m.name.as_str())).collect();
+            let ratios = crate::measure::default_ratios()
                 .into_iter()
                 .filter(|r| names.contains(&r.numerator.as_str()) && names.contains(&r.denominator.as_str()))
                 .collect();
             Layout {
                 version: LAYOUT_VERSION,
                 rollups: self.rollups,
-                input: shipped.input,
-                fields: shipped.fields,
+                input: InputSpec::default(),
+                fields: crate::schema::default_fields(),
                 dimensions: self
                     .dimensions
                     .into_iter()
@@ -305,6 +272,7 @@ pub async fn load_item(table: &dyn SortedTable) -> Result<Option<(Layout, Item)>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
     use zigzag_core::table::MemoryTable;
 
     #[test]

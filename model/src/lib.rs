@@ -2,7 +2,12 @@
 //! aggregate item is and where it lives.
 //!
 //! - [`config`]: the pipeline configuration (TOML, all defaults sensible);
-//!   [`shipped`]: the layout written without one.
+//!   it parses the file and assembles the other parts from it
+//!   (`config/assemble.rs`); nothing here imports it back
+//!   (`tests/module_graph.rs` checks). [`shipped`]: the layout written
+//!   without one.
+//! - [`error`]: [`ConfigError`], what every part says of a declaration it
+//!   cannot use. [`dimension`]: the declared dimensions and their types.
 //! - [`schema`]: the declared event schema (format, fields, types) and the
 //!   rules that type a field's value.
 //! - [`rollup`]: rollup granularities and their partition time bins.
@@ -28,6 +33,8 @@
 
 pub mod changes;
 pub mod config;
+pub mod dimension;
+pub mod error;
 pub mod hll;
 pub mod keys;
 pub mod layout;
@@ -45,11 +52,13 @@ pub mod source;
 pub mod stats;
 pub mod truth;
 
-pub use config::{Config, ConfigError, ScatterMode};
+pub use config::Config;
+pub use error::ConfigError;
+pub use keys::Projections;
 pub use keys::{Identity, KeyDim, KeyModel};
 pub use measure::{MeasureSet, MeasureValue, MeasureValues};
 pub use position::{Position, SeqNo};
-pub use projection::Projections;
 pub use retention::Retention;
 pub use rollup::Rollup;
+pub use scatter::ScatterMode;
 pub use truth::Truth;

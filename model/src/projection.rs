@@ -34,44 +34,18 @@
 //! A projection's items are sums of the base's finest partials over the
 //! dimensions it leaves out, so every report it answers is exactly the
 //! base's answer (`tests/tests/projections.rs` checks it against brute
-//! force). [`Projections`] is the set of key models one layout writes.
+//! force). `keys::Projections` is the set of key models one layout writes;
+//! `config/projection_file.rs` resolves a declaration into a [`ProjectionSpec`].
 
-use crate::config::{Config, ConfigError, FlushConfig, ScatterConfig, ScatterMode};
-use crate::keys::KeyModel;
 use crate::rollup::Rollup;
-use crate::scatter::{PrefixCount, AUTO};
-use crate::schema::FieldType;
+use crate::scatter::{
+    one_key_exceeds_a_partition, prefixes_for, writes_per_sec, Derived, RuleInputs, ScatterConfig, ScatterMode,
+    PARTITION_WRITES_PER_SEC,
+};
 use serde::{Deserialize, Serialize};
 
 /// The name of the projection the top-level declaration describes.
 pub const BASE: &str = "base";
-
-/// A projection as the configuration file gives it (defaults unresolved).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ProjectionFile {
-    name: String,
-    #[serde(default)]
-    dimensions: Vec<String>,
-    rollups: Option<Vec<Rollup>>,
-    measures: Option<Vec<String>>,
-    scatter: Option<ProjectionScatter>,
-    partition_by: Option<String>,
-}
-
-/// `[projection.scatter]` as written: a count or `"auto"`, and a mode.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct ProjectionScatter {
-    prefixes: PrefixCount,
-    mode: ScatterMode,
-}
-
-impl Default for ProjectionScatter {
-    fn default() -> Self {
-        ProjectionScatter { prefixes: PrefixCount::default(), mode: ScatterConfig::default().mode }
-    }
-}
 
 /// A projection with every default resolved: what the layout records, so a
 /// reader needs no configuration and a change of a default cannot move
@@ -91,207 +65,62 @@ pub struct ProjectionSpec {
     pub partition_by: Option<String>,
 }
 
-impl ProjectionFile {
-    /// Resolves the defaults against the top-level declaration, and orders
-    /// dimensions and measures as the layout declares them.
-    pub(crate) fn resolve(self, config: &Config) -> Result<ProjectionSpec, ConfigError> {
-        let bad = |why: String| Err(ConfigError::Invalid(format!("projection {}: {why}", self.name)));
-        let name_ok = self.name.len() <= 32
-            && self.name.starts_with(|c: char| c.is_ascii_lowercase())
-            && self.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if !name_ok {
-            return bad("a name is 1 to 32 of a-z, 0-9 and _, starting with a letter".into());
-        }
-        if self.name == BASE {
-            return bad(format!("`{BASE}` is the top-level declaration's name"));
-        }
-        for (i, d) in self.dimensions.iter().enumerate() {
-            if !config.dimensions.iter().any(|c| &c.field == d) {
-                return bad(format!("{d} is not a [[dimension]]"));
-            }
-            if self.dimensions[..i].contains(d) {
-                return bad(format!("dimension {d} is listed twice"));
-            }
-        }
-        let dimensions =
-            config.dimensions.iter().filter(|c| self.dimensions.contains(&c.field)).map(|c| c.field.clone()).collect();
-        let rollups = match self.rollups {
-            Some(r) if r.is_empty() => return bad("`rollups` is empty".into()),
-            Some(r) => r,
-            None if config.rollups.is_empty() => {
-                return bad("give `rollups` (the top-level list, its default, is empty)".into())
-            }
-            None => config.rollups.clone(),
-        };
-        for (i, r) in rollups.iter().enumerate() {
-            if rollups[..i].contains(r) {
-                return bad(format!("rollup {r} is listed twice"));
-            }
-        }
-        let measures = match self.measures {
-            None => config.measures.iter().map(|m| m.name.clone()).collect(),
-            Some(m) if m.is_empty() => return bad("`measures` is empty (leave it out to keep every measure)".into()),
-            Some(listed) => {
-                for (i, m) in listed.iter().enumerate() {
-                    if !config.measures.iter().any(|c| &c.name == m) {
-                        return bad(format!("{m} is not a [[measure]]"));
-                    }
-                    if listed[..i].contains(m) {
-                        return bad(format!("measure {m} is listed twice"));
-                    }
-                }
-                config.measures.iter().filter(|c| listed.contains(&c.name)).map(|c| c.name.clone()).collect()
-            }
-        };
-        // `"auto"` resolves to 0 here, and `Config` puts the scatter rule's
-        // count in its place once every projection is known.
-        let (count, mode) = match self.scatter {
-            Some(s) => (s.prefixes, s.mode),
-            None if config.scatter.prefixes == AUTO => (PrefixCount::Auto, config.scatter.mode),
-            None => (PrefixCount::Count(config.scatter.prefixes), config.scatter.mode),
-        };
-        let scatter = match count.resolve() {
-            Ok(prefixes) => ScatterConfig { prefixes, mode },
-            Err(why) => return bad(why),
-        };
-        if let Some(d) = &self.partition_by {
-            if !self.dimensions.contains(d) {
-                return bad(format!("partition_by = {d:?} is not one of its dimensions"));
-            }
-            let string = config.fields.iter().any(|f| &f.name == d && matches!(f.kind, FieldType::String { .. }));
-            if !string {
-                return bad(format!("partition_by = {d:?}: only a string dimension can key partitions"));
-            }
-        }
-        Ok(ProjectionSpec { name: self.name, dimensions, rollups, measures, scatter, partition_by: self.partition_by })
-    }
-}
-
-impl ProjectionSpec {
-    /// The base: the top-level declaration as a projection.
-    pub fn base(config: &Config) -> ProjectionSpec {
-        ProjectionSpec {
-            name: BASE.into(),
-            dimensions: config.dimensions.iter().map(|d| d.field.clone()).collect(),
-            rollups: config.rollups.clone(),
-            measures: config.measures.iter().map(|m| m.name.clone()).collect(),
-            scatter: config.scatter.clone(),
-            partition_by: None,
-        }
-    }
-
-    /// Checks a spec made in code (or read from a layout) as a file's
-    /// would be: it must be its own resolution.
-    pub fn validate(&self, config: &Config) -> Result<(), ConfigError> {
-        let file = ProjectionFile {
-            name: self.name.clone(),
-            dimensions: self.dimensions.clone(),
-            rollups: Some(self.rollups.clone()),
-            measures: Some(self.measures.clone()),
-            scatter: Some(ProjectionScatter {
-                prefixes: PrefixCount::Count(self.scatter.prefixes),
-                mode: self.scatter.mode,
-            }),
-            partition_by: self.partition_by.clone(),
-        };
-        let resolved = file.resolve(config)?;
-        if &resolved != self {
-            return Err(ConfigError::Invalid(format!(
-                "projection {}: dimensions and measures must be in the layout's order",
-                self.name
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Every projection a layout writes, as key models: the base first (when
-/// it has rollups), then the declared ones in order. A projection's index
-/// here is its number in the aggregate (`u8`: at most 255 of them).
-#[derive(Debug, Clone)]
-pub struct Projections {
-    /// The base, rollups or not: its dimensions are every dimension, the
-    /// ones an event is aggregated by.
-    all_dims: KeyModel,
-    written: Vec<KeyModel>,
-}
-
 /// At most this many projections (the base included): a flush derives
 /// each from every finest partial.
 pub const MAX_PROJECTIONS: usize = 32;
 
-impl Projections {
-    pub fn new(config: &Config) -> Result<Projections, ConfigError> {
-        let base = KeyModel::new(config)?;
-        let mut written = Vec::new();
-        if !config.rollups.is_empty() {
-            written.push(base.clone());
+impl ProjectionSpec {
+    /// The scatter rule's count for this projection (its mode given), each rollup
+    /// written every `every_ms(projection, rollup)` ms; Err says what is
+    /// missing or why no count fits.
+    pub fn derive_scatter(
+        &self,
+        mode: ScatterMode,
+        inputs: &RuleInputs,
+        every_ms: impl Fn(&str, Rollup) -> u64,
+    ) -> Result<Derived, String> {
+        let writers = inputs.writers.filter(|&w| w > 0).ok_or_else(|| {
+            "prefixes = \"auto\" needs [scatter] writers = N (the most ingest workers writing at once)".to_string()
+        })?;
+        let mut keys = 1.0;
+        for d in &self.dimensions {
+            let n = inputs.cardinality.get(d).copied().filter(|&n| n > 0).ok_or_else(|| {
+                format!(
+                    "prefixes = \"auto\" needs the cardinality of dimension {d} ([scatter] cardinality = {{ {d} = N }})"
+                )
+            })?;
+            // A value of the partition dimension has partitions of its own.
+            if self.partition_by.as_deref() != Some(d.as_str()) {
+                keys *= n as f64;
+            }
         }
-        for spec in &config.projections {
-            written.push(KeyModel::projection(config, spec)?);
+        let mut busiest: Option<(f64, Derived)> = None;
+        for &rollup in &self.rollups {
+            let ms = every_ms(&self.name, rollup);
+            let interval_s = ms as f64 / 1000.0;
+            if mode == ScatterMode::Hash && one_key_exceeds_a_partition(writers, interval_s) {
+                return Err(format!(
+                    "one key of {rollup}, written by {writers} writers every {ms} ms, takes more than a \
+                     partition's {PARTITION_WRITES_PER_SEC} writes/s by itself: hash mode cannot spread it \
+                     (use mode = \"random\")"
+                ));
+            }
+            let mut rate = writes_per_sec(keys, writers, interval_s);
+            if let Some(events) = inputs.events_per_sec {
+                rate = rate.min(events as f64);
+            }
+            if busiest.as_ref().is_none_or(|(b, _)| rate > *b) {
+                let d = Derived {
+                    prefixes: prefixes_for(rate),
+                    keys: keys.round() as u64,
+                    rollup,
+                    writes_per_sec: rate.ceil() as u64,
+                    every_ms: ms,
+                };
+                busiest = Some((rate, d));
+            }
         }
-        if written.is_empty() {
-            return Err(ConfigError::Invalid(
-                "nothing is written: `rollups` is empty and no [[projection]] is declared".into(),
-            ));
-        }
-        if written.len() > MAX_PROJECTIONS {
-            return Err(ConfigError::Invalid(format!(
-                "{} projections; at most {MAX_PROJECTIONS} (the base included)",
-                written.len()
-            )));
-        }
-        Ok(Projections { all_dims: base, written })
-    }
-
-    /// The key model of every dimension (what events are aggregated by),
-    /// whether or not the base is written.
-    pub fn all_dims(&self) -> &KeyModel {
-        &self.all_dims
-    }
-
-    /// The projections written, base first.
-    pub fn iter(&self) -> std::slice::Iter<'_, KeyModel> {
-        self.written.iter()
-    }
-
-    pub fn len(&self) -> usize {
-        self.written.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.written.is_empty()
-    }
-
-    pub fn get(&self, index: usize) -> Option<&KeyModel> {
-        self.written.get(index)
-    }
-
-    /// A projection by name (`base` for the base, if written).
-    pub fn by_name(&self, name: &str) -> Option<&KeyModel> {
-        self.written.iter().find(|p| p.name() == name)
-    }
-
-    /// The finest rollup any projection writes: what events are aggregated
-    /// at (every coarser one is a sum of it).
-    pub fn finest(&self) -> Rollup {
-        self.written
-            .iter()
-            .flat_map(|p| p.rollups())
-            .min_by_key(|r| r.unit_ms())
-            .expect("every written projection has a rollup")
-    }
-
-    /// The most scatter prefixes of any projection.
-    pub fn max_prefixes(&self) -> u32 {
-        self.written.iter().map(KeyModel::prefixes).max().unwrap_or(1)
-    }
-}
-
-/// One projection alone (a key model read or written by itself).
-impl From<KeyModel> for Projections {
-    fn from(km: KeyModel) -> Projections {
-        Projections { all_dims: km.clone(), written: vec![km] }
+        busiest.map(|(_, d)| d).ok_or_else(|| format!("projection {} has no rollups", self.name))
     }
 }
 
@@ -301,7 +130,7 @@ impl From<KeyModel> for Projections {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemSet {
     pub projection: String,
-    /// Its projection's index among the written ones ([`Projections`]).
+    /// Its projection's index among the written ones ([`crate::keys::Projections`]).
     pub index: usize,
     pub rollup: Rollup,
     /// Milliseconds between its flushes (`flush.interval_ms` unless
@@ -309,33 +138,11 @@ pub struct ItemSet {
     pub every_ms: u64,
 }
 
-/// Milliseconds between the flushes of `projection`'s `rollup`.
-pub fn every_ms(flush: &FlushConfig, projection: &str, rollup: Rollup) -> u64 {
-    let by_rollup = flush.every_ms.get(&format!("{projection}.{rollup}"));
-    by_rollup.or_else(|| flush.every_ms.get(projection)).copied().unwrap_or(flush.interval_ms)
-}
-
-/// Every item set `config` writes, numbered in layout order.
-pub fn item_sets(config: &Config) -> Vec<ItemSet> {
-    let base = (!config.rollups.is_empty()).then(|| ProjectionSpec::base(config));
-    let every = |name: &str, rollup: Rollup| every_ms(&config.flush, name, rollup);
-    base.iter()
-        .chain(&config.projections)
-        .enumerate()
-        .flat_map(|(index, p)| {
-            p.rollups.iter().map(move |&rollup| ItemSet {
-                projection: p.name.clone(),
-                index,
-                rollup,
-                every_ms: every(&p.name, rollup),
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Config, ConfigError};
+    use crate::keys::Projections;
 
     fn with(projections: &str) -> Result<Config, ConfigError> {
         Config::from_toml(projections)
@@ -372,7 +179,7 @@ mod tests {
         )
         .unwrap();
         let sets: Vec<(String, Rollup, u64)> =
-            item_sets(&c).into_iter().map(|s| (s.projection, s.rollup, s.every_ms)).collect();
+            c.item_sets().into_iter().map(|s| (s.projection, s.rollup, s.every_ms)).collect();
         let want = [
             ("base", Rollup::Minute, 3000),
             ("base", Rollup::Hour, 60000),

@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use zigzag_core::schema::{TimeBin, TimeUnit};
 
+/// The item attribute of a bucket's start (ms since the epoch): every
+/// aggregate item of every rollup carries it.
+pub const TIME_ATTR: &str = "t";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rollup {

@@ -38,13 +38,10 @@
 //!
 //! Only the counts are part of the layout, not the inputs. The first writer
 //! records the derived counts; a later writer whose inputs derive other
-//! counts takes the table's ([`adopt_recorded`], with a note saying so):
+//! counts takes the table's (`Config::adopt_recorded`, with a note saying so):
 //! changing a prefix count would move items, so it never happens silently
 //! nor by a change of cadence.
 
-use crate::config::{Config, ConfigError};
-use crate::layout::Layout;
-use crate::projection::ProjectionSpec;
 use crate::rollup::Rollup;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
@@ -71,11 +68,11 @@ pub fn scatter_prefixes(items: f64, writers: u32, interval_s: f64) -> u32 {
 
 /// Writes per second of `items` items a bucket, each written by `writers`
 /// workers once per flush every `interval_s` seconds.
-fn writes_per_sec(items: f64, writers: u32, interval_s: f64) -> f64 {
+pub(crate) fn writes_per_sec(items: f64, writers: u32, interval_s: f64) -> f64 {
     items.max(0.0) * writers as f64 / interval_s.max(1e-3)
 }
 
-fn prefixes_for(writes_per_sec: f64) -> u32 {
+pub(crate) fn prefixes_for(writes_per_sec: f64) -> u32 {
     (writes_per_sec / PARTITION_WRITES_PER_SEC).ceil().clamp(1.0, MAX_PREFIXES as f64) as u32
 }
 
@@ -125,7 +122,7 @@ impl Default for ScatterConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrefixCount {
     Count(u32),
-    /// The scatter rule's ([`derive()`]).
+    /// The scatter rule's (`ProjectionSpec::derive_scatter`).
     Auto,
 }
 
@@ -212,127 +209,12 @@ impl fmt::Display for Derived {
     }
 }
 
-/// The scatter rule's count for `spec` (its mode given), each rollup
-/// written every `every_ms(projection, rollup)` ms; Err says what is
-/// missing or why no count fits.
-pub fn derive(
-    spec: &ProjectionSpec,
-    mode: ScatterMode,
-    inputs: &RuleInputs,
-    every_ms: impl Fn(&str, Rollup) -> u64,
-) -> Result<Derived, String> {
-    let writers = inputs.writers.filter(|&w| w > 0).ok_or_else(|| {
-        "prefixes = \"auto\" needs [scatter] writers = N (the most ingest workers writing at once)".to_string()
-    })?;
-    let mut keys = 1.0;
-    for d in &spec.dimensions {
-        let n = inputs.cardinality.get(d).copied().filter(|&n| n > 0).ok_or_else(|| {
-            format!(
-                "prefixes = \"auto\" needs the cardinality of dimension {d} ([scatter] cardinality = {{ {d} = N }})"
-            )
-        })?;
-        // A value of the partition dimension has partitions of its own.
-        if spec.partition_by.as_deref() != Some(d.as_str()) {
-            keys *= n as f64;
-        }
-    }
-    let mut busiest: Option<(f64, Derived)> = None;
-    for &rollup in &spec.rollups {
-        let ms = every_ms(&spec.name, rollup);
-        let interval_s = ms as f64 / 1000.0;
-        if mode == ScatterMode::Hash && one_key_exceeds_a_partition(writers, interval_s) {
-            return Err(format!(
-                "one key of {rollup}, written by {writers} writers every {ms} ms, takes more than a \
-                 partition's {PARTITION_WRITES_PER_SEC} writes/s by itself: hash mode cannot spread it \
-                 (use mode = \"random\")"
-            ));
-        }
-        let mut rate = writes_per_sec(keys, writers, interval_s);
-        if let Some(events) = inputs.events_per_sec {
-            rate = rate.min(events as f64);
-        }
-        if busiest.as_ref().is_none_or(|(b, _)| rate > *b) {
-            let d = Derived {
-                prefixes: prefixes_for(rate),
-                keys: keys.round() as u64,
-                rollup,
-                writes_per_sec: rate.ceil() as u64,
-                every_ms: ms,
-            };
-            busiest = Some((rate, d));
-        }
-    }
-    busiest.map(|(_, d)| d).ok_or_else(|| format!("projection {} has no rollups", spec.name))
-}
-
-/// Puts the scatter rule's count in place of every `"auto"` of `config`
-/// (`Config::from_file`, once its projections are resolved), each
-/// projection's from its own keys and cadences.
-pub(crate) fn derive_counts(config: &mut Config) -> Result<(), ConfigError> {
-    use crate::projection::{every_ms, BASE};
-    for d in config.scatter_rule.inputs.cardinality.keys() {
-        if !config.dimensions.iter().any(|c| &c.field == d) {
-            return Err(ConfigError::Invalid(format!("scatter.cardinality: {d} is not a [[dimension]]")));
-        }
-    }
-    let flush = config.flush.clone();
-    let every = |name: &str, rollup: Rollup| every_ms(&flush, name, rollup);
-    let inputs = config.scatter_rule.inputs.clone();
-    let mut derived = BTreeMap::new();
-    for p in config.projections.iter_mut().filter(|p| p.scatter.prefixes == AUTO) {
-        let d = derive(p, p.scatter.mode, &inputs, every)
-            .map_err(|why| ConfigError::Invalid(format!("projection {}: {why}", p.name)))?;
-        p.scatter.prefixes = d.prefixes;
-        derived.insert(p.name.clone(), d);
-    }
-    if config.scatter.prefixes == AUTO {
-        if config.rollups.is_empty() {
-            // No base is written: the count is only the default of
-            // projections that give none, and each of those derived its own.
-            config.scatter.prefixes = ScatterConfig::default().prefixes;
-        } else {
-            let base = ProjectionSpec::base(config);
-            let d = derive(&base, config.scatter.mode, &inputs, every)
-                .map_err(|why| ConfigError::Invalid(format!("[scatter] (the base): {why}")))?;
-            config.scatter.prefixes = d.prefixes;
-            derived.insert(BASE.to_string(), d);
-        }
-    }
-    config.scatter_rule.derived = derived;
-    Ok(())
-}
-
-/// `config` with the prefix counts `stored` records for the projections
-/// whose counts `config` derived (`prefixes = "auto"`): the table's hold,
-/// whatever the rule says now. A note per count taken that differs from
-/// the derived one.
-pub fn adopt_recorded(config: &Config, stored: &Layout) -> (Config, Vec<String>) {
-    let mut c = config.clone();
-    let mut notes = Vec::new();
-    let mut take = |name: &str, mine: &mut u32, theirs: u32| {
-        if *mine != theirs {
-            notes.push(format!(
-                "scatter prefixes of {name}: {theirs}, as the table records them (the rule derives {mine} now; \
-                 a count cannot change under written items)"
-            ));
-            *mine = theirs;
-        }
-    };
-    for name in config.scatter_rule.derived.keys() {
-        if name == crate::projection::BASE {
-            take(name, &mut c.scatter.prefixes, stored.scatter_prefixes);
-        } else if let (Some(p), Some(s)) =
-            (c.projections.iter_mut().find(|p| &p.name == name), stored.projections.iter().find(|p| &p.name == name))
-        {
-            take(name, &mut p.scatter.prefixes, s.scatter.prefixes);
-        }
-    }
-    (c, notes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::layout::Layout;
+    use crate::projection::ProjectionSpec;
 
     #[test]
     fn the_scatter_rule_keeps_each_partition_at_half_its_write_capacity() {
@@ -373,7 +255,7 @@ mod tests {
     fn a_derived_count_is_the_rules_at_the_busiest_rollup() {
         let every = |_: &str, r: Rollup| if r == Rollup::Minute { 10_000 } else { 300_000 };
         // cc at 100 writers: 480 keys x 100 / 10 s = 4,800 writes/s -> 10.
-        let cc = derive(
+        let cc = ProjectionSpec::derive_scatter(
             &spec(&["campaign", "country"], &[Rollup::Minute, Rollup::Hour], None),
             ScatterMode::Hash,
             &inputs(100, None),
@@ -383,16 +265,23 @@ mod tests {
         assert_eq!((cc.prefixes, cc.rollup, cc.writes_per_sec), (10, Rollup::Minute, 4800));
         // The events cap: at most 20,000 writes/s whatever the keys.
         let base = spec(&["referrer", "campaign", "country"], &[Rollup::Minute], None);
-        let capped = derive(&base, ScatterMode::Hash, &inputs(100, Some(20_000)), every).unwrap();
+        let capped =
+            ProjectionSpec::derive_scatter(&base, ScatterMode::Hash, &inputs(100, Some(20_000)), every).unwrap();
         assert_eq!((capped.prefixes, capped.writes_per_sec), (40, 20_000));
-        let uncapped = derive(&base, ScatterMode::Hash, &inputs(100, None), every).unwrap();
+        let uncapped = ProjectionSpec::derive_scatter(&base, ScatterMode::Hash, &inputs(100, None), every).unwrap();
         assert_eq!(uncapped.prefixes, MAX_PREFIXES, "4.8 M keys a bucket: the layout's bound");
         // No dimensions: one key, one prefix.
-        let total = derive(&spec(&[], &[Rollup::Minute], None), ScatterMode::Hash, &inputs(100, None), every).unwrap();
+        let total = ProjectionSpec::derive_scatter(
+            &spec(&[], &[Rollup::Minute], None),
+            ScatterMode::Hash,
+            &inputs(100, None),
+            every,
+        )
+        .unwrap();
         assert_eq!((total.keys, total.prefixes), (1, 1));
         // A partition value's keys: referrers of one country.
         let by = spec(&["referrer", "country"], &[Rollup::Hour], Some("country"));
-        let d = derive(&by, ScatterMode::Hash, &inputs(100, None), every).unwrap();
+        let d = ProjectionSpec::derive_scatter(&by, ScatterMode::Hash, &inputs(100, None), every).unwrap();
         assert_eq!((d.keys, d.prefixes), (10_000, 7), "10,000 x 100 / 300 s = 3,333 writes/s");
     }
 
@@ -401,15 +290,15 @@ mod tests {
         let every = |_: &str, _: Rollup| 10_000;
         let cc = spec(&["campaign", "country"], &[Rollup::Minute], None);
         let none = RuleInputs::default();
-        assert!(derive(&cc, ScatterMode::Hash, &none, every).unwrap_err().contains("writers"));
+        assert!(ProjectionSpec::derive_scatter(&cc, ScatterMode::Hash, &none, every).unwrap_err().contains("writers"));
         let mut partial = inputs(10, None);
         partial.cardinality.remove("country");
-        let e = derive(&cc, ScatterMode::Hash, &partial, every).unwrap_err();
+        let e = ProjectionSpec::derive_scatter(&cc, ScatterMode::Hash, &partial, every).unwrap_err();
         assert!(e.contains("cardinality of dimension country"), "{e}");
         // 10,000 writers every 10 s: 1,000 writes/s on one key.
-        let e = derive(&cc, ScatterMode::Hash, &inputs(10_000, None), every).unwrap_err();
+        let e = ProjectionSpec::derive_scatter(&cc, ScatterMode::Hash, &inputs(10_000, None), every).unwrap_err();
         assert!(e.contains("mode = \"random\""), "{e}");
-        assert!(derive(&cc, ScatterMode::Random, &inputs(10_000, None), every).is_ok());
+        assert!(ProjectionSpec::derive_scatter(&cc, ScatterMode::Random, &inputs(10_000, None), every).is_ok());
     }
 
     #[test]
@@ -462,13 +351,13 @@ mod tests {
         let now =
             Config::from_toml(&text.replace("writers = 10", "writers = 100").replace("= 5000", "= 50000")).unwrap();
         assert_ne!(Layout::of(&now).differences(&stored), Vec::<String>::new());
-        let (adopted, notes) = adopt_recorded(&now, &stored);
+        let (adopted, notes) = now.adopt_recorded(&stored);
         assert!(Layout::of(&adopted).differences(&stored).is_empty(), "the table's counts");
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes.iter().any(|n| n.starts_with("scatter prefixes of cc: ")), "{notes:?}");
         // A count given outright is not replaced: the layout check refuses it.
         let given = Config::from_toml(&text.replace("prefixes = 2", "prefixes = 5")).unwrap();
-        let (kept, _) = adopt_recorded(&given, &stored);
+        let (kept, _) = given.adopt_recorded(&stored);
         assert!(!Layout::of(&kept).differences(&stored).is_empty());
     }
 }

@@ -2,8 +2,6 @@
 //! without `--config` (the configuration file's grammar and defaults are
 //! `config.rs`).
 
-use crate::config::Config;
-
 /// The shipped layout: what `ingest` and `loadgen --sink ingest` write
 /// without `--config`. It answers the README's reports (totals, a time
 /// series at 5 minutes, top referrers by CTR in a country, ratios by
@@ -41,10 +39,3 @@ rollups = ["hour", "day"]
 interval_ms = 10000
 every_ms = { "cc.hour" = 300000, "cc.day" = 300000, "referrer_country" = 300000 }
 "#;
-
-impl Config {
-    /// The shipped layout ([`SHIPPED_TOML`]).
-    pub fn shipped() -> Config {
-        Config::from_toml(SHIPPED_TOML).expect("the shipped layout is valid")
-    }
-}

@@ -188,7 +188,7 @@ pub async fn adopt_recorded_scatter(
     let Some(stored) = zigzag_model::layout::load(aggregates).await.context("reading the table's layout")? else {
         return Ok(config);
     };
-    let (config, notes) = zigzag_model::scatter::adopt_recorded(&config, &stored);
+    let (config, notes) = config.adopt_recorded(&stored);
     for note in notes {
         tracing::info!("{note}");
     }

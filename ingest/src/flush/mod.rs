@@ -127,7 +127,7 @@ impl Flusher {
                 rollups: p.rollups().collect(),
             })
             .collect();
-        let sets = zigzag_model::projection::item_sets(config);
+        let sets = config.item_sets();
         let set = config.measure_set()?;
         let remember = set.measures().iter().any(|m| {
             matches!(m.kind, zigzag_model::measure::MeasureKind::Min | zigzag_model::measure::MeasureKind::Max)

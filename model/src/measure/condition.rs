@@ -15,7 +15,7 @@
 //! Values are typed by the field (`status = 200` compares integers), so a
 //! literal the field could never hold is a configuration error.
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 use crate::schema::{FieldValue, TypedField};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,7 +33,7 @@ mod partial;
 pub mod update;
 pub(crate) mod values;
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 use crate::schema::{FieldType, TypedField};
 use condition::Condition;
 pub use partial::{Partial, MAX_MEASURES};
@@ -163,7 +163,7 @@ pub struct MeasureSet {
 }
 
 /// Names an item uses for itself: not measure names.
-pub const RESERVED: [&str; 2] = [crate::keys::TIME_ATTR, crate::retention::TTL_ATTR];
+pub const RESERVED: [&str; 2] = [crate::rollup::TIME_ATTR, crate::retention::TTL_ATTR];
 
 impl MeasureSet {
     pub fn new(specs: &[MeasureSpec], ratios: &[RatioSpec], fields: &[TypedField]) -> Result<Self, ConfigError> {

@@ -10,7 +10,7 @@ pub mod pointer;
 pub mod timestamp;
 pub mod value;
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 use pointer::Pointer;
 use serde::{Deserialize, Serialize};
 pub use value::{FieldValue, TypedField, ValueError};
