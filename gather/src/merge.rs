@@ -8,6 +8,7 @@ use crate::filter::configured_dimension;
 use std::collections::BTreeMap;
 use zigzag_core::table::{AttrValue, Item};
 use zigzag_model::keys::TIME_ATTR;
+use zigzag_model::measure::ShowOptions;
 use zigzag_model::{Config, MeasureSet, MeasureValues};
 
 /// Group-by dimensions, checked against the configuration.
@@ -61,11 +62,13 @@ pub struct Aggregation {
     pub group_by: Vec<String>,
     pub set: MeasureSet,
     pub groups: BTreeMap<GroupKey, MeasureValues>,
+    /// What a report shows of measures with several columns (`--quantiles`).
+    pub show: ShowOptions,
 }
 
 impl Aggregation {
     pub fn new(step: Option<i64>, group_by: Vec<String>, set: MeasureSet) -> Self {
-        Aggregation { step, group_by, set, groups: BTreeMap::new() }
+        Aggregation { step, group_by, set, groups: BTreeMap::new(), show: ShowOptions::default() }
     }
 
     /// The start of the step-wide bucket holding `t` (epoch-aligned).

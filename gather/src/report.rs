@@ -14,7 +14,7 @@ use crate::error::{GatherError, Result};
 use crate::merge::Aggregation;
 use crate::window::Window;
 use std::cmp::Ordering;
-use zigzag_model::measure::MeasureKind;
+use zigzag_model::measure::{ShowOptions, Shown};
 use zigzag_model::{MeasureSet, MeasureValues};
 
 /// One value of a report.
@@ -31,6 +31,12 @@ pub enum Cell {
     },
     /// A ratio (None: undefined, e.g. CTR without impressions).
     Ratio(Option<f64>),
+    /// An estimate in units of 10^-scale, not necessarily whole (a
+    /// quantile; None: no value).
+    Estimate {
+        value: Option<f64>,
+        scale: u32,
+    },
 }
 
 impl Cell {
@@ -40,6 +46,7 @@ impl Cell {
             Cell::Count(n) => Some(*n as f64),
             Cell::Decimal { units, scale } => units.map(|u| u as f64 / 10f64.powi(*scale as i32)),
             Cell::Ratio(r) => *r,
+            Cell::Estimate { value, scale } => value.map(|v| v / 10f64.powi(*scale as i32)),
             _ => None,
         }
     }
@@ -122,15 +129,18 @@ impl RankBy {
     }
 }
 
-fn measure_columns(set: &MeasureSet) -> Vec<String> {
-    set.measures().iter().map(|m| m.name.clone()).chain(set.ratios().iter().map(|r| r.name.clone())).collect()
+fn measure_columns(set: &MeasureSet, ask: &ShowOptions) -> Vec<String> {
+    set.measure_columns(ask).into_iter().chain(set.ratios().iter().map(|r| r.name.clone())).collect()
 }
 
-fn all_cells(set: &MeasureSet, v: &MeasureValues) -> Vec<Cell> {
-    let measures = set.measures().iter().zip(&v.0).map(|(m, x)| match m.kind {
-        // A distinct count shows its estimate.
-        MeasureKind::Count | MeasureKind::Distinct => Cell::Count(x.units().unwrap_or(0) as u64),
-        _ => Cell::Decimal { units: x.units(), scale: m.scale },
+/// Every column's cell: what each measure's kind shows of it, then ratios.
+fn all_cells(set: &MeasureSet, ask: &ShowOptions, v: &MeasureValues) -> Vec<Cell> {
+    let measures = set.measures().iter().zip(&v.0).flat_map(|(m, x)| {
+        x.shown(ask).into_iter().map(|shown| match shown {
+            Shown::Count(n) => Cell::Count(n),
+            Shown::Units(units) => Cell::Decimal { units, scale: m.scale },
+            Shown::Estimate(value) => Cell::Estimate { value, scale: m.scale },
+        })
     });
     let ratios = set.ratios().iter().map(|r| Cell::Ratio(set.ratio(r, v)));
     measures.chain(ratios).collect()
@@ -159,18 +169,18 @@ pub fn timeseries(agg: &Aggregation, window: &Window) -> Result<Report> {
         while b < window.end {
             let key = crate::merge::GroupKey { bucket: Some(b), values: Vec::new() };
             let m = agg.groups.get(&key).unwrap_or(&zero);
-            rows.push([vec![Cell::Time(b)], all_cells(set, m)].concat());
+            rows.push([vec![Cell::Time(b)], all_cells(set, &agg.show, m)].concat());
             b += step;
         }
     } else {
         for (k, m) in &agg.groups {
             let mut row = vec![Cell::Time(k.bucket.unwrap_or_default())];
             row.extend(texts(&k.values));
-            row.extend(all_cells(set, m));
+            row.extend(all_cells(set, &agg.show, m));
             rows.push(row);
         }
     }
-    let (columns, keys) = columns(agg, &["time"], measure_columns(set));
+    let (columns, keys) = columns(agg, &["time"], measure_columns(set, &agg.show));
     Ok(Report { kind: "timeseries", columns, keys, rows })
 }
 
@@ -189,11 +199,11 @@ pub fn top(agg: &Aggregation, n: usize, by: RankBy) -> Result<Report> {
         .map(|(i, (values, m))| {
             let mut row = vec![Cell::Count(i as u64 + 1)];
             row.extend(texts(values));
-            row.extend(all_cells(set, m));
+            row.extend(all_cells(set, &agg.show, m));
             row
         })
         .collect();
-    let (columns, keys) = columns(agg, &["rank"], measure_columns(set));
+    let (columns, keys) = columns(agg, &["rank"], measure_columns(set, &agg.show));
     Ok(Report { kind: "top", columns, keys, rows })
 }
 
@@ -221,8 +231,8 @@ pub fn ratios(agg: &Aggregation) -> Result<Report> {
         names.push(r.name.clone());
     }
     let cells = |v: &MeasureValues| {
-        let all = all_cells(set, v);
-        let everything = measure_columns(set);
+        let all = all_cells(set, &agg.show, v);
+        let everything = measure_columns(set, &agg.show);
         names.iter().map(|n| all[everything.iter().position(|c| c == n).unwrap_or(0)].clone()).collect()
     };
     let rows = per_group(agg, cells);
@@ -232,8 +242,8 @@ pub fn ratios(agg: &Aggregation) -> Result<Report> {
 
 /// Every measure per group.
 pub fn totals(agg: &Aggregation) -> Report {
-    let (columns, keys) = columns(agg, &[], measure_columns(&agg.set));
-    Report { kind: "totals", columns, keys, rows: per_group(agg, |v| all_cells(&agg.set, v)) }
+    let (columns, keys) = columns(agg, &[], measure_columns(&agg.set, &agg.show));
+    Report { kind: "totals", columns, keys, rows: per_group(agg, |v| all_cells(&agg.set, &agg.show, v)) }
 }
 
 #[cfg(test)]

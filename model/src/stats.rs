@@ -29,6 +29,7 @@ use crate::hll::Hll;
 use crate::keys::Identity;
 use crate::measure::update::plan_sketches_merge;
 use crate::measure::values::attr_sketch_named;
+use crate::measure::{Sketch, SketchParams};
 use crate::rollup::Rollup;
 use rust_decimal::Decimal;
 use zigzag_core::table::{AttrValue, Item, UpdateRequest};
@@ -159,10 +160,19 @@ fn int(item: &Item, name: &str) -> Option<i64> {
     }
 }
 
+/// The HyperLogLog in attribute `name` (empty when absent), of precision `p`.
+fn attr_hll(item: &Item, name: &str, p: u8) -> Result<Hll, String> {
+    match attr_sketch_named(item, name, SketchParams::Distinct(p))? {
+        Sketch::Distinct(h) => Ok(h),
+        #[allow(unreachable_patterns)]
+        other => Err(format!("attribute {name:?} holds a {:?} sketch", other.params())),
+    }
+}
+
 impl StoredStats {
     pub fn from_item(item: &Item) -> Result<StoredStats, String> {
-        let items = attr_sketch_named(item, ITEMS, STATS_PRECISION)?.estimate();
-        let slices = attr_sketch_named(item, SLICES_ATTR, SLICES_PRECISION)?
+        let items = attr_hll(item, ITEMS, STATS_PRECISION)?.estimate();
+        let slices = attr_hll(item, SLICES_ATTR, SLICES_PRECISION)?
             .split(SLICE_BITS)
             .map_err(|e| e.to_string())?
             .iter()
@@ -171,7 +181,7 @@ impl StoredStats {
         match (int(item, LO), int(item, HI)) {
             (Some(lo), Some(hi)) => {
                 let values = match item.attrs.contains_key(VALUES_ATTR) {
-                    true => Some(attr_sketch_named(item, VALUES_ATTR, VALUES_PRECISION)?.estimate().max(1)),
+                    true => Some(attr_hll(item, VALUES_ATTR, VALUES_PRECISION)?.estimate().max(1)),
                     false => None,
                 };
                 Ok(StoredStats { items, lo, hi, at_ms: int(item, AT), slices, values })
@@ -269,11 +279,13 @@ pub fn plan_stats_update(
     };
     let widened = stored_range != Some((lo, hi));
     let sk = stats_sk(projection, rollup, bin_start);
-    let mut sketches = vec![(ITEMS, STATS_PRECISION, &stats.items), (SLICES_ATTR, SLICES_PRECISION, &stats.slices)];
+    let mut owned =
+        vec![(ITEMS, Sketch::Distinct(stats.items.clone())), (SLICES_ATTR, Sketch::Distinct(stats.slices.clone()))];
     if let Some(values) = &stats.values {
-        sketches.push((VALUES_ATTR, VALUES_PRECISION, values));
+        owned.push((VALUES_ATTR, Sketch::Distinct(values.clone())));
     }
-    let Some(req) = plan_sketches_merge(STATS_PK.into(), sk, &sketches, known, widened)? else {
+    let sketches: Vec<(&str, &Sketch)> = owned.iter().map(|(name, s)| (*name, s)).collect();
+    let Some(req) = plan_sketches_merge(STATS_PK.into(), sk, &sketches, None, known, widened)? else {
         return Ok(None);
     };
     // The latest write's time (a slower writer's clock never moves it back).

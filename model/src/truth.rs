@@ -107,9 +107,9 @@ pub fn event_values(set: &MeasureSet, values: &[FieldValue<'_>]) -> MeasureValue
             (MeasureKind::Sum, Some(u), v) => *v = MeasureValue::Sum(u as i128),
             (MeasureKind::Min, Some(u), v) => *v = MeasureValue::Min(Some(u)),
             (MeasureKind::Max, Some(u), v) => *v = MeasureValue::Max(Some(u)),
-            (MeasureKind::Distinct, _, MeasureValue::Distinct(sketch)) => {
-                if let Some(h) = m.field.and_then(|f| crate::measure::distinct_hash(&values[f])) {
-                    sketch.add_hash(h);
+            (_, _, MeasureValue::Sketch(sketch)) => {
+                if let Some(f) = m.field {
+                    sketch.add(&values[f]);
                 }
             }
             _ => {}

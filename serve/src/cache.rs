@@ -437,7 +437,7 @@ fn group_bytes(k: &GroupKey, v: &MeasureValues) -> usize {
     let measures: usize =
         v.0.iter()
             .map(|m| match m {
-                zigzag_model::MeasureValue::Distinct(h) => 32 + h.heap_bytes(),
+                zigzag_model::MeasureValue::Sketch(s) => 32 + s.heap_bytes(),
                 _ => 32,
             })
             .sum();

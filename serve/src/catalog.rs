@@ -93,7 +93,7 @@ impl Catalog {
             let what = match (m.kind, condition) {
                 (MeasureKind::Count, Some(c)) => format!("events where {c}"),
                 (MeasureKind::Count, None) => "events".to_string(),
-                (MeasureKind::Distinct, _) => "distinct values (HyperLogLog estimate; sketches merged)".to_string(),
+                (kind, _) if kind.is_sketch() => kind.sketch_description().unwrap_or_default().to_string(),
                 (kind, _) => format!("{} of the field", kind.name()),
             };
             let help = format!(

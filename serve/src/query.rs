@@ -166,9 +166,11 @@ impl OverTime {
     /// folding coarser buckets, or buckets already grouped, gives the same.
     pub fn merge_of(kind: MeasureKind) -> OverTime {
         match kind {
-            MeasureKind::Count | MeasureKind::Sum | MeasureKind::Distinct => OverTime::Sum,
             MeasureKind::Min => OverTime::Min,
             MeasureKind::Max => OverTime::Max,
+            // Counts and sums add; a sketch kind's merge is its own
+            // (`MeasureValue::merge`), which summing folds with.
+            _ => OverTime::Sum,
         }
     }
 

@@ -37,7 +37,8 @@ fn json_text(c: &Cell) -> Result<String> {
         Cell::Count(n) => n.to_string(),
         Cell::Decimal { units: Some(v), scale } => format_units(*v, *scale),
         Cell::Ratio(Some(r)) if r.is_finite() => serde_json::to_string(r).map_err(err)?,
-        Cell::Decimal { units: None, .. } | Cell::Ratio(_) => "null".into(),
+        Cell::Estimate { value: Some(_), .. } => super::cell_text(c),
+        Cell::Decimal { units: None, .. } | Cell::Ratio(_) | Cell::Estimate { .. } => "null".into(),
     })
 }
 

@@ -40,7 +40,8 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
 }
 
 /// A cell as text (tables and CSV): instants in RFC 3339, amounts as exact
-/// decimals, ratios to six places, undefined values empty.
+/// decimals, ratios to six places, estimates to their field's places,
+/// undefined values empty.
 pub fn cell_text(c: &Cell) -> String {
     match c {
         Cell::Text(s) => s.clone(),
@@ -48,6 +49,7 @@ pub fn cell_text(c: &Cell) -> String {
         Cell::Count(n) => n.to_string(),
         Cell::Decimal { units: Some(v), scale } => format_units(*v, *scale),
         Cell::Ratio(Some(r)) => format!("{r:.6}"),
-        Cell::Decimal { units: None, .. } | Cell::Ratio(None) => String::new(),
+        Cell::Estimate { value: Some(_), scale } => format!("{:.*}", *scale as usize, c.number().unwrap_or_default()),
+        Cell::Decimal { units: None, .. } | Cell::Ratio(None) | Cell::Estimate { value: None, .. } => String::new(),
     }
 }

@@ -41,9 +41,11 @@ impl Flusher {
                     dims,
                     measure: &self.set_of(p).measures()[i],
                     sketch: match &p.measures.0[i] {
-                        MeasureValue::Distinct(h) => h,
-                        _ => unreachable!("prepared for a distinct count"),
+                        MeasureValue::Sketch(s) => s,
+                        _ => unreachable!("prepared for a sketch measure"),
                     },
+                    mark_attr: mark,
+                    flush: k,
                 }),
             })
             .collect();
@@ -56,9 +58,8 @@ impl Flusher {
             .map(|(i, p)| {
                 let hash = item_hash(&p.pk, &p.sk);
                 if p.sketch.is_some() {
-                    // A stored sketch only grows (other writers merge into
-                    // it), so one remembered that already holds ours means
-                    // the store does too; a stale version is refused.
+                    // The item this worker last wrote: a stale version is
+                    // refused and the store's item comes back to merge with.
                     return (i, self.sketches.get(&hash).map(|item| item.clone()));
                 }
                 let memory = self.extremes.get(&hash);

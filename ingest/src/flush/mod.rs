@@ -304,7 +304,7 @@ impl Flusher {
         let sketches: smallvec::SmallVec<[usize; 2]> =
             m.0.iter()
                 .enumerate()
-                .filter(|(_, v)| matches!(v, MeasureValue::Distinct(h) if !h.is_empty()))
+                .filter(|(_, v)| matches!(v, MeasureValue::Sketch(s) if !s.is_empty()))
                 .map(|(i, _)| i)
                 .collect();
         let measures = Arc::new(m);

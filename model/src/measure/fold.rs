@@ -7,8 +7,8 @@
 //! gives, by construction: the same measure kinds, the same arithmetic.
 
 use super::update::VERSION_ATTR;
+use super::values::attr_sketch_named;
 use super::{MeasureKind, MeasureSet};
-use crate::hll::Hll;
 use crate::mark::is_mark;
 use zigzag_core::table::{AttrValue, Item};
 
@@ -45,11 +45,12 @@ pub fn fold_into(set: &MeasureSet, into: &mut Item, other: &Item) -> Result<(), 
                 }
                 MeasureKind::Min => *a.min(b),
                 MeasureKind::Max => *a.max(b),
-                MeasureKind::Distinct => return Err(format!("{name}: a distinct count stored as a number")),
+                _ => return Err(format!("{name}: a {} stored as a number", m.kind.name())),
             }),
-            (Some(AttrValue::B(a)), AttrValue::B(b)) if m.kind == MeasureKind::Distinct => {
-                let mut sketch = Hll::from_bytes(a).map_err(|e| format!("{name}: {e}"))?;
-                sketch.merge(&Hll::from_bytes(b).map_err(|e| format!("{name}: {e}"))?).map_err(|e| e.to_string())?;
+            (Some(AttrValue::B(_)), AttrValue::B(_)) if m.sketch.is_some() => {
+                let params = m.sketch.expect("a sketch measure");
+                let mut sketch = attr_sketch_named(into, name, params)?;
+                sketch.merge(&attr_sketch_named(other, name, params)?)?;
                 AttrValue::B(sketch.to_bytes())
             }
             (Some(a), b) => return Err(format!("{name}: cannot fold {a:?} with {b:?}")),

@@ -28,51 +28,39 @@
 //! readers from two measures, never stored.
 
 pub mod condition;
+mod distinct;
 pub mod fold;
 mod partial;
+pub mod sketch;
 pub mod update;
 pub(crate) mod values;
 
 use crate::error::ConfigError;
 use crate::schema::{FieldType, TypedField};
 use condition::Condition;
+pub use distinct::distinct_hash;
 pub use partial::{Partial, MAX_MEASURES};
 use serde::{Deserialize, Serialize};
+pub use sketch::{ShowOptions, Shown};
+use std::collections::BTreeMap;
 pub use values::{MeasureValue, MeasureValues, MAX_STORED_UNITS};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MeasureKind {
-    Count,
-    Sum,
-    Min,
-    Max,
-    Distinct,
+sketch::measure_kinds! {
+    Distinct => crate::hll::Hll,
 }
 
 impl MeasureKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            MeasureKind::Count => "count",
-            MeasureKind::Sum => "sum",
-            MeasureKind::Min => "min",
-            MeasureKind::Max => "max",
-            MeasureKind::Distinct => "distinct",
-        }
-    }
-
     /// Accumulator words a partial of this kind takes.
     fn slots(self) -> usize {
         match self {
-            MeasureKind::Sum => 2,      // an i128: no sum of i64 values overflows it
-            MeasureKind::Distinct => 0, // a sketch, kept beside the words
+            MeasureKind::Sum => 2,         // an i128: no sum of i64 values overflows it
+            kind if kind.is_sketch() => 0, // a sketch, kept beside the words
             _ => 1,
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct MeasureSpec {
     pub name: String,
     #[serde(rename = "type")]
@@ -83,10 +71,12 @@ pub struct MeasureSpec {
     /// Only events matching this count (see [`condition`]).
     #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
     pub condition: Option<String>,
-    /// `distinct`: the sketch's precision p (2^p registers; standard error
-    /// 1.04 / sqrt(2^p)); default 14 (0.81 %).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub precision: Option<u8>,
+    /// A sketch kind's options (`precision = 12`): each kind reads and
+    /// checks its own, and refuses the rest by name (so a misspelt key is
+    /// still one clear message). Serialized after the fields above, in
+    /// name order: a layout's text is as it was before options existed.
+    #[serde(flatten)]
+    pub options: BTreeMap<String, serde_json::Value>,
 }
 
 impl MeasureSpec {
@@ -96,7 +86,38 @@ impl MeasureSpec {
             kind,
             field: field.map(Into::into),
             condition: condition.map(Into::into),
-            precision: None,
+            options: BTreeMap::new(),
+        }
+    }
+
+    /// With option `key` set (a sketch's `precision`, `accuracy`, ...).
+    pub fn with_option(mut self, key: &str, value: impl Into<serde_json::Value>) -> Self {
+        self.options.insert(key.into(), value.into());
+        self
+    }
+
+    /// Err naming the first option not in `known`.
+    pub fn only_options(&self, known: &[&str]) -> Result<(), String> {
+        match self.options.keys().find(|k| !known.contains(&k.as_str())) {
+            None => Ok(()),
+            Some(k) if known.is_empty() => Err(format!("`{k}` is not an option of a {}", self.kind.name())),
+            Some(k) => Err(format!("`{k}` is not an option of a {} (it takes {})", self.kind.name(), known.join(", "))),
+        }
+    }
+
+    /// Option `key` as a whole number (None: not given).
+    pub fn option_u64(&self, key: &str) -> Result<Option<u64>, String> {
+        match self.options.get(key) {
+            None => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| format!("`{key}` = {v} must be a whole number")),
+        }
+    }
+
+    /// Option `key` as a number (None: not given).
+    pub fn option_f64(&self, key: &str) -> Result<Option<f64>, String> {
+        match self.options.get(key) {
+            None => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| format!("`{key}` = {v} must be a number")),
         }
     }
 }
@@ -136,10 +157,11 @@ pub struct Measure {
     /// Digits after the point of its values (0: integers and counts).
     pub scale: u32,
     pub condition: Option<Condition>,
-    /// First accumulator word in a [`Partial`] (its sketch's index for `distinct`).
+    /// First accumulator word in a [`Partial`] (its sketch's index for a
+    /// sketch kind).
     slot: usize,
-    /// `distinct`: the sketch's precision.
-    pub precision: u8,
+    /// A sketch kind's parameters (None for counters).
+    pub sketch: Option<SketchParams>,
 }
 
 /// A compiled ratio: indexes of its two measures.
@@ -199,7 +221,7 @@ impl MeasureSet {
                     let i = fields.iter().position(|f| f.spec.name == *name).ok_or_else(|| {
                         ConfigError::Invalid(format!("measure {}: field {name:?} is not declared", s.name))
                     })?;
-                    if kind != MeasureKind::Distinct
+                    if !kind.is_sketch()
                         && !matches!(fields[i].spec.kind, FieldType::Integer { .. } | FieldType::Decimal { .. })
                     {
                         return bad(format!(
@@ -213,30 +235,21 @@ impl MeasureSet {
                 }
             };
             let condition = s.condition.as_deref().map(|c| Condition::parse(c, fields)).transpose()?;
-            let precision = match (s.kind, s.precision) {
-                (MeasureKind::Distinct, p) => {
-                    let p = p.unwrap_or(crate::hll::DEFAULT_PRECISION);
-                    if !(crate::hll::MIN_PRECISION..=crate::hll::MAX_PRECISION).contains(&p) {
-                        return bad(format!(
-                            "measure {}: precision {p} is outside {}..={}",
-                            s.name,
-                            crate::hll::MIN_PRECISION,
-                            crate::hll::MAX_PRECISION
-                        ));
-                    }
-                    p
+            let sketch = match field.and_then(|f| s.kind.sketch_params(s, &fields[f])) {
+                Some(params) => Some(params.map_err(|why| ConfigError::Invalid(format!("measure {}: {why}", s.name)))?),
+                None => {
+                    s.only_options(&[]).map_err(|why| ConfigError::Invalid(format!("measure {}: {why}", s.name)))?;
+                    None
                 }
-                (_, Some(_)) => return bad(format!("measure {}: `precision` is for a distinct count", s.name)),
-                (_, None) => 0,
             };
-            let scale = match s.kind {
-                MeasureKind::Distinct => 0,
-                _ => field.and_then(|i| fields[i].spec.scale()).unwrap_or(0),
+            let scale = match s.kind.scaled() {
+                true => field.and_then(|i| fields[i].spec.scale()).unwrap_or(0),
+                false => 0,
             };
-            let at = if s.kind == MeasureKind::Distinct { sketches } else { slot };
-            measures.push(Measure { name: s.name.clone(), kind: s.kind, field, scale, condition, slot: at, precision });
+            let at = if sketch.is_some() { sketches } else { slot };
+            measures.push(Measure { name: s.name.clone(), kind: s.kind, field, scale, condition, slot: at, sketch });
             slot += s.kind.slots();
-            sketches += usize::from(s.kind == MeasureKind::Distinct);
+            sketches += usize::from(sketch.is_some());
         }
         let mut compiled = Vec::new();
         for r in ratios {
@@ -262,6 +275,15 @@ impl MeasureSet {
 
     pub fn measures(&self) -> &[Measure] {
         &self.measures
+    }
+
+    /// The report's columns of every measure, in order: one each, or what
+    /// a sketch kind shows (a quantile measure's `name_p50`, ...).
+    pub fn measure_columns(&self, ask: &ShowOptions) -> Vec<String> {
+        self.measures
+            .iter()
+            .flat_map(|m| m.kind.sketch_columns(&m.name, ask).unwrap_or_else(|| vec![m.name.clone()]))
+            .collect()
     }
 
     pub fn ratios(&self) -> &[Ratio] {
@@ -293,21 +315,6 @@ impl MeasureSet {
     /// Whether any measure keeps a sketch.
     pub fn has_sketches(&self) -> bool {
         self.sketches > 0
-    }
-}
-
-/// The hash a distinct count sketches a value by: xxh3-64 of a string's
-/// bytes, of a number's (units') or instant's 8 little-endian bytes, of one
-/// byte for a boolean. Stored sketches depend on it: it never changes.
-#[inline]
-pub fn distinct_hash(v: &crate::schema::FieldValue<'_>) -> Option<u64> {
-    use crate::schema::FieldValue::*;
-    use xxhash_rust::xxh3::xxh3_64;
-    match v {
-        Absent => None,
-        Str(s) => Some(xxh3_64(s.as_bytes())),
-        Int(x) | Dec(x) | Time(x) => Some(xxh3_64(&x.to_le_bytes())),
-        Bool(b) => Some(xxh3_64(&[u8::from(*b)])),
     }
 }
 

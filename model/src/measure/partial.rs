@@ -1,12 +1,11 @@
 //! The hot path: one key's accumulators within a generation, as plain
 //! words (a count is one word, a sum two — an i128 —, a min or a max one),
 //! inline for up to six words, and a bit per measure saying whether any
-//! event gave it a value (so no value is a sentinel). Distinct counts'
-//! sketches are kept beside the words, allocated only by layouts that have
-//! them.
+//! event gave it a value (so no value is a sentinel). Sketch measures'
+//! sketches ([`super::sketch`]) are kept beside the words, allocated only
+//! by layouts that have them.
 
-use super::{distinct_hash, MeasureKind, MeasureSet, MeasureValue, MeasureValues};
-use crate::hll::Hll;
+use super::{MeasureKind, MeasureSet, MeasureValue, MeasureValues, Sketch};
 use crate::schema::FieldValue;
 use smallvec::SmallVec;
 
@@ -15,11 +14,11 @@ pub struct Partial {
     words: SmallVec<[i64; 6]>,
     /// Bit i: measure i has a value (min/max/sum of at least one event).
     seen: u64,
-    /// One sketch per distinct count, in measure order (None: no distinct
-    /// count). A thin pointer: 8 bytes on every partial, not 24 (Vec) or 16
+    /// One sketch per sketch measure, in measure order (None: the layout
+    /// has none). A thin pointer: 8 bytes on every partial, not 24 (Vec) or 16
     /// (boxed slice), since most layouts have none.
     #[allow(clippy::box_collection)]
-    sketches: Option<Box<Vec<Hll>>>,
+    sketches: Option<Box<Vec<Sketch>>>,
 }
 
 /// The words copied as one block (a new key's partial is a copy of the
@@ -42,13 +41,12 @@ impl Partial {
                 MeasureKind::Sum => words.extend([0, 0]),
                 MeasureKind::Min => words.push(i64::MAX),
                 MeasureKind::Max => words.push(i64::MIN),
-                MeasureKind::Distinct => {}
+                _ => {} // a sketch, beside the words
             }
         }
-        let sketches = set.has_sketches().then(|| {
-            let distinct = set.measures.iter().filter(|m| m.kind == MeasureKind::Distinct);
-            Box::new(distinct.map(|m| Hll::new(m.precision).expect("validated precision")).collect())
-        });
+        let sketches = set
+            .has_sketches()
+            .then(|| Box::new(set.measures.iter().filter_map(|m| m.sketch.map(Sketch::empty)).collect()));
         Partial { words, seen: 0, sketches }
     }
 
@@ -67,15 +65,13 @@ impl Partial {
                     self.words[s] += 1;
                     continue;
                 }
-                MeasureKind::Distinct => {
-                    if let (Some(h), Some(sketches)) =
-                        (m.field.and_then(|f| distinct_hash(&values[f])), &mut self.sketches)
-                    {
-                        sketches[s].add_hash(h);
+                MeasureKind::Sum | MeasureKind::Min | MeasureKind::Max => {}
+                _ => {
+                    if let (Some(f), Some(sketches)) = (m.field, &mut self.sketches) {
+                        sketches[s].add(&values[f]);
                     }
                     continue;
                 }
-                _ => {}
             }
             // A sum/min/max of an event without the field: nothing to add.
             let Some(v) = m.field.and_then(|f| values[f].units()) else { continue };
@@ -84,7 +80,7 @@ impl Partial {
                 MeasureKind::Sum => self.add_sum(s, v as i128),
                 MeasureKind::Min => self.words[s] = self.words[s].min(v),
                 MeasureKind::Max => self.words[s] = self.words[s].max(v),
-                MeasureKind::Count | MeasureKind::Distinct => {}
+                _ => {}
             }
         }
     }
@@ -109,9 +105,9 @@ impl Partial {
                 MeasureKind::Sum => self.add_sum(s, other.sum(s)),
                 MeasureKind::Min => self.words[s] = self.words[s].min(other.words[s]),
                 MeasureKind::Max => self.words[s] = self.words[s].max(other.words[s]),
-                MeasureKind::Distinct => {
+                _ => {
                     if let (Some(mine), Some(theirs)) = (&mut self.sketches, &other.sketches) {
-                        // Same layout, same precision: cannot fail.
+                        // Same layout, same parameters: cannot fail.
                         let _ = mine[s].merge(&theirs[s]);
                     }
                 }
@@ -130,8 +126,8 @@ impl Partial {
                 MeasureKind::Sum => MeasureValue::Sum(self.sum(s)),
                 MeasureKind::Min => MeasureValue::Min(seen.then_some(self.words[s])),
                 MeasureKind::Max => MeasureValue::Max(seen.then_some(self.words[s])),
-                MeasureKind::Distinct => match &self.sketches {
-                    Some(sketches) => MeasureValue::Distinct(Box::new(sketches[s].clone())),
+                _ => match &self.sketches {
+                    Some(sketches) => MeasureValue::Sketch(Box::new(sketches[s].clone())),
                     None => MeasureValue::zero(m),
                 },
             }
@@ -142,10 +138,9 @@ impl Partial {
     /// Bytes held beyond the struct itself (many measures; sketches).
     pub fn heap_bytes(&self) -> usize {
         let words = if self.words.spilled() { self.words.capacity() * 8 } else { 0 };
-        let sketches = self
-            .sketches
-            .as_ref()
-            .map_or(0, |s| s.capacity() * std::mem::size_of::<Hll>() + s.iter().map(Hll::heap_bytes).sum::<usize>());
+        let sketches = self.sketches.as_ref().map_or(0, |s| {
+            s.capacity() * std::mem::size_of::<Sketch>() + s.iter().map(Sketch::heap_bytes).sum::<usize>()
+        });
         words + sketches
     }
 }

@@ -207,9 +207,8 @@ fn with_users() -> (MeasureSet, Vec<TypedField>) {
     let fields = c.typed_fields().unwrap();
     let mut specs = c.measures.clone();
     specs.push(MeasureSpec::new("users", MeasureKind::Distinct, Some("user_id"), None));
-    let mut clicking = MeasureSpec::new("clicking_users", MeasureKind::Distinct, Some("user_id"), Some("type = click"));
-    clicking.precision = Some(8);
-    specs.push(clicking);
+    let clicking = MeasureSpec::new("clicking_users", MeasureKind::Distinct, Some("user_id"), Some("type = click"));
+    specs.push(clicking.with_option("precision", 8));
     (MeasureSet::new(&specs, &[], &fields).unwrap(), fields)
 }
 
@@ -221,7 +220,11 @@ fn user_event(click: bool, user: &'static str) -> Vec<FieldValue<'static>> {
 
 fn sketch(v: &MeasureValues, i: usize) -> &crate::hll::Hll {
     match &v.0[i] {
-        MeasureValue::Distinct(h) => h,
+        MeasureValue::Sketch(s) => match &**s {
+            Sketch::Distinct(h) => h,
+            #[allow(unreachable_patterns)]
+            other => panic!("{other:?} is not a distinct count"),
+        },
         other => panic!("{other:?} is not a sketch"),
     }
 }
@@ -243,15 +246,16 @@ fn distinct_counts_follow_where_and_equal_the_oracle() {
     assert_eq!(sketch(&v, 6).precision(), 8);
     let only_e: Vec<_> = (0..10).map(|_| user_event(true, "e")).collect();
     assert_eq!(sketch(&partial_of(&set, &only_e).values(&set), 6).estimate(), 1);
-    assert!(MeasureSet::new(
-        &[MeasureSpec { precision: Some(30), ..MeasureSpec::new("u", MeasureKind::Distinct, Some("user_id"), None) }],
-        &[],
-        &with_users().1
-    )
-    .is_err());
+    let refused = |spec: MeasureSpec| MeasureSet::new(&[spec], &[], &with_users().1).unwrap_err().to_string();
+    let users = || MeasureSpec::new("u", MeasureKind::Distinct, Some("user_id"), None);
+    assert!(refused(users().with_option("precision", 30)).contains("precision 30 is outside 4..=18"));
+    assert!(refused(users().with_option("precison", 8)).contains("`precison` is not an option of a distinct"));
+    assert!(refused(users().with_option("precision", "8")).contains("must be a whole number"));
+    let cost = MeasureSpec::new("c", MeasureKind::Sum, Some("cost"), None).with_option("precision", 8);
+    assert!(refused(cost).contains("`precision` is not an option of a sum"));
 }
 
-fn sketch_write<'a>(m: &'a Measure, h: &'a crate::hll::Hll) -> SketchWrite<'a> {
+fn sketch_write<'a>(m: &'a Measure, h: &'a Sketch) -> SketchWrite<'a> {
     SketchWrite {
         pk: "p".into(),
         sk: sketch_key(&[1], 5),
@@ -260,6 +264,8 @@ fn sketch_write<'a>(m: &'a Measure, h: &'a crate::hll::Hll) -> SketchWrite<'a> {
         dims: &[],
         measure: m,
         sketch: h,
+        mark_attr: "w@1",
+        flush: 1,
     }
 }
 
@@ -286,7 +292,7 @@ fn sketch_items_merge_once_whatever_the_replays_and_order_concurrent_writers() {
     let m = &set.measures()[5];
     let flush = |users: &[&'static str]| {
         let events: Vec<_> = users.iter().map(|u| user_event(false, u)).collect();
-        sketch(&partial_of(&set, &events).values(&set), 5).clone()
+        Sketch::Distinct(sketch(&partial_of(&set, &events).values(&set), 5).clone())
     };
     let (a, b) = (flush(&["a", "b"]), flush(&["b", "c", "d"]));
     let write = |h| sketch_write(m, h);

@@ -11,16 +11,19 @@
 //! Every write is guarded by the writer's mark (`w@lane < k`, then
 //! `SET w@lane = k`): a replayed flush finds its mark and is skipped.
 //!
-//! A distinct count's sketch item ([`plan_sketch_update`]) needs no mark:
-//! merging a sketch twice is merging it once. Its writes are ordered by a
-//! version: the first attempt assumes a new item (version absent); a
-//! refused one returns the stored item, whose sketch is merged with ours
-//! and written guarded by its version; a stored sketch that already holds
-//! ours is not written at all.
+//! A sketch measure's item ([`plan_sketch_update`]) is written under the
+//! same mark when its kind's merge is not idempotent (a quantile sketch's
+//! merge adds counts), so a replayed or zombie flush that finds its mark is
+//! skipped, never merged twice; an idempotent kind (a distinct count's
+//! register max) needs none, and a flush adding nothing new to it is not
+//! written. Its writes are ordered by a
+//! version: the first attempt assumes a new item (version absent) or the
+//! one the writer remembers; a refused one returns the stored item, whose
+//! sketch is merged with ours and written guarded by its version (so the
+//! mark read with it is the mark written over).
 
 use super::values::{attr_sketch_named, MAX_STORED_UNITS};
-use super::{Measure, MeasureKind, MeasureSet, MeasureValue, MeasureValues};
-use crate::hll::Hll;
+use super::{Measure, MeasureKind, MeasureSet, MeasureValue, MeasureValues, Sketch};
 use crate::retention::TTL_ATTR;
 use crate::rollup::TIME_ATTR;
 use crate::schema::value::format_units;
@@ -73,7 +76,7 @@ pub fn plan_update(w: &ItemWrite, known: Option<&Item>) -> Result<Option<UpdateR
         req = match *v {
             MeasureValue::Count(0) | MeasureValue::Sum(0) | MeasureValue::Min(None) | MeasureValue::Max(None) => req,
             // In its own item (`plan_sketch_update`).
-            MeasureValue::Distinct(_) => req,
+            MeasureValue::Sketch(_) => req,
             MeasureValue::Count(n) => req.add(name, Decimal::from(n)),
             MeasureValue::Sum(s) => {
                 let overflow = |total: i128| {
@@ -169,16 +172,24 @@ pub struct SketchWrite<'a> {
     pub expires: Option<i64>,
     pub dims: &'a [(&'a str, AttrValue)],
     pub measure: &'a Measure,
-    pub sketch: &'a Hll,
+    pub sketch: &'a Sketch,
+    /// As [`ItemWrite::mark_attr`] and [`ItemWrite::flush`].
+    pub mark_attr: &'a str,
+    pub flush: u64,
 }
 
-/// The update that merges `w` into the stored sketch, given what is known
-/// of the item: nothing (first attempt: assume there is none), or the item
-/// a refused attempt returned. None when the stored sketch already holds
-/// ours (a replay, or nothing new). An unreadable stored sketch is an error.
+/// The update that merges `w` into the stored sketch exactly once, given
+/// what is known of the item: nothing (first attempt: assume there is
+/// none), or an item read or returned by a refused attempt. None when that
+/// item holds this flush already (its mark is at or past it). An unreadable
+/// stored sketch is an error.
 pub fn plan_sketch_update(w: &SketchWrite, known: Option<&Item>) -> Result<Option<UpdateRequest>, String> {
+    // An idempotent merge (a distinct count's register max) needs no mark:
+    // merging twice is merging once, and a flush adding nothing new is
+    // not written at all.
+    let mark = (!w.sketch.idempotent()).then_some((w.mark_attr, w.flush));
     let Some(mut req) =
-        plan_sketch_merge(w.pk.clone(), w.sk.clone(), &w.measure.name, w.measure.precision, w.sketch, known, false)?
+        plan_sketches_merge(w.pk.clone(), w.sk.clone(), &[(&w.measure.name, w.sketch)], mark, known, false)?
     else {
         return Ok(None);
     };
@@ -192,45 +203,41 @@ pub fn plan_sketch_update(w: &SketchWrite, known: Option<&Item>) -> Result<Optio
     Ok(Some(req))
 }
 
-/// The versioned merge of `sketch` into attribute `name` of an item (see
-/// [`plan_sketch_update`]); None when the stored one already holds ours,
-/// unless `other_changes` (the caller sets more attributes).
-pub(crate) fn plan_sketch_merge(
-    pk: String,
-    sk: Vec<u8>,
-    name: &str,
-    precision: u8,
-    sketch: &Hll,
-    known: Option<&Item>,
-    other_changes: bool,
-) -> Result<Option<UpdateRequest>, String> {
-    plan_sketches_merge(pk, sk, &[(name, precision, sketch)], known, other_changes)
-}
-
 /// The versioned merge of several sketches into attributes of one item,
-/// written together under one version (`(attribute, precision, sketch)`);
-/// None when the stored ones already hold all of ours, unless
-/// `other_changes`. Shared with the planner's statistics (`crate::stats`).
+/// written together under one version (`(attribute, sketch)`), and under
+/// `mark` (a writer's mark attribute and flush) when given. None when the
+/// known item holds the mark's flush already; without a mark, None when
+/// the stored sketches already hold all of ours, unless `other_changes`
+/// (the caller sets more attributes: the planner's statistics,
+/// `crate::stats`, the other caller).
 pub(crate) fn plan_sketches_merge(
     pk: String,
     sk: Vec<u8>,
-    sketches: &[(&str, u8, &Hll)],
+    sketches: &[(&str, &Sketch)],
+    mark: Option<(&str, u64)>,
     known: Option<&Item>,
     other_changes: bool,
 ) -> Result<Option<UpdateRequest>, String> {
+    if let Some((attr, flush)) = mark {
+        if let Some(AttrValue::N(at)) = known.and_then(|k| k.attrs.get(attr)) {
+            if *at >= Decimal::from(flush) {
+                return Ok(None);
+            }
+        }
+    }
     let version = match known.and_then(|k| k.attrs.get(VERSION_ATTR)) {
         None => 0,
         Some(AttrValue::N(v)) => u64::try_from(*v).map_err(|_| format!("sketch version {v} is not a count"))?,
         Some(other) => return Err(format!("sketch version is {other:?}, not a number")),
     };
-    let mut changed = other_changes || version == 0;
+    let mut changed = other_changes || mark.is_some() || version == 0;
     let mut req = UpdateRequest::new(pk, sk);
-    for &(name, precision, sketch) in sketches {
+    for &(name, sketch) in sketches {
         let merged = match known {
             Some(item) if version > 0 => {
-                let stored = attr_sketch_named(item, name, precision)?;
+                let stored = attr_sketch_named(item, name, sketch.params())?;
                 let mut merged = stored.clone();
-                merged.merge(sketch).map_err(|e| e.to_string())?;
+                merged.merge(sketch)?;
                 changed |= merged != stored;
                 merged
             }
@@ -240,6 +247,9 @@ pub(crate) fn plan_sketches_merge(
     }
     if !changed {
         return Ok(None);
+    }
+    if let Some((attr, flush)) = mark {
+        req = req.set(attr, AttrValue::N(Decimal::from(flush)));
     }
     let req = req.set(VERSION_ATTR, AttrValue::N(Decimal::from(version + 1)));
     // Versions start at 1: "below 1 or absent" is "absent".

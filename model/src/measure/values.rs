@@ -1,8 +1,8 @@
 //! Measure values as a flush writes them and a reader sums them: the wide
 //! form of a [`Partial`](super::Partial), with its item codec.
 
-use super::{Measure, MeasureKind, MeasureSet};
-use crate::hll::Hll;
+use super::sketch::{ShowOptions, Shown};
+use super::{Measure, MeasureKind, MeasureSet, Sketch, SketchParams};
 use crate::schema::value::format_units;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use zigzag_core::table::{AttrValue, Item};
 
 /// One measure's value. Sums, minima and maxima are in units of
-/// 10^-scale of their field; a distinct count is its sketch (the count is
-/// its estimate).
+/// 10^-scale of their field; a sketch measure is its sketch (what a report
+/// shows of it: [`Sketch::shown`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MeasureValue {
@@ -21,7 +21,7 @@ pub enum MeasureValue {
     /// None: no event had the field.
     Min(Option<i64>),
     Max(Option<i64>),
-    Distinct(Box<Hll>),
+    Sketch(Box<Sketch>),
 }
 
 impl MeasureValue {
@@ -31,7 +31,10 @@ impl MeasureValue {
             MeasureKind::Sum => MeasureValue::Sum(0),
             MeasureKind::Min => MeasureValue::Min(None),
             MeasureKind::Max => MeasureValue::Max(None),
-            MeasureKind::Distinct => MeasureValue::Distinct(Box::new(Hll::new(m.precision).unwrap_or_default())),
+            _ => match m.sketch {
+                Some(params) => MeasureValue::Sketch(Box::new(Sketch::empty(params))),
+                None => MeasureValue::Count(0), // every sketch kind has parameters
+            },
         }
     }
 
@@ -44,8 +47,8 @@ impl MeasureValue {
             (Sum(a), Sum(b)) => *a += b,
             (Min(a), Min(b)) => *a = extreme(*a, *b, i64::min),
             (Max(a), Max(b)) => *a = extreme(*a, *b, i64::max),
-            // One measure's sketches share a precision: cannot fail.
-            (Distinct(a), Distinct(b)) => {
+            // One measure's sketches share their parameters: cannot fail.
+            (Sketch(a), Sketch(b)) => {
                 let _ = a.merge(b);
             }
             // Values of one measure are always of one kind.
@@ -53,13 +56,29 @@ impl MeasureValue {
         }
     }
 
-    /// The exact value in units (None: no value); a distinct count's estimate.
+    /// The exact value in units (None: no value); a sketch's first column
+    /// (a distinct count's estimate, a quantile measure's median), rounded.
     pub fn units(&self) -> Option<i128> {
         match self {
             MeasureValue::Count(n) => Some(*n as i128),
             MeasureValue::Sum(s) => Some(*s),
             MeasureValue::Min(v) | MeasureValue::Max(v) => v.map(i128::from),
-            MeasureValue::Distinct(h) => Some(h.estimate() as i128),
+            MeasureValue::Sketch(s) => match s.shown(&ShowOptions::default()).first() {
+                Some(Shown::Count(n)) => Some(*n as i128),
+                Some(Shown::Units(u)) => *u,
+                Some(Shown::Estimate(e)) => e.map(|e| e.round() as i128),
+                None => None,
+            },
+        }
+    }
+
+    /// What a report shows of it: one value per column
+    /// ([`MeasureSet::measure_columns`]).
+    pub fn shown(&self, ask: &ShowOptions) -> Vec<Shown> {
+        match self {
+            MeasureValue::Count(n) => vec![Shown::Count(*n)],
+            MeasureValue::Sketch(s) => s.shown(ask),
+            other => vec![Shown::Units(other.units())],
         }
     }
 
@@ -107,22 +126,17 @@ fn extreme(a: Option<i64>, b: Option<i64>, pick: fn(i64, i64) -> i64) -> Option<
     }
 }
 
-/// A stored sketch (an empty one when absent).
-pub(super) fn attr_sketch(item: &Item, m: &Measure) -> Result<Hll, String> {
-    attr_sketch_named(item, &m.name, m.precision)
+/// A measure's stored sketch (an empty one when absent).
+pub(super) fn attr_sketch(item: &Item, m: &Measure) -> Result<Sketch, String> {
+    let params = m.sketch.ok_or_else(|| format!("measure {} keeps no sketch", m.name))?;
+    attr_sketch_named(item, &m.name, params)
 }
 
-/// The sketch in attribute `name` (empty when absent), of precision `p`.
-pub(crate) fn attr_sketch_named(item: &Item, name: &str, p: u8) -> Result<Hll, String> {
+/// The sketch in attribute `name` (empty when absent), of `params`.
+pub(crate) fn attr_sketch_named(item: &Item, name: &str, params: SketchParams) -> Result<Sketch, String> {
     match item.attrs.get(name) {
-        None => Hll::new(p).map_err(|e| e.to_string()),
-        Some(AttrValue::B(bytes)) => {
-            let h = Hll::from_bytes(bytes).map_err(|e| format!("attribute {name:?}: {e}"))?;
-            if h.precision() != p {
-                return Err(format!("attribute {name:?}: precision {} is not the layout's {p}", h.precision()));
-            }
-            Ok(h)
-        }
+        None => Ok(Sketch::empty(params)),
+        Some(AttrValue::B(bytes)) => Sketch::from_bytes(bytes, params).map_err(|e| format!("attribute {name:?}: {e}")),
         Some(other) => Err(format!("attribute {name:?} is {other:?}, not a sketch")),
     }
 }
@@ -172,7 +186,7 @@ impl MeasureValues {
                 MeasureKind::Sum => MeasureValue::Sum(units()?.unwrap_or(0)),
                 MeasureKind::Min => MeasureValue::Min(narrow(units()?)?),
                 MeasureKind::Max => MeasureValue::Max(narrow(units()?)?),
-                MeasureKind::Distinct => MeasureValue::Distinct(Box::new(attr_sketch(item, m)?)),
+                _ => MeasureValue::Sketch(Box::new(attr_sketch(item, m)?)),
             });
         }
         Ok(MeasureValues(out))
