@@ -68,34 +68,59 @@ impl Report {
     }
 }
 
-/// What `top` ranks by (and what a chart draws): a measure or a ratio.
+/// What `top` ranks by (and what a chart draws): a measure, one column of
+/// a measure that shows several (a quantile measure's `latency_p99`), or a
+/// ratio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankBy {
     Measure(usize),
+    /// Column `column` of what measure `measure` shows.
+    Column {
+        measure: usize,
+        column: usize,
+    },
     Ratio(usize),
 }
 
 impl RankBy {
-    pub fn parse(text: &str, set: &MeasureSet) -> Result<RankBy> {
-        if let Some(i) = set.position(text) {
-            return Ok(RankBy::Measure(i));
+    /// `text` among the measures, their columns as `ask` shows them, and
+    /// the ratios.
+    pub fn parse(text: &str, set: &MeasureSet, ask: &ShowOptions) -> Result<RankBy> {
+        for (i, m) in set.measures().iter().enumerate() {
+            match m.kind.sketch_columns(&m.name, ask) {
+                Some(columns) if columns.len() != 1 || columns[0] != m.name => {
+                    if let Some(column) = columns.iter().position(|c| c == text) {
+                        return Ok(RankBy::Column { measure: i, column });
+                    }
+                }
+                _ if m.name == text => return Ok(RankBy::Measure(i)),
+                _ => {}
+            }
         }
         if let Some(i) = set.ratios().iter().position(|r| r.name == text) {
             return Ok(RankBy::Ratio(i));
         }
-        let names: Vec<&str> = set
-            .measures()
-            .iter()
-            .map(|m| m.name.as_str())
-            .chain(set.ratios().iter().map(|r| r.name.as_str()))
-            .collect();
+        let names: Vec<String> =
+            set.measure_columns(ask).into_iter().chain(set.ratios().iter().map(|r| r.name.clone())).collect();
         Err(GatherError::Report(format!("{text:?} is not a measure or ratio of the layout ({})", names.join(", "))))
     }
 
-    pub fn name(self, set: &MeasureSet) -> &str {
+    pub fn name(self, set: &MeasureSet, ask: &ShowOptions) -> String {
         match self {
-            RankBy::Measure(i) => &set.measures()[i].name,
-            RankBy::Ratio(i) => &set.ratios()[i].name,
+            RankBy::Measure(i) => set.measures()[i].name.clone(),
+            RankBy::Column { measure, column } => {
+                let m = &set.measures()[measure];
+                m.kind.sketch_columns(&m.name, ask).and_then(|c| c.get(column).cloned()).unwrap_or_default()
+            }
+            RankBy::Ratio(i) => set.ratios()[i].name.clone(),
+        }
+    }
+
+    /// The measure it reads (None: a ratio, which reads two).
+    pub fn measure(self) -> Option<usize> {
+        match self {
+            RankBy::Measure(i) | RankBy::Column { measure: i, .. } => Some(i),
+            RankBy::Ratio(_) => None,
         }
     }
 
@@ -104,10 +129,19 @@ impl RankBy {
         matches!(self, RankBy::Ratio(_))
     }
 
-    /// Exact comparison: measures as integers, ratios as cross products.
-    fn compare(self, set: &MeasureSet, a: &MeasureValues, b: &MeasureValues) -> Ordering {
+    /// Exact comparison: measures as integers, ratios as cross products;
+    /// a sketch's column (an estimate) as numbers, no value first.
+    fn compare(self, set: &MeasureSet, ask: &ShowOptions, a: &MeasureValues, b: &MeasureValues) -> Ordering {
         match self {
             RankBy::Measure(i) => a.0[i].compare(&b.0[i]),
+            RankBy::Column { measure, column } => {
+                let scale = set.measures()[measure].scale;
+                let value = |v: &MeasureValues| v.0[measure].shown(ask).get(column).and_then(|s| s.as_f64(scale));
+                match (value(a), value(b)) {
+                    (Some(x), Some(y)) => x.total_cmp(&y),
+                    (x, y) => x.is_some().cmp(&y.is_some()),
+                }
+            }
             RankBy::Ratio(i) => {
                 let r = &set.ratios()[i];
                 let parts = |v: &MeasureValues| {
@@ -191,7 +225,7 @@ pub fn top(agg: &Aggregation, n: usize, by: RankBy) -> Result<Report> {
     }
     let set = &agg.set;
     let mut groups: Vec<(Vec<String>, MeasureValues)> = agg.by_values().into_iter().collect();
-    groups.sort_by(|a, b| by.compare(set, &b.1, &a.1).then_with(|| a.0.cmp(&b.0)));
+    groups.sort_by(|a, b| by.compare(set, &agg.show, &b.1, &a.1).then_with(|| a.0.cmp(&b.0)));
     let rows = groups
         .iter()
         .take(n)
@@ -272,14 +306,14 @@ mod tests {
         g.add(0, vec!["DE".into()], &m(1, 2));
         g.add(0, vec!["FR".into()], &m(3, 100));
         g.add(0, vec!["US".into()], &m(0, 0));
-        let ctr = RankBy::parse("ctr", &set).unwrap();
+        let ctr = RankBy::parse("ctr", &set, &ShowOptions::default()).unwrap();
         let t = top(&g, 2, ctr).unwrap();
         assert_eq!(t.rows.len(), 2);
         assert_eq!(t.rows[0][1], Cell::Text("DE".into()));
-        let t = top(&g, 5, RankBy::parse("clicks", &set).unwrap()).unwrap();
+        let t = top(&g, 5, RankBy::parse("clicks", &set, &ShowOptions::default()).unwrap()).unwrap();
         assert_eq!(t.rows[0][1], Cell::Text("FR".into()));
         assert_eq!(t.rows[2][1], Cell::Text("US".into()));
-        assert!(RankBy::parse("revenue", &set).unwrap_err().to_string().contains("cost_max"));
+        assert!(RankBy::parse("revenue", &set, &ShowOptions::default()).unwrap_err().to_string().contains("cost_max"));
         assert!(top(&Aggregation::new(None, vec![], set.clone()), 3, ctr).is_err());
         let r = ratios(&g).unwrap();
         assert_eq!(r.columns, ["country", "clicks", "impressions", "ctr"]);

@@ -18,6 +18,8 @@ use zigzag_gather::report::{self, RankBy};
 use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
 use zigzag_gather::{explain, merge, Planned};
+use zigzag_model::measure::sketch::DEFAULT_QUANTILES;
+use zigzag_model::measure::ShowOptions;
 use zigzag_model::{Config, MeasureSet, Rollup};
 
 const WHERE_HELP: &str = "Filter, repeatable (AND): FIELD=V, FIELD!=V, 'FIELD in V1,V2', FIELD>=V, FIELD>V, \
@@ -100,6 +102,10 @@ pub(crate) struct Common {
     /// the ratios' for ratios
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     measures: Vec<String>,
+    /// Quantiles a quantile measure shows, comma-separated, each in 0..=1
+    /// (columns NAME_p50, NAME_p99, ...; `top --by NAME_p99` ranks by one)
+    #[arg(long, value_name = "Q", value_delimiter = ',', default_values_t = DEFAULT_QUANTILES)]
+    quantiles: Vec<f64>,
     /// Pretend now is this instant (reproducible --last)
     #[arg(long, hide = true)]
     now: Option<String>,
@@ -116,6 +122,18 @@ fn now_ms(arg: Option<&str>) -> Result<i64> {
 pub(crate) fn strategy_of(name: Option<&str>) -> Result<Strategy> {
     let name = name.unwrap_or("auto");
     Strategy::named(name).with_context(|| format!("--strategy {name}: one of {}", Strategy::NAMES.join(", ")))
+}
+
+/// What reports show of measures with several columns.
+fn show_options(c: &Common) -> Result<ShowOptions> {
+    for &q in &c.quantiles {
+        if !(0.0..=1.0).contains(&q) {
+            bail!("--quantiles {q}: a quantile is in 0..=1 (0.5 is the median, 0.99 the 99th percentile)");
+        }
+    }
+    let mut quantiles = c.quantiles.clone();
+    quantiles.dedup();
+    Ok(ShowOptions { quantiles })
 }
 
 fn exec_options(c: &Common) -> Result<ExecOptions> {
@@ -167,7 +185,7 @@ async fn prepare(table: &dyn SortedTable, config: &Config, c: &Common, kind: &Ki
             }
             Some(c.measures.clone())
         }
-        (Kind::Top { by: name, .. }, true) => Some(measures_of(name, &set)?),
+        (Kind::Top { by: name, .. }, true) => Some(measures_of(name, &set, &show_options(c)?)?),
         (Kind::Ratios, true) => Some(
             set.ratios()
                 .iter()
@@ -197,7 +215,7 @@ async fn prepare(table: &dyn SortedTable, config: &Config, c: &Common, kind: &Ki
     }
     let opts = exec_options(c)?;
     if let Kind::Timeseries { measure: name, .. } | Kind::Top { by: name, .. } = kind {
-        RankBy::parse(name, &set)?;
+        RankBy::parse(name, &set, &show_options(c)?)?;
     }
     let planned = zigzag_gather::plan_report(table, config, req.clone(), group_by.clone(), &opts).await?;
     Ok(Prepared { req, group_by, opts, planned })
@@ -243,15 +261,19 @@ pub(crate) async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Comm
     let (config, Prepared { req, group_by, opts, planned }) =
         plan_on_layout(store, table.as_ref(), config, &c, &kind).await?;
     let config = &config;
-    let g = planned.read(table.as_ref(), &opts).await?;
+    let show = show_options(&c)?;
+    let mut g = planned.read(table.as_ref(), &opts).await?;
+    g.aggregation.show = show.clone();
     // Measures by position in the projection read (it may keep fewer).
     let set = g.aggregation.set.clone();
     let rank = match &kind {
-        Kind::Timeseries { measure: name, chart: Some(_) } => Some(RankBy::parse(name, &set).with_context(|| {
-            format!("the chart's --measure {name} is not kept by projection {}", g.plan.projection)
-        })?),
-        Kind::Timeseries { measure: name, .. } => RankBy::parse(name, &set).ok(),
-        Kind::Top { by: name, .. } => Some(RankBy::parse(name, &set)?),
+        Kind::Timeseries { measure: name, chart: Some(_) } => {
+            Some(RankBy::parse(name, &set, &show).with_context(|| {
+                format!("the chart's --measure {name} is not kept by projection {}", g.plan.projection)
+            })?)
+        }
+        Kind::Timeseries { measure: name, .. } => RankBy::parse(name, &set, &show).ok(),
+        Kind::Top { by: name, .. } => Some(RankBy::parse(name, &set, &show)?),
         _ => None,
     };
     let report = match (&kind, rank) {
@@ -267,7 +289,7 @@ pub(crate) async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Comm
     };
     print!("{}", render(&report, format)?);
     if let (Kind::Timeseries { chart: Some(path), .. }, Some(m)) = (&kind, rank) {
-        write_chart(&report, &ChartMeasure { name: m.name(&set).to_string(), ratio: m.is_ratio() }, path)?;
+        write_chart(&report, &ChartMeasure { name: m.name(&set, &show), ratio: m.is_ratio() }, path)?;
     }
     if c.explain || c.explain_all {
         let mut text = explain::explain(&g.plan, &opts, Some(&g.actual));
@@ -290,16 +312,15 @@ pub(crate) async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Comm
     Ok(())
 }
 
-/// The measures a measure or ratio name is made of.
-fn measures_of(name: &str, set: &MeasureSet) -> Result<Vec<String>> {
-    if set.position(name).is_some() {
-        return Ok(vec![name.to_string()]);
-    }
-    match set.ratios().iter().find(|r| r.name == name) {
-        Some(r) => Ok([r.numerator, r.denominator].iter().map(|&i| set.measures()[i].name.clone()).collect()),
-        None => {
-            RankBy::parse(name, set)?;
-            bail!("{name} is not a measure or ratio of the layout")
+/// The measures a measure, a measure's column or a ratio name is made of.
+fn measures_of(name: &str, set: &MeasureSet, ask: &ShowOptions) -> Result<Vec<String>> {
+    let by = RankBy::parse(name, set, ask)?;
+    Ok(match (by.measure(), by) {
+        (Some(i), _) => vec![set.measures()[i].name.clone()],
+        (None, RankBy::Ratio(r)) => {
+            let r = &set.ratios()[r];
+            [r.numerator, r.denominator].iter().map(|&i| set.measures()[i].name.clone()).collect()
         }
-    }
+        (None, _) => bail!("{name} is not a measure or ratio of the layout"),
+    })
 }
