@@ -302,6 +302,52 @@ fn numeric_distributions_have_their_moments_inside_the_bounds() {
     assert!(lo >= 0 && hi == 100_000, "{lo} {hi}");
 }
 
+fn sorted_draws(gen: &SchemaGenerator) -> Vec<i64> {
+    let mut buf = Vec::new();
+    let mut xs: Vec<i64> = (1..=gen.shard_len(0))
+        .filter_map(|seq| match gen.draw(0, seq, &mut buf) {
+            Drawn::Valid(ev) => ev.values[1].units(),
+            _ => None,
+        })
+        .collect();
+    xs.sort_unstable();
+    xs
+}
+
+/// The shapes a quantile measure is checked on: a lognormal's median, a
+/// Pareto tail, two modes, and exact zeros and negatives mixed into any.
+#[test]
+fn quantile_shapes_have_their_medians_tails_modes_zeros_and_negatives() {
+    let field = "[[field]]\nname = \"v\"\ntype = \"integer\"\nmin = -1000000\nmax = 1000000";
+    let at = |xs: &[i64], q: f64| xs[((xs.len() - 1) as f64 * q) as usize];
+    let xs =
+        sorted_draws(&one_field(field, "[field.v]\ndistribution = \"lognormal\"\nmean = 1000\nsigma = 1\nmin = 1"));
+    assert!((at(&xs, 0.5) - 1000).abs() < 60, "lognormal median 1000: {}", at(&xs, 0.5));
+    // exp(2.326 sigma): the 99th percentile is ~10x the median.
+    assert!((8_000..13_000).contains(&at(&xs, 0.99)), "lognormal p99: {}", at(&xs, 0.99));
+    let xs = sorted_draws(&one_field(field, "[field.v]\ndistribution = \"pareto\"\nalpha = 1.2\nmin = 10"));
+    assert!(xs[0] >= 10, "the tail starts at min: {}", xs[0]);
+    // A Pareto's q-quantile is min / (1 - q)^(1 / alpha): p99 = 10 x 46.4,
+    // 36x the median (10 x 1.78).
+    assert!((380..600).contains(&at(&xs, 0.99)), "pareto p99: {}", at(&xs, 0.99));
+    assert!((16..20).contains(&at(&xs, 0.5)), "pareto p50: {}", at(&xs, 0.5));
+    let xs = sorted_draws(&one_field(
+        field,
+        "[field.v]\ndistribution = \"bimodal\"\nmodes = [100, 5000]\nsd = 10\nweights = [3, 1]\nmin = 0\nmax = 10000",
+    ));
+    let low = xs.iter().filter(|&&x| (50..150).contains(&x)).count() as f64 / xs.len() as f64;
+    let high = xs.iter().filter(|&&x| (4_950..5_050).contains(&x)).count() as f64 / xs.len() as f64;
+    assert!((low - 0.75).abs() < 0.015 && (high - 0.25).abs() < 0.015, "modes 3:1: {low} {high}");
+    let xs = sorted_draws(&one_field(
+        field,
+        "[field.v]\ndistribution = \"normal\"\nmean = 500\nsd = 50\nmin = 1\nzeros = 0.1\nnegative = 0.2",
+    ));
+    let share = |f: &dyn Fn(i64) -> bool| xs.iter().filter(|&&x| f(x)).count() as f64 / xs.len() as f64;
+    assert!((share(&|x| x == 0) - 0.1).abs() < 0.01, "zeros: {}", share(&|x| x == 0));
+    // Of the 90 % not zeroed, a fifth is negative.
+    assert!((share(&|x| x < 0) - 0.18).abs() < 0.015, "negatives: {}", share(&|x| x < 0));
+}
+
 #[test]
 fn traffic_files_that_cannot_be_honoured_are_refused_with_the_field_named() {
     let config = example("ad_server");
@@ -317,8 +363,11 @@ fn traffic_files_that_cannot_be_honoured_are_refused_with_the_field_named() {
     assert!(refused("[field.event]\nabsent = 0.1").contains("required field"));
     assert!(refused("[field.country]\ncardinality = 5000").contains("do not fit in max_bytes = 2"));
     assert!(refused("[field.campaign_id]\nvalues = [-1]").contains("declared bounds"));
-    assert!(refused("[field.price]\ndistribution = \"pareto\"").contains("pareto"));
+    assert!(refused("[field.price]\ndistribution = \"gamma\"").contains("gamma"));
     assert!(refused("[field.price]\nmean = 3").contains("`mean` applies to distribution normal or exponential"));
+    assert!(refused("[field.price]\ndistribution = \"bimodal\"").contains("needs `modes = [low, high]`"));
+    assert!(refused("[field.price]\nsigma = 2").contains("`sigma` applies to distribution lognormal"));
+    assert!(refused("[field.price]\nzeros = 2").contains("`zeros` = 2 is not a fraction"));
     assert!(refused("[field.event]\nweights = [1, 2]").contains("2 weights for 3 values"));
     assert!(refused("[field.event]\nbogus = 1").contains("bogus"));
     assert!(refused("[field.price]\nmin = 0.5").contains("price"), "integers take whole numbers");

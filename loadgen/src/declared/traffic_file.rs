@@ -18,9 +18,16 @@
 //! [field.price]            # a number, in the field's own units
 //! when = "event = click"   # only in clicks (absent in the other records)
 //! distribution = "exponential"   # uniform | zipf | normal | exponential
-//! min = 100
+//! min = 100                      #   | lognormal | pareto | bimodal
 //! max = 2000000
 //! mean = 2500
+//!
+//! [field.latency_ms]       # shapes for quantiles: a heavy tail, two modes
+//! distribution = "lognormal"     # `mean` is the median, `sigma` the log-space sd
+//! mean = 120
+//! sigma = 1.2
+//! zeros = 0.02             # any number distribution: this fraction is 0
+//! negative = 0.01          # ... and this fraction has its sign flipped
 //!
 //! [field.premium]          # a boolean
 //! p_true = 0.2
@@ -84,7 +91,8 @@ pub struct FieldTraffic {
     /// Zipf exponent (rank 1 the most frequent). Strings: over the
     /// vocabulary; numbers: with `distribution = "zipf"`.
     pub zipf: Option<f64>,
-    /// Numbers: uniform (default), zipf, normal or exponential.
+    /// Numbers: uniform (default), zipf, normal, exponential, lognormal,
+    /// pareto or bimodal.
     pub distribution: Option<String>,
     /// Numbers, in the field's units (`2.5` for a decimal): the range drawn
     /// from, inside the field's declared bounds.
@@ -92,8 +100,22 @@ pub struct FieldTraffic {
     pub max: Option<toml::Value>,
     /// Numbers: normal and exponential.
     pub mean: Option<toml::Value>,
-    /// Numbers: normal.
+    /// Numbers: normal and bimodal (each mode's).
     pub sd: Option<toml::Value>,
+    /// Numbers, lognormal: the standard deviation of the value's logarithm
+    /// (default 1; `mean` is the median).
+    pub sigma: Option<f64>,
+    /// Numbers, pareto: the tail index (default 1.5: a finite mean, an
+    /// infinite variance); `min` is where the tail starts.
+    pub alpha: Option<f64>,
+    /// Numbers, bimodal: the two modes (each a normal of `sd`), drawn by
+    /// `weights` (default equally).
+    pub modes: Option<Vec<toml::Value>>,
+    /// Numbers: the fraction of draws that are exactly zero.
+    pub zeros: Option<f64>,
+    /// Numbers: the fraction of draws whose sign is flipped (then clamped
+    /// to the field's bounds).
+    pub negative: Option<f64>,
     /// Booleans: the probability of `true`.
     pub p_true: Option<f64>,
 }
@@ -116,6 +138,11 @@ impl FieldTraffic {
         add(self.max.is_some(), "max");
         add(self.mean.is_some(), "mean");
         add(self.sd.is_some(), "sd");
+        add(self.sigma.is_some(), "sigma");
+        add(self.alpha.is_some(), "alpha");
+        add(self.modes.is_some(), "modes");
+        add(self.zeros.is_some(), "zeros");
+        add(self.negative.is_some(), "negative");
         add(self.p_true.is_some(), "p_true");
         keys
     }

@@ -23,7 +23,7 @@ use chrono::{DateTime, FixedOffset};
 use rand::distributions::WeightedIndex;
 use rand::rngs::SmallRng;
 use rand::Rng;
-use rand_distr::{Distribution, Exp, Normal, Zipf};
+use rand_distr::{Distribution, Exp, LogNormal, Normal, Pareto, Zipf};
 use zigzag_model::measure::condition::Condition;
 use zigzag_model::schema::value::{decimal_units, format_units, Bounds};
 use zigzag_model::schema::{scalar_text, FieldSpec, FieldType, FieldValue, TimeFormat, TypedField};
@@ -121,6 +121,18 @@ enum NumberDist {
     Normal(Normal<f64>),
     /// `lo` plus an exponential draw.
     Exponential(Exp<f64>),
+    LogNormal(LogNormal<f64>),
+    Pareto(Pareto<f64>),
+    /// Two normals, the first drawn with this probability.
+    Bimodal(Normal<f64>, Normal<f64>, f64),
+}
+
+/// What is done to a number after its draw: a fraction made zero, a
+/// fraction made negative (then clamped).
+#[derive(Debug, Clone, Copy, Default)]
+struct Signs {
+    zeros: f64,
+    negative: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -129,11 +141,14 @@ enum ValueGen {
         words: Words,
         pick: Pick,
     },
-    /// Units of 10^-scale in `lo..=hi`.
+    /// Units of 10^-scale in `lo..=hi` (then `signs`, inside the field's
+    /// `bounds`).
     Number {
         lo: i64,
         hi: i64,
         dist: NumberDist,
+        signs: Signs,
+        bounds: (i64, i64),
         scale: u32,
         integer: bool,
     },
@@ -176,9 +191,22 @@ impl FieldGen {
         let err = |m: String| TrafficError::field(&spec.name, m);
         let allowed: &[&str] = match spec.kind {
             FieldType::String { .. } => &["values", "weights", "cardinality", "zipf"],
-            FieldType::Integer { .. } | FieldType::Decimal { .. } => {
-                &["distribution", "min", "max", "mean", "sd", "zipf", "cardinality", "values", "weights"]
-            }
+            FieldType::Integer { .. } | FieldType::Decimal { .. } => &[
+                "distribution",
+                "min",
+                "max",
+                "mean",
+                "sd",
+                "zipf",
+                "cardinality",
+                "values",
+                "weights",
+                "sigma",
+                "alpha",
+                "modes",
+                "zeros",
+                "negative",
+            ],
             FieldType::Boolean => &["p_true"],
             FieldType::Timestamp { .. } => &[],
         };
@@ -246,8 +274,13 @@ impl FieldGen {
                 let w = words.word(pick.rank(rng, words.len()));
                 (FieldValue::Str(w.clone().into()), Written::Str(w))
             }
-            ValueGen::Number { lo, hi, dist, scale, integer } => {
-                let v = draw_units(rng, *lo, *hi, dist);
+            ValueGen::Number { lo, hi, dist, signs, bounds, scale, integer } => {
+                let mut v = draw_units(rng, *lo, *hi, dist);
+                if signs.zeros > 0.0 && rng.gen_bool(signs.zeros) {
+                    v = 0.clamp(bounds.0, bounds.1);
+                } else if signs.negative > 0.0 && rng.gen_bool(signs.negative) {
+                    v = v.saturating_neg().clamp(bounds.0, bounds.1);
+                }
                 let value = if *integer { FieldValue::Int(v) } else { FieldValue::Dec(v) };
                 (value, number_written(rng, v, *scale))
             }
@@ -362,7 +395,13 @@ fn number(spec: &FieldSpec, t: &FieldTraffic, bounds: Bounds) -> Result<ValueGen
     };
     let whole = 10i64.checked_pow(scale).ok_or("scale too large to draw from")?;
     let lo = units(&t.min, "min")?.unwrap_or(if bounds.min > i64::MIN { bounds.min } else { 0.min(bounds.max) });
-    let hi = units(&t.max, "max")?.unwrap_or_else(|| bounds.max.min(lo.saturating_add(1000i64.saturating_mul(whole))));
+    // Tails run to the field's bound unless told otherwise; the rest span
+    // 1000 of the field's units.
+    let tailed = matches!(t.distribution.as_deref(), Some("lognormal" | "pareto"));
+    let hi = units(&t.max, "max")?.unwrap_or_else(|| match tailed {
+        true => bounds.max,
+        false => bounds.max.min(lo.saturating_add(1000i64.saturating_mul(whole))),
+    });
     if lo < bounds.min || hi > bounds.max {
         return Err("min and max must lie inside the field's declared bounds".into());
     }
@@ -398,7 +437,42 @@ fn number(spec: &FieldSpec, t: &FieldTraffic, bounds: Bounds) -> Result<ValueGen
             let mean = units(&t.mean, "mean")?.map_or(span / 10.0, |m| m as f64 - lo as f64).max(1.0);
             NumberDist::Exponential(Exp::new(1.0 / mean).map_err(|e| format!("exponential: {e}"))?)
         }
-        other => return Err(format!("distribution {other:?}: expected uniform, zipf, normal or exponential")),
+        "lognormal" => {
+            let median = units(&t.mean, "mean")?.map_or((lo.max(1) as f64 * hi.max(1) as f64).sqrt(), |m| m as f64);
+            if median <= 0.0 {
+                return Err("a lognormal's `mean` (its median) must be positive".into());
+            }
+            let sigma = t.sigma.unwrap_or(1.0);
+            NumberDist::LogNormal(LogNormal::new(median.ln(), sigma).map_err(|e| format!("lognormal: {e}"))?)
+        }
+        "pareto" => {
+            let start = lo.max(1) as f64;
+            NumberDist::Pareto(Pareto::new(start, t.alpha.unwrap_or(1.5)).map_err(|e| format!("pareto: {e}"))?)
+        }
+        "bimodal" => {
+            let modes = t.modes.as_ref().ok_or("a bimodal distribution needs `modes = [low, high]`")?;
+            let modes: Vec<i64> = modes
+                .iter()
+                .map(|v| units(&Some(v.clone()), "modes"))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .flatten()
+                .collect();
+            let [a, b] = modes[..] else { return Err("`modes` takes two numbers".into()) };
+            let sd = units(&t.sd, "sd")?.map_or(span / 40.0, |s| s as f64).max(f64::MIN_POSITIVE);
+            let first = match t.weights.as_deref() {
+                None => 0.5,
+                Some([x, y]) if *x >= 0.0 && *y >= 0.0 && x + y > 0.0 => x / (x + y),
+                Some(_) => return Err("a bimodal's `weights` are two non-negative numbers".into()),
+            };
+            let normal = |m: i64| Normal::new(m as f64, sd).map_err(|e| format!("bimodal: {e}"));
+            NumberDist::Bimodal(normal(a)?, normal(b)?, first)
+        }
+        other => {
+            return Err(format!(
+                "distribution {other:?}: expected uniform, zipf, normal, exponential, lognormal, pareto or bimodal"
+            ))
+        }
     };
     let used = |set: bool, key: &str, by: &[&str]| {
         if set && !by.contains(&t.distribution.as_deref().unwrap_or("uniform")) {
@@ -407,14 +481,30 @@ fn number(spec: &FieldSpec, t: &FieldTraffic, bounds: Bounds) -> Result<ValueGen
             Ok(())
         }
     };
-    used(t.mean.is_some(), "mean", &["normal", "exponential"])?;
-    used(t.sd.is_some(), "sd", &["normal"])?;
+    used(t.mean.is_some(), "mean", &["normal", "exponential", "lognormal"])?;
+    used(t.sd.is_some(), "sd", &["normal", "bimodal"])?;
+    used(t.sigma.is_some(), "sigma", &["lognormal"])?;
+    used(t.alpha.is_some(), "alpha", &["pareto"])?;
+    used(t.modes.is_some(), "modes", &["bimodal"])?;
     used(t.zipf.is_some() || t.cardinality.is_some(), "zipf/cardinality", &["zipf"])?;
-    used(t.values.is_some() || t.weights.is_some(), "values/weights", &["uniform"])?;
-    if t.weights.is_some() && t.values.is_none() {
+    used(t.values.is_some(), "values", &["uniform"])?;
+    used(t.weights.is_some(), "weights", &["uniform", "bimodal"])?;
+    let bimodal = t.distribution.as_deref() == Some("bimodal");
+    if t.weights.is_some() && t.values.is_none() && !bimodal {
         return Err("`weights` of a number need its `values`".into());
     }
-    Ok(ValueGen::Number { lo, hi, dist, scale, integer })
+    let fraction = |v: Option<f64>, key: &str| match v {
+        Some(f) if !(0.0..=1.0).contains(&f) => Err(format!("`{key}` = {f} is not a fraction")),
+        v => Ok(v.unwrap_or(0.0)),
+    };
+    let signs = Signs { zeros: fraction(t.zeros, "zeros")?, negative: fraction(t.negative, "negative")? };
+    if signs.zeros > 0.0 && !(bounds.min..=bounds.max).contains(&0) {
+        return Err("`zeros`: 0 is outside the field's declared bounds".into());
+    }
+    if signs.negative > 0.0 && bounds.min >= 0 {
+        return Err("`negative`: the field's declared bounds hold no negative value".into());
+    }
+    Ok(ValueGen::Number { lo, hi, dist, signs, bounds: (bounds.min, bounds.max), scale, integer })
 }
 
 fn draw_units(rng: &mut SmallRng, lo: i64, hi: i64, dist: &NumberDist) -> i64 {
@@ -425,6 +515,9 @@ fn draw_units(rng: &mut SmallRng, lo: i64, hi: i64, dist: &NumberDist) -> i64 {
         NumberDist::Zipf(z) => lo.saturating_add(z.sample(rng) as i64 - 1).min(hi),
         NumberDist::Normal(n) => clamp(n.sample(rng)),
         NumberDist::Exponential(e) => clamp(lo as f64 + e.sample(rng)),
+        NumberDist::LogNormal(d) => clamp(d.sample(rng)),
+        NumberDist::Pareto(d) => clamp(d.sample(rng)),
+        NumberDist::Bimodal(a, b, first) => clamp(if rng.gen_bool(*first) { a.sample(rng) } else { b.sample(rng) }),
     }
 }
 
