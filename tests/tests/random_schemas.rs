@@ -130,6 +130,14 @@ fn schema(rng: &mut ChaCha8Rng) -> Schema {
         for kind in ["sum", "min", "max"] {
             t += &format!("[[measure]]\nname = \"{kind}_{}\"\ntype = \"{kind}\"\nfield = \"{}\"\n", f.name, f.name);
         }
+        // Quantiles: merged sketches must equal the brute-force one byte
+        // for byte, at any accuracy, capped or not.
+        let accuracy = [0.01, 0.02, 0.05][rng.gen_range(0..3)];
+        let bins = if rng.gen_bool(0.3) { format!("bins = {}\n", rng.gen_range(16..=40)) } else { String::new() };
+        t += &format!(
+            "[[measure]]\nname = \"q_{}\"\ntype = \"quantile\"\nfield = \"{}\"\naccuracy = {accuracy}\n{bins}",
+            f.name, f.name
+        );
     }
     let distinct = &fields[rng.gen_range(0..fields.len())].name;
     t += &format!(
@@ -149,10 +157,18 @@ fn schema(rng: &mut ChaCha8Rng) -> Schema {
             Kind::Enum => {
                 format!("weights = [{}, {}, {}]\n", rng.gen_range(1..9), rng.gen_range(0..9), rng.gen_range(1..9))
             }
-            Kind::Int if rng.gen_bool(0.5) => "distribution = \"normal\"\nmean = 10\nsd = 300\n".to_string(),
-            Kind::Dec(_) if rng.gen_bool(0.5) => "distribution = \"exponential\"\nmin = -5\nmean = 40\n".to_string(),
+            Kind::Int => match rng.gen_range(0..4) {
+                0 => "distribution = \"normal\"\nmean = 10\nsd = 300\n".to_string(),
+                1 => "distribution = \"bimodal\"\nmodes = [-200, 700]\nsd = 30\nzeros = 0.1\n".to_string(),
+                2 => "distribution = \"lognormal\"\nmean = 50\nsigma = 1.5\nmin = 1\nnegative = 0.2\n".to_string(),
+                _ => String::new(),
+            },
+            Kind::Dec(_) => match rng.gen_range(0..3) {
+                0 => "distribution = \"exponential\"\nmin = -5\nmean = 40\n".to_string(),
+                1 => "distribution = \"pareto\"\nalpha = 1.1\nmin = 1\nmax = 100000\n".to_string(),
+                _ => String::new(),
+            },
             Kind::Bool => format!("p_true = {}\n", rng.gen_range(0..=10) as f64 / 10.0),
-            _ => String::new(),
         };
     }
     Schema { toml: t, traffic }

@@ -31,6 +31,7 @@ pub mod condition;
 mod distinct;
 pub mod fold;
 mod partial;
+pub mod quantile;
 pub mod sketch;
 pub mod update;
 pub(crate) mod values;
@@ -47,6 +48,7 @@ pub use values::{MeasureValue, MeasureValues, MAX_STORED_UNITS};
 
 sketch::measure_kinds! {
     Distinct => crate::hll::Hll,
+    Quantile => quantile::Quantiles,
 }
 
 impl MeasureKind {

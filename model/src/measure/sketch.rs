@@ -192,10 +192,43 @@ macro_rules! measure_kinds {
         }
 
         /// A sketch of any registered kind.
-        #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-        #[serde(rename_all = "snake_case")]
+        #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum Sketch {
             $($kind($ty)),*
+        }
+
+        /// `{"<kind>": "<its bytes in base64>"}` (a ground truth file).
+        impl serde::Serialize for Sketch {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use base64::Engine;
+                use serde::ser::SerializeMap;
+                let (name, bytes) = match self {
+                    $(Sketch::$kind(x) => (
+                        <$ty as $crate::measure::sketch::SketchKind>::NAME,
+                        <$ty as $crate::measure::sketch::SketchKind>::to_bytes(x),
+                    )),*
+                };
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry(name, &base64::engine::general_purpose::STANDARD.encode(bytes))?;
+                map.end()
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for Sketch {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Sketch, D::Error> {
+                use base64::Engine;
+                use serde::de::Error;
+                let map = std::collections::BTreeMap::<String, String>::deserialize(d)?;
+                let [(name, text)] = <[(String, String); 1]>::try_from(map.into_iter().collect::<Vec<_>>())
+                    .map_err(|_| D::Error::custom("a sketch is one {kind: bytes} entry"))?;
+                let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(D::Error::custom)?;
+                $(if name == <$ty as $crate::measure::sketch::SketchKind>::NAME {
+                    return <$ty as $crate::measure::sketch::SketchKind>::from_bytes(&bytes)
+                        .map(Sketch::$kind)
+                        .map_err(D::Error::custom);
+                })*
+                Err(D::Error::custom(format!("{name:?} is no sketch kind")))
+            }
         }
 
         impl Sketch {
