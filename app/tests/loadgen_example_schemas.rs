@@ -77,6 +77,11 @@ fn the_ad_server_example_runs_end_to_end_against_its_truth() {
     // Eight listed countries and the default for absent ones.
     assert_eq!(truth.by["country"].len(), 9, "{:?}", truth.by["country"].keys());
     assert!(truth.by["country"].contains_key("ZZ"));
+    // The price quantiles were checked against the exact prices of every
+    // group (the check passed above), not only sketch for sketch.
+    let prices = &truth.raw["price_micros"];
+    assert!(prices["total/all"].as_ref().is_some_and(|v| v.len() > 1_000), "prices kept");
+    assert!(prices.len() > 500, "every day, campaign, country and os group: {}", prices.len());
 }
 
 #[test]

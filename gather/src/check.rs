@@ -15,8 +15,8 @@ use chrono::{TimeZone, Utc};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::collections::{BTreeMap, BTreeSet};
 use zigzag_core::table::SortedTable;
-use zigzag_model::truth::Named;
-use zigzag_model::{KeyModel, MeasureSet, MeasureValues, Projections, Rollup, Truth};
+use zigzag_model::truth::{raw_group, Named};
+use zigzag_model::{KeyModel, MeasureSet, MeasureValue, MeasureValues, Projections, Rollup, Truth};
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -24,6 +24,9 @@ const DAY_MS: i64 = 86_400_000;
 pub enum Status {
     Match,
     Mismatch,
+    /// The values match, but a sketch's answer is farther from the exact
+    /// one than its kind allows (`Sketch::check_values`).
+    Inaccurate(String),
     /// Not checked, and why.
     Skipped(String),
 }
@@ -61,7 +64,7 @@ pub struct CheckReport {
 
 impl CheckReport {
     pub fn mismatches(&self) -> usize {
-        self.rows.iter().filter(|r| r.status == Status::Mismatch).count()
+        self.rows.iter().filter(|r| matches!(r.status, Status::Mismatch | Status::Inaccurate(_))).count()
     }
 }
 
@@ -72,13 +75,17 @@ fn compare(
     check: &str,
     store: BTreeMap<String, MeasureValues>,
     truth: &BTreeMap<String, Named>,
+    raw: &BTreeMap<String, BTreeMap<String, Option<Vec<i64>>>>,
 ) -> Vec<CheckRow> {
     let keys: BTreeSet<&String> = store.keys().chain(truth.keys()).collect();
     keys.into_iter()
         .map(|k| {
             let s = store.get(k).cloned().unwrap_or_else(|| set.zero());
             let t = truth.get(k).map_or_else(|| set.zero(), |t| MeasureValues::from_named(set, t));
-            let status = if s == t { Status::Match } else { Status::Mismatch };
+            let status = match s == t {
+                true => accuracy(set, &s, raw, &raw_group(check, k)),
+                false => Status::Mismatch,
+            };
             CheckRow {
                 projection: projection.to_string(),
                 rollup,
@@ -90,6 +97,24 @@ fn compare(
             }
         })
         .collect()
+}
+
+/// Each sketch's answers against the group's exact values, where the
+/// truth kept them.
+fn accuracy(
+    set: &MeasureSet,
+    store: &MeasureValues,
+    raw: &BTreeMap<String, BTreeMap<String, Option<Vec<i64>>>>,
+    group: &str,
+) -> Status {
+    for (m, v) in set.measures().iter().zip(&store.0) {
+        let MeasureValue::Sketch(sketch) = v else { continue };
+        let Some(Some(values)) = raw.get(&m.name).and_then(|groups| groups.get(group)) else { continue };
+        if let Err(why) = sketch.check_values(&mut values.clone()) {
+            return Status::Inaccurate(format!("{}: {why}", m.name));
+        }
+    }
+    Status::Match
 }
 
 fn day_label(t: i64) -> String {
@@ -213,14 +238,15 @@ async fn check_rollup<T: SortedTable + ?Sized>(
         "total",
         all(total.total()),
         &BTreeMap::from([("all".into(), truth.totals.clone())]),
+        &truth.raw,
     );
     let days = by_day.groups.iter().map(|(k, m)| (day_label(k.bucket.unwrap_or_default()), m.clone())).collect();
-    rows.extend(compare(set, name, rollup, "day", days, &truth.by_day));
+    rows.extend(compare(set, name, rollup, "day", days, &truth.by_day, &truth.raw));
     for (dim, agg) in &by_dim {
         match agg {
             Some(a) => {
                 let store = a.by_values().into_iter().map(|(k, m)| (k.join(","), m)).collect();
-                rows.extend(compare(set, name, rollup, dim, store, &truth.by[dim]));
+                rows.extend(compare(set, name, rollup, dim, store, &truth.by[dim], &truth.raw));
             }
             None => rows.push(CheckRow {
                 projection: name.to_string(),
@@ -277,6 +303,7 @@ fn render_projection(set: &MeasureSet, rows: &[&CheckRow]) -> String {
         let status = match &r.status {
             Status::Match => "MATCH".to_string(),
             Status::Mismatch => "MISMATCH".to_string(),
+            Status::Inaccurate(why) => format!("INACCURATE: {why}"),
             Status::Skipped(why) => format!("SKIPPED: {why}"),
         };
         let mut row = vec![r.rollup.to_string(), r.check.clone(), r.key.clone()];

@@ -35,6 +35,31 @@ pub struct Truth {
     pub by_day: BTreeMap<String, Named>,
     /// Per dimension, per value (its text).
     pub by: BTreeMap<String, BTreeMap<String, Named>>,
+    /// The exact values (the field's units) of each group of a sketch
+    /// measure whose kind checks its answers against them
+    /// (`Sketch::check_values`: a quantile's): by measure, then group
+    /// ([`raw_group`]: `total/all`, `day/<UTC day>`, `<dimension>/<value>`).
+    /// At most [`RAW_PER_GROUP`] values a group: a group with more keeps
+    /// none (null) and is checked sketch for sketch only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub raw: BTreeMap<String, BTreeMap<String, Option<Vec<i64>>>>,
+}
+
+/// Exact values kept per group of a sketch measure (160 KB of them): the
+/// bound on a truth file's growth with the events.
+pub const RAW_PER_GROUP: usize = 20_000;
+
+/// A group's name in [`Truth::raw`]: `check` is `total`, `day` or a
+/// dimension, `key` the group's (`all`, the day, the value).
+pub fn raw_group(check: &str, key: &str) -> String {
+    format!("{check}/{key}")
+}
+
+fn merge_raw(into: &mut Option<Vec<i64>>, other: &Option<Vec<i64>>) {
+    match (into.as_mut(), other) {
+        (Some(mine), Some(theirs)) if mine.len() + theirs.len() <= RAW_PER_GROUP => mine.extend(theirs),
+        _ => *into = None,
+    }
 }
 
 fn merge_named(into: &mut Named, other: &Named) {
@@ -68,6 +93,12 @@ impl Truth {
                 merge_named(mine.entry(k.clone()).or_default(), v);
             }
         }
+        for (measure, groups) in &other.raw {
+            let mine = self.raw.entry(measure.clone()).or_default();
+            for (group, values) in groups {
+                merge_raw(mine.entry(group.clone()).or_insert_with(|| Some(Vec::new())), values);
+            }
+        }
     }
 
     /// Adds one valid event (its typed values in field order) to the
@@ -83,13 +114,27 @@ impl Truth {
         self.valid += 1;
         self.first_ms = Some(self.first_ms.map_or(ts_ms, |f| f.min(ts_ms)));
         self.last_ms = Some(self.last_ms.map_or(ts_ms, |l| l.max(ts_ms)));
-        let one = event_values(set, values).named(set);
+        let event = event_values(set, values);
+        let one = event.named(set);
         merge_named(&mut self.totals, &one);
         let day = zigzag_core::schema::TimeBin::Day.label(ts_ms.div_euclid(86_400_000) * 86_400_000);
-        merge_named(self.by_day.entry(day).or_default(), &one);
+        merge_named(self.by_day.entry(day.clone()).or_default(), &one);
+        let mut groups = vec![raw_group("total", "all"), raw_group("day", &day)];
         for d in keys.dims() {
             let text = display(&fields[d.field].spec, &values[d.field]);
+            groups.push(raw_group(&d.name, &text));
             merge_named(self.by.entry(d.name.clone()).or_default().entry(text).or_default(), &one);
+        }
+        for (m, v) in set.measures().iter().zip(&event.0) {
+            let kept = matches!(v, MeasureValue::Sketch(s) if s.checks_values());
+            if !kept || m.condition.as_ref().is_some_and(|c| !c.matches(values)) {
+                continue;
+            }
+            let Some(units) = m.field.and_then(|f| values[f].units()) else { continue };
+            let mine = self.raw.entry(m.name.clone()).or_default();
+            for g in &groups {
+                merge_raw(mine.entry(g.clone()).or_insert_with(|| Some(Vec::new())), &Some(vec![units]));
+            }
         }
     }
 }

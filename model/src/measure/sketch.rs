@@ -110,6 +110,17 @@ pub trait SketchKind: Sized + Clone + PartialEq + Eq + fmt::Debug {
 
     /// The values of those columns.
     fn shown(&self, ask: &ShowOptions) -> Vec<Shown>;
+
+    /// Whether a ground truth keeps the exact values (the field's units)
+    /// of each group, for [`SketchKind::check_values`] (bounded:
+    /// `crate::truth`).
+    const CHECKS_VALUES: bool = false;
+
+    /// Checks this sketch's answers against the exact values it was made
+    /// of (its truth check); Err says which answer is off and by how much.
+    fn check_values(&self, _values: &mut [i64]) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Generates, over the registered sketch kinds, [`MeasureKind`] (the
@@ -282,6 +293,23 @@ macro_rules! measure_kinds {
                     return Err(format!("stored with {:?}, not the layout's {params:?}", sketch.params()));
                 }
                 Ok(sketch)
+            }
+
+            /// Checks its answers against the exact values it was made of
+            /// ([`SketchKind::check_values`]).
+            ///
+            /// [`SketchKind::check_values`]: $crate::measure::sketch::SketchKind::check_values
+            pub fn check_values(&self, values: &mut [i64]) -> Result<(), String> {
+                match self {
+                    $(Sketch::$kind(s) => <$ty as $crate::measure::sketch::SketchKind>::check_values(s, values)),*
+                }
+            }
+
+            /// Whether its measure's ground truth keeps exact values.
+            pub fn checks_values(&self) -> bool {
+                match self {
+                    $(Sketch::$kind(_) => <$ty as $crate::measure::sketch::SketchKind>::CHECKS_VALUES),*
+                }
             }
 
             /// Whether its merge is idempotent ([`SketchKind::IDEMPOTENT`]).

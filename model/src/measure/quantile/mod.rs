@@ -380,6 +380,60 @@ impl SketchKind for Quantiles {
     fn shown(&self, ask: &ShowOptions) -> Vec<Shown> {
         self.quantiles(&ask.quantiles).into_iter().map(Shown::Estimate).collect()
     }
+
+    const CHECKS_VALUES: bool = true;
+
+    fn check_values(&self, values: &mut [i64]) -> Result<(), String> {
+        self.check_against(values)
+    }
+}
+
+/// The quantiles a truth check compares: both ends, the tails, the middle.
+pub const CHECKED_QUANTILES: [f64; 9] = [0.0, 0.001, 0.01, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0];
+
+impl Quantiles {
+    /// Each of [`CHECKED_QUANTILES`] against the exact one of `values`
+    /// (sorted here): within the accuracy, unless a bins cap folded the
+    /// rank's bucket away (then no guarantee is claimed). Count, sum, min
+    /// and max must be exact.
+    pub fn check_against(&self, values: &mut [i64]) -> Result<(), String> {
+        values.sort_unstable();
+        let exact = (
+            values.len() as u64,
+            values.iter().map(|&v| i128::from(v)).sum::<i128>(),
+            values.first().copied(),
+            values.last().copied(),
+        );
+        if (self.count, self.sum, self.min(), self.max()) != exact {
+            return Err(format!(
+                "count, sum, min, max are {:?}, exactly {exact:?}",
+                (self.count, self.sum, self.min(), self.max())
+            ));
+        }
+        let folded = |x: i64| {
+            let store = if x > 0 { &self.positive } else { &self.negative };
+            let full = self.params.bins > 0 && store.len() == self.params.bins as usize;
+            x != 0 && full && store.first().is_some_and(|&(lowest, _)| self.params.bucket(x.unsigned_abs()) < lowest)
+        };
+        for (&q, estimate) in CHECKED_QUANTILES.iter().zip(self.quantiles(&CHECKED_QUANTILES)) {
+            let Some(&x) = values.get((q * (values.len().saturating_sub(1)) as f64).floor() as usize) else {
+                continue;
+            };
+            if folded(x) {
+                continue;
+            }
+            let estimate = estimate.ok_or_else(|| format!("q {q}: no estimate of {x}"))?;
+            let bound = self.params.accuracy() * (x as f64).abs();
+            if (estimate - x as f64).abs() > bound * (1.0 + 1e-9) {
+                return Err(format!(
+                    "q {q}: {estimate} is {:.3} % from the exact {x} (accuracy {:.3} %)",
+                    100.0 * (estimate - x as f64).abs() / (x as f64).abs().max(1.0),
+                    100.0 * self.params.accuracy()
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A quantile's column suffix: `p50`, `p99`, `p99.9`, `p100`.
