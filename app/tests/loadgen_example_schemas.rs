@@ -81,7 +81,7 @@ fn the_ad_server_example_runs_end_to_end_against_its_truth() {
     // group (the check passed above), not only sketch for sketch.
     let prices = &truth.raw["price_micros"];
     assert!(prices["total/all"].as_ref().is_some_and(|v| v.len() > 1_000), "prices kept");
-    assert!(prices.len() > 500, "every day, campaign, country and os group: {}", prices.len());
+    assert!(prices.len() > 200, "the priced groups of every day, campaign, country and os: {}", prices.len());
 }
 
 #[test]
