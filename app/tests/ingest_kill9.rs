@@ -3,7 +3,8 @@
 //! (at least 20 times while it is working), restarted each time, then
 //! allowed to finish. The store's totals must equal the generator's ground
 //! truth exactly (no loss, no double count), and the dead-letter file must
-//! hold every malformed record. Meanwhile `gather` reads the same file from
+//! hold every malformed record. The layout has a quantile measure: its
+//! sketches must equal the truth's byte for byte too. Meanwhile `gather` reads the same file from
 //! this process (WAL: readers never block the writer).
 
 use rand::{Rng, SeedableRng};
@@ -24,6 +25,40 @@ use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::Reaped;
 
 const KILLS: usize = 20;
+
+/// Small generations and a short interval (many flushes, so kills land
+/// before, during and after flushes); the shipped measures and a quantile
+/// of the cost, whose sketch items add counts and so must be written
+/// exactly once like the counters.
+const CONFIG: &str = r#"
+[flush]
+interval_ms = 40
+max_keys = 3000
+[[measure]]
+name = "clicks"
+type = "count"
+where = "type = click"
+[[measure]]
+name = "impressions"
+type = "count"
+where = "type = impression"
+[[measure]]
+name = "cost"
+type = "sum"
+field = "cost"
+[[measure]]
+name = "cost_min"
+type = "min"
+field = "cost"
+[[measure]]
+name = "cost_max"
+type = "max"
+field = "cost"
+[[measure]]
+name = "cost_q"
+type = "quantile"
+field = "cost"
+"#;
 const STREAM: &str = "kill9";
 
 /// Every item of one lease-table partition, read from the file as it is.
@@ -92,12 +127,10 @@ fn totals_are_exact_after_repeated_kill_9() {
         span_ms: 6 * 3_600_000,
         ..Default::default()
     });
-    let truth = truth::compute(&gen);
+    let truth = truth::compute_for(&gen, &Config::from_toml(CONFIG).unwrap()).unwrap();
     let inputs = write_shard_files(&gen, dir.path(), || {}).unwrap();
-    // Small generations and a short interval: many flushes, so kills land
-    // before, during and after flushes.
     let config_path = dir.path().join("zigzag.toml");
-    std::fs::write(&config_path, "[flush]\ninterval_ms = 40\nmax_keys = 3000\n").unwrap();
+    std::fs::write(&config_path, CONFIG).unwrap();
     let db = dir.path().join("zigzag.db");
     let dead = dir.path().join("dead.jsonl");
     let spawn = |db: &Path, inputs: &[std::path::PathBuf]| {
@@ -131,7 +164,8 @@ fn totals_are_exact_after_repeated_kill_9() {
     let mut alive = Duration::ZERO;
 
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let km = KeyModel::new(&Config::default()).unwrap();
+    let config = Config::from_toml(CONFIG).unwrap();
+    let km = KeyModel::new(&config).unwrap();
     let reader = SqliteTable::open(&db).unwrap();
     let mut reads = 0;
     let mut rng = rand::rngs::StdRng::seed_from_u64(20261121);
@@ -157,7 +191,7 @@ fn totals_are_exact_after_repeated_kill_9() {
 
             source: Default::default(),
         };
-        let snapshot = rt.block_on(gather(&reader, &Config::default(), hour, vec![], &ExecOptions::default()));
+        let snapshot = rt.block_on(gather(&reader, &config, hour, vec![], &ExecOptions::default()));
         assert!(snapshot.is_ok(), "a read during ingestion failed: {:?}", snapshot.err());
         reads += 1;
         std::thread::sleep(Duration::from_millis(wait.ms).saturating_sub(started.elapsed()));

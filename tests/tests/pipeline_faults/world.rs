@@ -1,6 +1,7 @@
 //! A world: a generator, its truth, SQLite stores behind fault wrappers.
 
 use super::*;
+use zigzag_model::measure::{MeasureKind, MeasureSpec};
 
 pub(crate) fn gen_config(seed: u64) -> GenConfig {
     GenConfig {
@@ -14,11 +15,14 @@ pub(crate) fn gen_config(seed: u64) -> GenConfig {
     }
 }
 
-/// Small flushes, so one run makes many of them.
+/// Small flushes, so one run makes many of them; the shipped measures and
+/// a quantile of the cost, whose items (counts that add, unlike a distinct
+/// count's registers) must be written exactly once too.
 pub(crate) fn config() -> Config {
     let mut c = Config::default();
     c.flush.max_keys = 500;
     c.flush.interval_ms = 20;
+    c.measures.push(MeasureSpec::new("cost_q", MeasureKind::Quantile, Some("cost"), None));
     c
 }
 
@@ -48,7 +52,7 @@ impl World {
         World {
             dead_letters: dir.path().join("dead.jsonl"),
             _dir: dir,
-            truth: zigzag_loadgen::truth::compute(&Generator::new(gen_cfg.clone())),
+            truth: zigzag_loadgen::truth::compute_for(&Generator::new(gen_cfg.clone()), &config).expect("truth"),
             gen_cfg,
             config,
             faults: Faults::new(leases.clone()),
