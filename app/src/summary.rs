@@ -16,7 +16,8 @@ pub fn pipeline(label: &str, s: &RunSummary, elapsed: Duration, dead_letters: &P
     format!(
         "{label}: {} records ({} valid, {} dead-lettered to {}{headers}) from {} shards in {secs:.1}s ({:.0}/s); \
          {} flushes ({} recovered), {} items, {} write requests ({:.3} per item, {:.4} per valid record; largest \
-         prefix share {max_share:.3}, 1/P = {:.3}), {} replayed writes skipped, {} retries; \
+         prefix share {max_share:.3}, 1/P = {:.3}), item writes {} WRU by size (largest item {} B), \
+         {} replayed writes skipped, {} retries; \
          leases: {} taken, {} lost, {} handed over, {} lease-table requests",
         s.records,
         s.valid,
@@ -34,6 +35,8 @@ pub fn pipeline(label: &str, s: &RunSummary, elapsed: Duration, dead_letters: &P
         s.write_requests as f64 / s.items.max(1) as f64,
         s.write_requests as f64 / s.valid.max(1) as f64,
         1.0 / s.per_prefix.len().max(1) as f64,
+        s.item_write_units,
+        s.largest_item,
         s.skipped,
         s.retries,
         s.leases_taken,

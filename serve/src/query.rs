@@ -158,7 +158,31 @@ pub enum OverTime {
     Avg,
     Count,
     Present,
+    /// `quantile_over_time(q, x[r])`: of a quantile measure, its sketches
+    /// merged and asked for q (the q-quantile of the field's values in the
+    /// range); of any other metric, Prometheus's: the q-quantile of the
+    /// samples, interpolated.
+    Quantile(Phi),
 }
+
+/// A quantile's q in millionths (0 to 1,000,000), so readings compare
+/// exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Phi(u32);
+
+impl Phi {
+    /// None outside 0..=1.
+    pub fn new(q: f64) -> Option<Phi> {
+        (0.0..=1.0).contains(&q).then(|| Phi((q * 1e6).round() as u32))
+    }
+
+    pub fn q(self) -> f64 {
+        f64::from(self.0) / 1e6
+    }
+}
+
+/// Its name in PromQL.
+pub const QUANTILE_OVER_TIME: &str = "quantile_over_time";
 
 impl OverTime {
     /// The fold that is a measure kind's own merge (sums of counts and

@@ -131,7 +131,11 @@ fn floor(t: i64, unit: i64) -> i64 {
 /// Whether folding a range's buckets with `func` gives the same from
 /// coarser buckets: the measure's own merge, or presence.
 pub(crate) fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
-    kind.is_some_and(|k| func == OverTime::Present || func == OverTime::merge_of(k))
+    kind.is_some_and(|k| {
+        func == OverTime::Present
+            || func == OverTime::merge_of(k)
+            || (matches!(func, OverTime::Quantile(_)) && k.answers_quantiles())
+    })
 }
 
 /// The sample-bucket ends `B` of a leaf at each step.

@@ -14,6 +14,7 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use zigzag_gather::merge::Aggregation;
 use zigzag_model::measure::MeasureKind;
+use zigzag_model::measure::ShowOptions;
 use zigzag_model::{MeasureValue, MeasureValues};
 
 /// Folded series kept (per leaves and instants; each a few series for a
@@ -167,10 +168,16 @@ impl Pick {
                         Some(a) => a.merge(x),
                     }
                 }
-                return acc?.as_f64(*scale);
+                return match func {
+                    OverTime::Quantile(phi) => {
+                        let ask = ShowOptions { quantiles: vec![phi.q()] };
+                        acc?.shown(&ask).first()?.as_f64(*scale)
+                    }
+                    _ => acc?.as_f64(*scale),
+                };
             }
         }
-        let samples: Vec<f64> = buckets.filter_map(|v| self.sample(v)).collect();
+        let mut samples: Vec<f64> = buckets.filter_map(|v| self.sample(v)).collect();
         if samples.is_empty() {
             return None;
         }
@@ -183,6 +190,13 @@ impl Pick {
             OverTime::Avg => samples.iter().sum::<f64>() / n,
             OverTime::Count => n,
             OverTime::Present => 1.0,
+            OverTime::Quantile(phi) => {
+                // Prometheus's: rank q (n - 1), linearly interpolated.
+                samples.sort_by(f64::total_cmp);
+                let rank = phi.q() * (n - 1.0);
+                let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+                samples[lo] + (samples[hi] - samples[lo]) * (rank - rank.floor())
+            }
         })
     }
 }

@@ -102,9 +102,12 @@ impl Flusher {
                 self.stats.per_prefix[chunk[i].prefix as usize].fetch_add(1, Ordering::Relaxed);
                 match result {
                     Ok(UpdateOutcome::Applied(item)) => {
+                        let size = item.size() as u64;
+                        self.stats.item_write_units.fetch_add(size.div_ceil(1024).max(1), Ordering::Relaxed);
+                        self.stats.largest_item.fetch_max(size, Ordering::Relaxed);
                         if chunk[i].sketch.is_some() {
                             if self.sketch_bytes.load(Ordering::Relaxed) < SKETCHES_REMEMBERED_BYTES {
-                                let bytes = item.size() + 64;
+                                let bytes = size as usize + 64;
                                 self.sketch_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                                 self.sketches.insert(item_hash(&item.pk, &item.sk), item);
                             }

@@ -66,6 +66,12 @@ pub struct FlushStats {
     pub flushes: AtomicU64,
     pub items: AtomicU64,
     pub write_requests: AtomicU64,
+    /// Write units the item writes bill on DynamoDB: one per started KB of
+    /// the item written (`Item::size`; a merge only grows an item, so the
+    /// new item is the larger of the two DynamoDB bills by).
+    pub item_write_units: AtomicU64,
+    /// The largest item written, in bytes.
+    pub largest_item: AtomicU64,
     /// Writes found already applied (replays after a crash).
     pub skipped: AtomicU64,
     /// Item and statistics writes sent again after a retryable failure.

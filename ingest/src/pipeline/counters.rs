@@ -80,6 +80,8 @@ impl Pipeline {
             recovered: get(&self.counters.recovered),
             items: get(&s.items),
             write_requests: get(&s.write_requests),
+            item_write_units: get(&s.item_write_units),
+            largest_item: get(&s.largest_item),
             skipped: get(&s.skipped),
             lease_requests: get(&l.requests),
             retries: get(&s.retries) + get(&l.retries) + get(&self.counters.join_retries),

@@ -82,6 +82,10 @@ pub struct RunSummary {
     pub recovered: u64,
     pub items: u64,
     pub write_requests: u64,
+    /// What the item writes of `write_requests` bill (a unit per started
+    /// KB of each item written), and the largest item written, in bytes.
+    pub item_write_units: u64,
+    pub largest_item: u64,
     pub skipped: u64,
     /// Requests to the lease table (heartbeats, passes, intents, checkpoints).
     pub lease_requests: u64,

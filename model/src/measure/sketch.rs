@@ -111,6 +111,10 @@ pub trait SketchKind: Sized + Clone + PartialEq + Eq + fmt::Debug {
     /// The values of those columns.
     fn shown(&self, ask: &ShowOptions) -> Vec<Shown>;
 
+    /// Whether it answers quantiles (`ShowOptions::quantiles`), so a
+    /// reader may ask it for any q (`quantile_over_time`).
+    const QUANTILES: bool = false;
+
     /// Whether a ground truth keeps the exact values (the field's units)
     /// of each group, for [`SketchKind::check_values`] (bounded:
     /// `crate::truth`).
@@ -176,6 +180,14 @@ macro_rules! measure_kinds {
                 match self {
                     $(MeasureKind::$kind => Some(<$ty as $crate::measure::sketch::SketchKind>::DESCRIPTION),)*
                     _ => None,
+                }
+            }
+
+            /// Whether a sketch kind that answers any quantile asked.
+            pub fn answers_quantiles(self) -> bool {
+                match self {
+                    $(MeasureKind::$kind => <$ty as $crate::measure::sketch::SketchKind>::QUANTILES,)*
+                    _ => false,
                 }
             }
 

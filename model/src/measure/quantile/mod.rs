@@ -381,6 +381,7 @@ impl SketchKind for Quantiles {
         self.quantiles(&ask.quantiles).into_iter().map(Shown::Estimate).collect()
     }
 
+    const QUANTILES: bool = true;
     const CHECKS_VALUES: bool = true;
 
     fn check_values(&self, values: &mut [i64]) -> Result<(), String> {
