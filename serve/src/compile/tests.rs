@@ -66,7 +66,12 @@ fn refusals_say_what_to_write_instead() {
     refused("clicks @ 1700000000", "@ modifier");
     refused("requests", "the metrics are clicks, impressions");
     refused("{__name__=~\"c.*\"}", "select one by name");
-    refused("histogram_quantile(0.9, clicks)", "not in gather serve's PromQL subset");
+    refused(
+        "histogram_quantile(0.9, clicks)",
+        "clicks is not a quantile measure; write histogram_quantile(0.99, sum by",
+    );
+    refused("histogram_quantile(1.5, clicks)", "q must be in 0..=1");
+    refused("label_replace(clicks, \"a\", \"b\", \"c\", \"d\")", "not in gather serve's PromQL subset");
     refused("count_values(\"x\", clicks)", "count_values is not");
     assert!(matches!(parse("sum(("), Err(ServeError::BadData(_))));
     assert!(matches!(parse(""), Err(ServeError::BadData(_))));
