@@ -1,6 +1,6 @@
 //! A flush's intent on this worker's lane: open, prove the leases, validate
 //! ([`Coordinator::begin`]); commit once its items are written; complete the
-//! checkpoints. ARCHITECTURE.md ("A flush") gives the steps and why each is
+//! checkpoints. docs/design/exactly-once.md ("A flush") gives the steps and why each is
 //! safe to repeat.
 
 use crate::coordinator::Coordinator;

@@ -28,7 +28,7 @@
 //! - [`legacy`]: checkpoints of the single-writer format, migrated;
 //! - [`report`]: the lease table as operators read it (`ingest leases`).
 //!
-//! ARCHITECTURE.md ("The lease protocol") states the invariants.
+//! docs/design/exactly-once.md ("Invariants") states the invariants.
 
 pub mod balance;
 pub mod checkpoint;

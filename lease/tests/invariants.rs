@@ -1,4 +1,4 @@
-//! The lease protocol's invariants (ARCHITECTURE.md, "Invariants") checked
+//! The lease protocol's invariants (docs/design/exactly-once.md, "Invariants") checked
 //! after every step of random interleavings of joins, heartbeats, passes,
 //! reads, flushes (begin, commit, complete as separate steps), recoveries,
 //! handoffs, pauses past the failover (zombies) and crashes, of three

@@ -2,7 +2,7 @@
 //! `w@<lane>` = the number of that lane's last flush applied to the item.
 //! An update carrying the mark applies only if the item's mark is below its
 //! flush number, so a flush re-applied after a crash is skipped where it
-//! already landed (the lease protocol's exactly-once, ARCHITECTURE.md). The
+//! already landed (the lease protocol's exactly-once, docs/design/exactly-once.md). The
 //! format is written here only; `@` keeps it apart from every declared name
 //! (names are letters, digits and `_`).
 

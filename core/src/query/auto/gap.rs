@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 /// find items, the box's gaps are those between the clumps the data forms
 /// (on the demo store: other referrers, other days of the month), which
 /// hold fewer items than the pages' density says: a bound there costs a
-/// request (BENCHMARKS.md, "Gating the gap bound").
+/// request (docs/benchmarks/strategies.md, "Gating the gap bound").
 pub(super) fn gap_density(recent: &VecDeque<(f64, u64)>) -> Option<f64> {
     if recent.iter().any(|&(_, inside)| inside > 0) {
         return None;
