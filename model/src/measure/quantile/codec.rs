@@ -127,7 +127,7 @@ fn get_store(input: &mut &[u8], params: QuantileParams) -> Result<Store, Quantil
             return Err(Inconsistent("a bucket with no count"));
         }
         // The largest bucket a u64 magnitude maps to.
-        if bucket >= params.slices.saturating_mul(64) {
+        if bucket > params.slices.saturating_mul(63) {
             return Err(Inconsistent("bucket beyond any i64 value"));
         }
         store.push((bucket, n));
