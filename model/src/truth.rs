@@ -55,6 +55,14 @@ pub fn raw_group(check: &str, key: &str) -> String {
     format!("{check}/{key}")
 }
 
+/// Adds one value to a group's kept values (none past the bound).
+fn push_raw(into: &mut Option<Vec<i64>>, units: i64) {
+    match into {
+        Some(mine) if mine.len() < RAW_PER_GROUP => mine.push(units),
+        _ => *into = None,
+    }
+}
+
 fn merge_raw(into: &mut Option<Vec<i64>>, other: &Option<Vec<i64>>) {
     match (into.as_mut(), other) {
         (Some(mine), Some(theirs)) if mine.len() + theirs.len() <= RAW_PER_GROUP => mine.extend(theirs),
@@ -118,23 +126,27 @@ impl Truth {
         let one = event.named(set);
         merge_named(&mut self.totals, &one);
         let day = zigzag_core::schema::TimeBin::Day.label(ts_ms.div_euclid(86_400_000) * 86_400_000);
-        merge_named(self.by_day.entry(day.clone()).or_default(), &one);
-        let mut groups = vec![raw_group("total", "all"), raw_group("day", &day)];
-        for d in keys.dims() {
-            let text = display(&fields[d.field].spec, &values[d.field]);
-            groups.push(raw_group(&d.name, &text));
-            merge_named(self.by.entry(d.name.clone()).or_default().entry(text).or_default(), &one);
-        }
-        for (m, v) in set.measures().iter().zip(&event.0) {
-            let kept = matches!(v, MeasureValue::Sketch(s) if s.checks_values());
-            if !kept || m.condition.as_ref().is_some_and(|c| !c.matches(values)) {
-                continue;
-            }
-            let Some(units) = m.field.and_then(|f| values[f].units()) else { continue };
+        let texts: Vec<(&str, String)> =
+            keys.dims().iter().map(|d| (d.name.as_str(), display(&fields[d.field].spec, &values[d.field]))).collect();
+        // Exact values of the measures whose kind checks its answers
+        // against them (none in most layouts: no group names are made).
+        let kept = set.measures().iter().zip(&event.0).filter_map(|(m, v)| {
+            let checks = matches!(v, MeasureValue::Sketch(s) if s.checks_values());
+            let matched = checks && m.condition.as_ref().is_none_or(|c| c.matches(values));
+            Some((m, m.field.filter(|_| matched).and_then(|f| values[f].units())?))
+        });
+        for (m, units) in kept {
+            let groups = [raw_group("total", "all"), raw_group("day", &day)]
+                .into_iter()
+                .chain(texts.iter().map(|(dim, text)| raw_group(dim, text)));
             let mine = self.raw.entry(m.name.clone()).or_default();
-            for g in &groups {
-                merge_raw(mine.entry(g.clone()).or_insert_with(|| Some(Vec::new())), &Some(vec![units]));
+            for g in groups {
+                push_raw(mine.entry(g).or_insert_with(|| Some(Vec::new())), units);
             }
+        }
+        merge_named(self.by_day.entry(day).or_default(), &one);
+        for (dim, text) in texts {
+            merge_named(self.by.entry(dim.to_string()).or_default().entry(text).or_default(), &one);
         }
     }
 }
