@@ -59,7 +59,7 @@ const INSTANT_FUNCS: [(&str, Func); 16] = [
 fn supported_functions() -> String {
     let mut names: Vec<&str> = OverTime::NAMES.iter().map(|(n, _)| *n).collect();
     names.extend(INSTANT_FUNCS.iter().map(|(n, _)| *n));
-    names.extend([QUANTILE_OVER_TIME, HISTOGRAM_QUANTILE, "time", "vector"]);
+    names.extend([QUANTILE_OVER_TIME, quantile::HISTOGRAM_QUANTILE, "time", "vector"]);
     names.join(", ")
 }
 
@@ -438,7 +438,7 @@ impl Compiler<'_> {
         if name == "time" {
             return Ok(Node::Time);
         }
-        if name == HISTOGRAM_QUANTILE {
+        if name == quantile::HISTOGRAM_QUANTILE {
             return self.histogram_quantile(c);
         }
         if name == "vector" {
@@ -458,61 +458,6 @@ impl Compiler<'_> {
         };
         let args = c.args.args.iter().map(|a| self.node(a)).collect::<Result<Vec<_>>>()?;
         Ok(Node::Call { func, args })
-    }
-}
-
-/// `histogram_quantile(q, sum by (labels) (sum_over_time(m[r])))` over a
-/// quantile measure `m`: its sketches merged per group over the range (in
-/// the read, as any sum of it), then asked for q. Prometheus's idiom for a
-/// distribution aggregated before its quantile is read (a native
-/// histogram's); a bare `m` or `sum_over_time(m[r])` inside is one bucket
-/// or the range, per series.
-const HISTOGRAM_QUANTILE: &str = "histogram_quantile";
-
-impl Compiler<'_> {
-    fn histogram_quantile(&mut self, c: &pp::Call) -> Result<Node> {
-        let usage = |why: &str| {
-            unsupported(format!(
-                "{HISTOGRAM_QUANTILE}: {why}; write {HISTOGRAM_QUANTILE}(0.99, sum by (country) \
-                 (sum_over_time(latency[1h]))) over a quantile measure (its sketches are merged per group), or \
-                 quantile_over_time(0.99, latency[1h]) per series"
-            ))
-        };
-        let q = match c.args.args.first().map(|a| strip_parens(a)) {
-            Some(Expr::NumberLiteral(n)) => Phi::new(n.val).ok_or_else(|| usage("q must be in 0..=1"))?,
-            _ => return Err(usage("the first argument is a number")),
-        };
-        let (grouping, inner) = match c.args.args.get(1).map(|a| strip_parens(a)) {
-            Some(Expr::Aggregate(a)) if a.op.to_string() == "sum" => {
-                let grouping = match &a.modifier {
-                    None => Grouping::By(Vec::new()),
-                    Some(LabelModifier::Include(l)) => Grouping::By(labels(l)),
-                    Some(LabelModifier::Exclude(l)) => Grouping::Without(labels(l)),
-                };
-                (Some(grouping), strip_parens(&a.expr))
-            }
-            Some(other) => (None, other),
-            None => return Err(usage("the second argument is the measure")),
-        };
-        let Some(reading) = self.reading(inner)? else { return Err(usage("the measure must be read directly")) };
-        let Metric::Measure(m) = self.metric_of(reading.vs)? else { return Err(usage("a ratio has no quantiles")) };
-        if !self.catalog.kind(&m).is_some_and(|k| k.answers_quantiles()) {
-            return Err(usage(&format!("{m} is not a quantile measure")));
-        }
-        if !matches!(reading.func, OverTime::Sum | OverTime::Last) {
-            return Err(usage("inside, the measure is read bare or by sum_over_time (its sketches merged)"));
-        }
-        let func = OverTime::Quantile(q);
-        let reading = Reading { func, keeps_name: false, range: reading.range, vs: reading.vs };
-        match grouping {
-            Some(grouping) => {
-                let group = self.kept_dims(&grouping);
-                let leaf = self.leaf(reading, Some(group))?;
-                // One series per group already: the sum is each one's value.
-                Ok(Node::Aggregate { op: AggOp::Sum, grouping, param: None, child: Box::new(leaf) })
-            }
-            None => self.leaf(reading, None),
-        }
     }
 }
 
@@ -539,5 +484,6 @@ fn literal_alternatives(re: &str) -> Option<Vec<String>> {
     Some(values)
 }
 
+mod quantile;
 #[cfg(test)]
 mod tests;
