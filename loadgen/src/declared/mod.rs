@@ -12,6 +12,7 @@
 pub mod traffic_file;
 
 mod defects;
+mod numbers;
 mod render;
 mod value_gen;
 
