@@ -4,16 +4,12 @@
 //! every rollup, day and dimension group, and the total's estimate is
 //! within three standard errors of the exact count.
 
+mod two_workers;
+
 use std::collections::HashSet;
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
-use zigzag_core::table::SortedTable;
 use zigzag_gather::check;
 use zigzag_gather::execute::ExecOptions;
-use zigzag_ingest::{Pipeline, PipelineOptions};
-use zigzag_loadgen::{truth, GenConfig, Generated, Generator, SyntheticSource};
+use zigzag_loadgen::{truth, GenConfig, Generated, Generator};
 use zigzag_model::hll::relative_error_bound;
 use zigzag_model::{Config, KeyModel};
 use zigzag_sqlite::SqliteTable;
@@ -44,22 +40,6 @@ interval_ms = 150
     Config::from_toml(text).expect("config")
 }
 
-fn pipeline(gen: &Generator, db: &Path, worker: &str) -> Arc<Pipeline> {
-    let opts = PipelineOptions {
-        // Not about expiry: a heartbeat waits behind the other worker's
-        // flush transactions (one SQLite file), seconds on a slow machine.
-        failover: Duration::from_secs(5),
-        max_pause: Duration::from_millis(200),
-        batch_size: 200,
-        ..PipelineOptions::new(config(), "st", worker, db.with_file_name(format!("dead-{worker}.jsonl")))
-    };
-    let aggregates: Arc<dyn SortedTable> = Arc::new(SqliteTable::open(db).unwrap());
-    let leases: Arc<dyn SortedTable> = Arc::new(SqliteTable::open_table(db, "checkpoints").unwrap());
-    Arc::new(
-        Pipeline::new(Arc::new(SyntheticSource::new(gen.clone(), Some(10_000.0))), aggregates, leases, opts).unwrap(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn distinct_users_match_the_truth_register_for_register_across_two_workers() {
     let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
@@ -75,15 +55,7 @@ async fn distinct_users_match_the_truth_register_for_register_across_two_workers
         ..GenConfig::default()
     });
     let truth = truth::compute_for(&gen, &config()).unwrap();
-    let runs: Vec<_> = ["w1", "w2"]
-        .into_iter()
-        .map(|w| {
-            let p = pipeline(&gen, &db, w);
-            tokio::spawn(async move { p.run(CancellationToken::new()).await.expect("run") })
-        })
-        .collect();
-    let done = tokio::time::timeout(Duration::from_secs(120), futures::future::join_all(runs)).await.expect("in time");
-    let summaries: Vec<_> = done.into_iter().map(|r| r.unwrap()).collect();
+    let summaries = two_workers::ingest(&config(), &gen, &db).await;
     let read: u64 = summaries.iter().map(|s| s.records).sum();
     assert_eq!(read, truth.records, "each record read once: {summaries:#?}");
 

@@ -10,19 +10,16 @@
 //!   the same merged sketches as the report, to the bit; `quantile_over_time`
 //!   answers per series; a count has no quantiles.
 
-use std::path::Path;
+mod two_workers;
+
 use std::sync::Arc;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
-use zigzag_core::table::SortedTable;
 use zigzag_gather::check;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::report::{self, Cell};
 use zigzag_gather::window::WindowSpec;
-use zigzag_ingest::{Pipeline, PipelineOptions};
-use zigzag_loadgen::{truth, GenConfig, Generator, SyntheticSource};
+use zigzag_loadgen::{truth, GenConfig, Generator};
 use zigzag_model::measure::ShowOptions;
 use zigzag_model::{Config, KeyModel};
 use zigzag_serve::series::Value;
@@ -57,20 +54,6 @@ interval_ms = 150
     Config::from_toml(text).expect("config")
 }
 
-fn pipeline(gen: &Generator, db: &Path, worker: &str) -> Arc<Pipeline> {
-    let opts = PipelineOptions {
-        failover: Duration::from_secs(5),
-        max_pause: Duration::from_millis(200),
-        batch_size: 200,
-        ..PipelineOptions::new(config(), "st", worker, db.with_file_name(format!("dead-{worker}.jsonl")))
-    };
-    let aggregates: Arc<dyn SortedTable> = Arc::new(SqliteTable::open(db).unwrap());
-    let leases: Arc<dyn SortedTable> = Arc::new(SqliteTable::open_table(db, "checkpoints").unwrap());
-    Arc::new(
-        Pipeline::new(Arc::new(SyntheticSource::new(gen.clone(), Some(10_000.0))), aggregates, leases, opts).unwrap(),
-    )
-}
-
 /// The value at rank floor(q (n - 1)) of the sorted exact values.
 fn exact(values: &[i64], q: f64) -> f64 {
     let mut v = values.to_vec();
@@ -97,15 +80,7 @@ async fn quantiles_are_exact_sketches_and_within_accuracy_in_check_reports_and_t
         ..GenConfig::default()
     });
     let truth = truth::compute_for(&gen, &config()).unwrap();
-    let runs: Vec<_> = ["w1", "w2"]
-        .into_iter()
-        .map(|w| {
-            let p = pipeline(&gen, &db, w);
-            tokio::spawn(async move { p.run(CancellationToken::new()).await.expect("run") })
-        })
-        .collect();
-    let done = tokio::time::timeout(Duration::from_secs(120), futures::future::join_all(runs)).await.expect("in time");
-    let read: u64 = done.into_iter().map(|r| r.unwrap().records).sum();
+    let read: u64 = two_workers::ingest(&config(), &gen, &db).await.iter().map(|s| s.records).sum();
     assert_eq!(read, truth.records, "each record read once");
 
     let table = Arc::new(SqliteTable::open(&db).unwrap());
