@@ -5,6 +5,10 @@
 //! - [`source`]: [`KinesisSource`], the pipeline's [`Source`] over a stream:
 //!   GetShardIterator at the configured start (TRIM_HORIZON, LATEST,
 //!   AT_TIMESTAMP) or after a checkpoint, and a per-shard GetRecords loop.
+//! - [`fanout`]: [`FanOutSource`], the same over enhanced fan-out: a
+//!   registered consumer, SubscribeToShard per shard, renewed from the last
+//!   delivered event.
+//! - `records`: Kinesis records → the pipeline's, for both readers.
 //! - [`pacing`]: the per-shard read limits (5 GetRecords calls/s, 2 MB/s) and
 //!   the idle backoff.
 //! - [`kpl`]: KPL aggregated records → user records with sub-sequence numbers.
@@ -13,12 +17,15 @@
 //!
 //! [`Source`]: zigzag_model::source::Source
 
+pub mod fanout;
 pub mod kpl;
 pub mod pacing;
 pub mod producer;
+mod records;
 pub mod source;
 pub mod stream;
 
+pub use fanout::FanOutSource;
 pub use producer::{Producer, ProducerStats};
 pub use source::{KinesisSource, StartingPosition};
 

@@ -15,7 +15,6 @@
 //! - Throttling, timeouts and 5xx are retried with backoff (bounded); the
 //!   count is in `zigzag_kinesis_retries_total`.
 
-use crate::kpl;
 use crate::pacing::{Pacer, ReadLimits};
 use crate::stream::{list_shards, stream_identity, LIST_SHARDS_PAGE};
 use async_trait::async_trait;
@@ -91,6 +90,27 @@ impl KinesisSource {
     pub fn retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
     }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(crate) fn stream(&self) -> &str {
+        &self.stream
+    }
+
+    pub(crate) fn retry(&self) -> (RetryPolicy, Arc<AtomicU64>) {
+        (self.retry, self.retries.clone())
+    }
+
+    /// Where a reader opened at `start` begins when it has no checkpoint.
+    pub(crate) fn starting(&self, start: StartAt) -> StartingPosition {
+        match start {
+            StartAt::TrimHorizon => StartingPosition::TrimHorizon,
+            StartAt::AtTime(ms) => StartingPosition::AtTimestamp(ms),
+            StartAt::After(_) | StartAt::Configured => self.start,
+        }
+    }
 }
 
 #[async_trait]
@@ -135,11 +155,7 @@ impl Source for KinesisSource {
             client: self.client.clone(),
             stream: self.stream.clone(),
             shard: shard.to_string(),
-            start: match start {
-                StartAt::TrimHorizon => StartingPosition::TrimHorizon,
-                StartAt::AtTime(ms) => StartingPosition::AtTimestamp(ms),
-                StartAt::After(_) | StartAt::Configured => self.start,
-            },
+            start: self.starting(start),
             after: start.position(),
             last_whole: None,
             iterator: None,
@@ -292,38 +308,7 @@ impl ShardReader for KinesisShardReader {
         // A KPL record holds many user records, so `max` only bounds the
         // number of Kinesis records asked for.
         let out = self.get_records(max.clamp(1, GET_RECORDS_MAX)).await?;
-        for record in out.records() {
-            let seq: SeqNo = record
-                .sequence_number()
-                .parse()
-                .map_err(|e| self.err(format!("sequence number {:?}: {e:?}", record.sequence_number())))?;
-            let data = record.data().as_ref();
-            match kpl::deaggregate(record.partition_key().unwrap_or_default(), data) {
-                Ok(users) => {
-                    for user in &users {
-                        let pos = Position::new(seq, user.sub_sequence);
-                        if self.after.is_none_or(|a| pos > a) {
-                            batch.push(pos, user.data);
-                        }
-                    }
-                }
-                // An aggregate that cannot be trusted goes on whole, at sub 0:
-                // it does not decode as an event, so it is dead-lettered with
-                // its bytes rather than lost.
-                Err(e) => {
-                    tracing::warn!(shard = %self.shard, %seq, error = %e, "KPL aggregate does not decode");
-                    metrics::counter!("zigzag_kinesis_bad_aggregates_total", "shard" => self.shard.clone())
-                        .increment(1);
-                    let pos = Position::new(seq, 0);
-                    if self.after.is_none_or(|a| pos > a) {
-                        batch.push(pos, data);
-                    }
-                }
-            }
-        }
-        if let Some(last) = batch.last_position() {
-            self.after = Some(last);
-        }
+        crate::records::push_records(&self.shard, out.records(), &mut self.after, &mut batch)?;
         if let Some(r) = out.records().last() {
             self.last_whole = r.sequence_number().parse().ok();
         }

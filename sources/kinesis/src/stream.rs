@@ -17,7 +17,7 @@ pub enum StreamError {
 
 /// A stream-level call's error, classified (throttled, unavailable, or
 /// fatal for the whole stream, shard "*") so callers retry what may pass.
-fn stream_error<E>(call: &str, stream: &str, e: &aws_sdk_kinesis::error::SdkError<E>) -> SourceError
+pub(crate) fn stream_error<E>(call: &str, stream: &str, e: &aws_sdk_kinesis::error::SdkError<E>) -> SourceError
 where
     E: aws_sdk_kinesis::error::ProvideErrorMetadata + std::error::Error + 'static,
 {
