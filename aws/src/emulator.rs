@@ -35,11 +35,16 @@ pub const REQUIRE_VAR: &str = "ZIGZAG_REQUIRE_EMULATORS";
 /// with [`REQUIRE_VAR`] set, a missing emulator is a failure, so the full
 /// suite can never pass by skipping.
 pub fn gate(test: &str) -> bool {
-    let missing = ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_KINESIS", "ZIGZAG_KINESALITE_ENDPOINT"]
-        .into_iter()
-        .filter_map(|var| endpoint_in(var).err())
-        .map(|e| e.0)
-        .collect::<Vec<_>>();
+    let missing = [
+        "AWS_ENDPOINT_URL_DYNAMODB",
+        "AWS_ENDPOINT_URL_KINESIS",
+        "ZIGZAG_KINESALITE_ENDPOINT",
+        "ZIGZAG_KINESIS_TLS_ENDPOINT",
+    ]
+    .into_iter()
+    .filter_map(|var| endpoint_in(var).err())
+    .map(|e| e.0)
+    .collect::<Vec<_>>();
     if missing.is_empty() {
         return true;
     }
@@ -92,11 +97,30 @@ pub fn options_at(url: String) -> AwsOptions {
         static_credentials: Some((ACCESS_KEY.to_string(), SECRET_KEY.to_string())),
         attempt_timeout: Duration::from_secs(10),
         connect_timeout: Duration::from_secs(2),
+        ca_bundle: None,
     }
 }
 
+/// kinesis-local's TLS port (where SubscribeToShard works: it needs HTTP/2)
+/// and the certificate up.sh made for it, to trust in a test's client only:
+/// `ZIGZAG_KINESIS_TLS_ENDPOINT` and `ZIGZAG_KINESIS_CA`.
+pub fn kinesis_tls() -> Result<(String, crate::CaBundle), NotConfigured> {
+    let url = endpoint_in("ZIGZAG_KINESIS_TLS_ENDPOINT")?;
+    let ca = std::env::var("ZIGZAG_KINESIS_CA").map_err(|_| {
+        NotConfigured("ZIGZAG_KINESIS_CA is not set: start the emulators with deploy/local/up.sh".into())
+    })?;
+    let bundle = crate::CaBundle::read(std::path::Path::new(&ca)).map_err(|e| NotConfigured(e.to_string()))?;
+    Ok((url, bundle))
+}
+
+/// Options for a client of kinesis-local's TLS port ([`kinesis_tls`]).
+pub fn kinesis_tls_options() -> Result<AwsOptions, NotConfigured> {
+    let (url, bundle) = kinesis_tls()?;
+    Ok(AwsOptions { ca_bundle: Some(bundle), ..options_at(url) })
+}
+
 pub fn is_loopback_url(url: &str) -> bool {
-    let rest = url.strip_prefix("http://").unwrap_or("");
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).unwrap_or("");
     let host = rest.split(['/', '?']).next().unwrap_or("");
     host.strip_prefix("127.0.0.1").is_some_and(|port| port.is_empty() || port.starts_with(':'))
 }
@@ -106,10 +130,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plain_loopback_urls_pass() {
+    fn only_loopback_urls_pass() {
         assert!(is_loopback_url("http://127.0.0.1:18000"));
         assert!(is_loopback_url("http://127.0.0.1:18000/"));
+        assert!(is_loopback_url("https://127.0.0.1:18003"));
         assert!(!is_loopback_url("https://dynamodb.us-east-1.amazonaws.com"));
+        assert!(!is_loopback_url("https://127.0.0.1.evil.com:443"));
         assert!(!is_loopback_url("http://127.0.0.1.evil.com:80"));
         assert!(!is_loopback_url("http://10.0.0.1:18000"));
     }

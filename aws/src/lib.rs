@@ -7,6 +7,7 @@
 //!   own retries are switched off: every call site retries through
 //!   `zigzag_core::retry`, so retries are bounded once and counted once.
 //! - [`classify`]: which SDK errors are worth retrying and why.
+//! - [`tls`]: extra certificates to trust (`AWS_CA_BUNDLE`).
 //! - [`emulator`]: options for the local emulators, refusing anything but
 //!   loopback (tests never reach a real AWS account by accident).
 //! - [`call_log`]: every operation called, logged for an IAM audit when
@@ -14,8 +15,10 @@
 
 pub mod call_log;
 pub mod emulator;
+pub mod tls;
 
 pub use call_log::CallLog;
+pub use tls::{CaBundle, CaBundleError};
 
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
@@ -42,6 +45,8 @@ pub struct AwsOptions {
     pub static_credentials: Option<(String, String)>,
     pub attempt_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Certificates to trust besides the platform's (`AWS_CA_BUNDLE`).
+    pub ca_bundle: Option<CaBundle>,
 }
 
 impl Default for AwsOptions {
@@ -52,6 +57,7 @@ impl Default for AwsOptions {
             static_credentials: None,
             attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
             connect_timeout: Duration::from_secs(3),
+            ca_bundle: None,
         }
     }
 }
@@ -73,6 +79,9 @@ pub async fn load_config(opts: &AwsOptions) -> SdkConfig {
     }
     if let Some((key, secret)) = &opts.static_credentials {
         loader = loader.credentials_provider(Credentials::new(key, secret, None, None, "zigzag-static"));
+    }
+    if let Some(bundle) = &opts.ca_bundle {
+        loader = loader.http_client(bundle.http_client());
     }
     loader.load().await
 }

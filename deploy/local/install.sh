@@ -116,6 +116,14 @@ else
 	zz_log "patched kinesis-local to bind 127.0.0.1 ($found occurrence(s) of \"0.0.0.0\" replaced): $patched"
 fi
 
+# The TLS port's certificate: our own, for 127.0.0.1 (see lib.sh).
+if [[ $FORCE == 0 && -f $ZZ_KINESIS_TLS_DIR/ca.pem && -f $ZZ_KINESIS_TLS_DIR/server.json ]]; then
+	zz_log "kinesis-local TLS certificate already made ($ZZ_KINESIS_TLS_DIR)"
+else
+	zz_make_tls_cert "$ZZ_KINESIS_TLS_DIR"
+	zz_log "made kinesis-local's TLS certificate for 127.0.0.1 and its CA: $ZZ_KINESIS_TLS_DIR/ca.pem"
+fi
+
 # ---- kinesalite -------------------------------------------------------------
 # --omit=optional skips leveldown (a native module only used with --path; we run in memory).
 npm_install "$ZZ_KINESALITE_PREFIX" kinesalite "$ZZ_KINESALITE_VERSION" --omit=optional

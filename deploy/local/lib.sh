@@ -36,6 +36,11 @@ ZZ_KINESIS_PREFIX=$ZZ_EMU_DIR/kinesis-local-$ZZ_KINESIS_LOCAL_VERSION
 ZZ_KINESALITE_PREFIX=$ZZ_EMU_DIR/kinesalite-$ZZ_KINESALITE_VERSION
 # kinesis-local's main.js with its hard-coded "0.0.0.0" bind address replaced.
 ZZ_KINESIS_PATCHED_DIR=$ZZ_KINESIS_PREFIX/loopback
+# The certificate of kinesis-local's TLS port (our own, for 127.0.0.1: the
+# package's is a v1 certificate for no name, which no TLS client accepts):
+# tls/ca.pem signs tls/server.json's certificate. Tests trust ca.pem in their
+# own clients only (ZIGZAG_KINESIS_CA), never system-wide.
+ZZ_KINESIS_TLS_DIR=$ZZ_KINESIS_PATCHED_DIR/tls
 # Compiled deploy/local/DynamoDBLocalLoopback.java (binds DynamoDB Local to 127.0.0.1).
 ZZ_DYNAMODB_SHIM_DIR=$ZZ_DYNAMODB_PREFIX/loopback-shim
 
@@ -51,6 +56,48 @@ zz_now_ms() { date +%s%3N; }
 zz_elapsed() {
 	local ms=$(($(zz_now_ms) - $1))
 	printf '%d.%ds' $((ms / 1000)) $(((ms % 1000) / 100))
+}
+
+# Makes a CA and a certificate it signs for 127.0.0.1 (P-256, 10 years) in
+# DIR: ca.pem, and server.json in kinesis-mock's format ({"server": {key, cert}}).
+zz_make_tls_cert() { # DIR
+	command -v openssl >/dev/null 2>&1 || zz_die "openssl not found; it makes the certificate of kinesis-local's TLS port (apt-get install openssl)"
+	local dir=$1 tmp
+	tmp=$(mktemp -d)
+	cat >"$tmp/x509.cnf" <<'CNF'
+[req]
+distinguished_name = dn
+[dn]
+[ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign
+[leaf]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1
+CNF
+	(
+		cd "$tmp" &&
+			openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem \
+				-subj "/CN=zigzag local emulator CA" -days 3650 -config x509.cnf -extensions ca &&
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout leaf.key -out leaf.csr \
+				-subj "/CN=127.0.0.1" -config x509.cnf &&
+			openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 3650 \
+				-extfile x509.cnf -extensions leaf &&
+			openssl pkcs8 -topk8 -nocrypt -in leaf.key -out leaf.p8
+	) >"$tmp/openssl.log" 2>&1 || {
+		cat "$tmp/openssl.log" >&2
+		rm -rf "$tmp"
+		zz_die "openssl could not make the TLS certificate"
+	}
+	mkdir -p "$dir"
+	# JSON strings: each PEM line followed by a literal \n.
+	printf '{"server":{"key":"%s","cert":"%s"}}\n' \
+		"$(awk 'BEGIN { ORS = "\\n" } { print }' "$tmp/leaf.p8")" \
+		"$(awk 'BEGIN { ORS = "\\n" } { print }' "$tmp/leaf.pem")" >"$dir/server.json"
+	cp "$tmp/ca.pem" "$dir/ca.pem"
+	rm -rf "$tmp"
 }
 
 zz_check_port_value() { # NAME VALUE

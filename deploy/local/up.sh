@@ -2,7 +2,8 @@
 # Starts the local AWS emulators in the background, on 127.0.0.1 only:
 #   DynamoDB Local   port $ZIGZAG_DYNAMODB_PORT   (default 18000)
 #   kinesis-local    port $ZIGZAG_KINESIS_PORT    (default 18001, plain HTTP;
-#                    its TLS port, which cannot be disabled: $ZIGZAG_KINESIS_TLS_PORT, default 18003)
+#                    its TLS port, which cannot be disabled: $ZIGZAG_KINESIS_TLS_PORT, default 18003,
+#                    with install.sh's certificate for 127.0.0.1; HTTP/2 there serves SubscribeToShard)
 #   kinesalite       port $ZIGZAG_KINESALITE_PORT (default 18002; only with --kinesalite)
 # Logs and pid files go to $ZIGZAG_EMULATORS_RUN (default ~/.cache/zigzag-emulators/run).
 # Idempotent: an emulator already running and answering is reused.
@@ -197,8 +198,8 @@ start_dynamodb() {
 
 start_kinesis_local() {
 	local dir=$ZZ_KINESIS_PATCHED_DIR
-	[[ -f $dir/main.js && -f $dir/server.json ]] ||
-		zz_die "patched kinesis-local not found in $dir; run deploy/local/install.sh"
+	[[ -f $dir/main.js && -f $ZZ_KINESIS_TLS_DIR/server.json && -f $ZZ_KINESIS_TLS_DIR/ca.pem ]] ||
+		zz_die "patched kinesis-local or its TLS certificate not found in $dir; run deploy/local/install.sh"
 	zz_require_node
 	# Every setting is passed explicitly so that nothing from the caller's
 	# environment (AWS_ACCOUNT_ID, AWS_REGION, INITIALIZE_STREAMS, ...) leaks in.
@@ -206,7 +207,7 @@ start_kinesis_local() {
 		env -u INITIALIZE_STREAMS \
 		KINESIS_MOCK_PLAIN_PORT="$ZZ_KINESIS_PORT" \
 		KINESIS_MOCK_TLS_PORT="$ZZ_KINESIS_TLS_PORT" \
-		KINESIS_MOCK_CERT_PATH="$dir/server.json" \
+		KINESIS_MOCK_CERT_PATH="$ZZ_KINESIS_TLS_DIR/server.json" \
 		AWS_ACCOUNT_ID=000000000000 \
 		AWS_REGION="$ZZ_REGION" \
 		CREATE_STREAM_DURATION="${ZIGZAG_CREATE_STREAM_MS:-500}ms" \
@@ -314,6 +315,10 @@ env_lines() {
 	local kl='' ks=''
 	[[ -n $(zz_running_pid kinesis-local) ]] && kl=http://$ZZ_HOST:$ZZ_KINESIS_PORT
 	[[ -n $(zz_running_pid kinesalite) ]] && ks=http://$ZZ_HOST:$ZZ_KINESALITE_PORT
+	if [[ -n $kl ]]; then
+		echo "# kinesis-local's TLS port (HTTP/2: SubscribeToShard) and the CA to trust in a test's client only"
+		echo "export ZIGZAG_KINESIS_TLS_ENDPOINT=https://$ZZ_HOST:$ZZ_KINESIS_TLS_PORT ZIGZAG_KINESIS_CA=$ZZ_KINESIS_TLS_DIR/ca.pem"
+	fi
 	if [[ -n $kl && ($WANT_KINESIS_LOCAL == 1 || -z $ks) ]]; then
 		echo "export AWS_ENDPOINT_URL_KINESIS=$kl"
 	elif [[ -n $ks ]]; then

@@ -18,6 +18,7 @@ mod reader;
 use crate::source::KinesisSource;
 use async_trait::async_trait;
 use reader::{FanOutReader, SubscribeGate};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use zigzag_model::source::{ShardInfo, ShardReader, Source, SourceError, StartAt};
@@ -40,6 +41,7 @@ pub struct FanOutSource {
     gate: Arc<SubscribeGate>,
     renew_after: Duration,
     silence: Duration,
+    subscriptions: Arc<AtomicU64>,
 }
 
 impl FanOutSource {
@@ -52,7 +54,13 @@ impl FanOutSource {
             gate: Arc::new(SubscribeGate::default()),
             renew_after: DEFAULT_RENEW_AFTER,
             silence: DEFAULT_SILENCE,
+            subscriptions: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// SubscribeToShard calls that succeeded, over every reader.
+    pub fn subscriptions(&self) -> u64 {
+        self.subscriptions.load(Ordering::Relaxed)
     }
 
     /// Renew each subscription after this long (tests force short ones).
@@ -111,6 +119,7 @@ impl Source for FanOutSource {
             silence: self.silence,
             retry,
             retries,
+            subscriptions: self.subscriptions.clone(),
         }))
     }
 }

@@ -22,7 +22,7 @@ use aws_sdk_kinesis::types::error::SubscribeToShardEventStreamError;
 use aws_sdk_kinesis::types::SubscribeToShardEventStream;
 use aws_sdk_kinesis::Client;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zigzag_aws::{classify, describe, ErrorClass};
@@ -76,6 +76,7 @@ pub(crate) struct FanOutReader {
     pub(crate) silence: Duration,
     pub(crate) retry: RetryPolicy,
     pub(crate) retries: Arc<AtomicU64>,
+    pub(crate) subscriptions: Arc<AtomicU64>,
 }
 
 /// What a failed subscribe call or event stream means here.
@@ -118,6 +119,7 @@ impl FanOutReader {
             let failure = match sent {
                 Ok(out) => {
                     metrics::counter!("zigzag_kinesis_subscriptions_total").increment(1);
+                    self.subscriptions.fetch_add(1, Ordering::Relaxed);
                     if let Some(since) = in_use_since {
                         tracing::info!(shard = %self.shard, waited_s = since.elapsed().as_secs_f64(),
                             "subscribed after waiting out another subscription of the shard");
