@@ -10,6 +10,18 @@ pub(crate) struct Env {
     dynamo_url: String,
     config: PathBuf,
     failover: Duration,
+    reading: Reading,
+}
+
+/// How the workers read the stream.
+#[derive(Clone)]
+pub(crate) enum Reading {
+    /// GetRecords, from kinesalite.
+    Polling,
+    /// SubscribeToShard as this consumer, from kinesis-local's TLS port,
+    /// trusting its CA (this file) in the workers' and the test's clients
+    /// only; subscriptions renewed this often.
+    FanOut { consumer: String, ca: String, renew: Duration },
 }
 
 pub(crate) fn unique(name: &str) -> String {
@@ -25,19 +37,41 @@ pub(crate) fn flush_config() -> Config {
 
 impl Env {
     pub(crate) async fn new(name: &str, shards: i32, failover: Duration) -> Env {
-        let kinesis_url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+        Self::reading(name, shards, failover, Reading::Polling).await
+    }
+
+    pub(crate) async fn reading(name: &str, shards: i32, failover: Duration, reading: Reading) -> Env {
+        let kinesis_url = match &reading {
+            Reading::Polling => emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT"),
+            Reading::FanOut { .. } => emulator::kinesis_tls().map(|(url, _)| url),
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
         let dynamo_url = emulator::endpoint("DYNAMODB").unwrap_or_else(|e| panic!("{e}"));
         let stream = unique(name);
-        let kinesis = zigzag_kinesis::client(&emulator::options_at(kinesis_url.clone())).await;
-        ensure_stream(&kinesis, &stream, shards).await.expect("create stream");
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("zigzag.toml");
         std::fs::write(&config, "[flush]\ninterval_ms = 1000\n").unwrap();
-        Env { dir, stream, kinesis_url, dynamo_url, config, failover }
+        let env = Env { dir, stream, kinesis_url, dynamo_url, config, failover, reading };
+        ensure_stream(&zigzag_kinesis::client(&env.kinesis_options()).await, &env.stream, shards)
+            .await
+            .expect("create stream");
+        env
+    }
+
+    fn kinesis_options(&self) -> zigzag_aws::AwsOptions {
+        match &self.reading {
+            Reading::Polling => emulator::options_at(self.kinesis_url.clone()),
+            Reading::FanOut { .. } => emulator::kinesis_tls_options().unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 
     pub(crate) fn spawn(&self, worker: &str) -> Reaped {
-        let child = Command::new(env!("CARGO_BIN_EXE_ingest"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ingest"));
+        if let Reading::FanOut { consumer, ca, renew } = &self.reading {
+            command.args(["--consumer", consumer, "--ca-bundle", ca]);
+            command.args(["--renew-subscriptions", &format!("{}ms", renew.as_millis())]);
+        }
+        let child = command
             .args(["--kinesis", &self.stream, "--dynamodb", &self.stream, "--worker-id", worker])
             .args(["--failover", &self.failover.as_secs_f64().to_string(), "--relist", "2", "--max-pause", "1"])
             .arg("--config")
@@ -92,9 +126,10 @@ impl Env {
     /// A producer writing `gen` at `rate` records/s; cancelled token when done.
     pub(crate) fn produce(&self, gen: &Generator, rate: f64) -> (tokio::task::JoinHandle<u64>, CancellationToken) {
         let done = CancellationToken::new();
-        let (gen, stream, url, d) = (gen.clone(), self.stream.clone(), self.kinesis_url.clone(), done.clone());
+        let (gen, stream, d) = (gen.clone(), self.stream.clone(), done.clone());
+        let options = self.kinesis_options();
         let task = tokio::spawn(async move {
-            let client = zigzag_kinesis::client(&emulator::options_at(url)).await;
+            let client = zigzag_kinesis::client(&options).await;
             let mut producer = Producer::new(client, &stream);
             let opts = SinkOptions { partition_key: PartitionKey::Random, rate: Some(rate), kpl_max_bytes: None };
             let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");

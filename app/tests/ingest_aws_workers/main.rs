@@ -123,6 +123,61 @@ async fn killed_workers_shards_all_resume_and_totals_stay_exact() {
     assert!(!resume_ms.is_empty(), "the killed workers held shards");
 }
 
+/// The same with enhanced fan-out against kinesis-local: workers killed
+/// mid-subscription (their HTTP/2 streams cut without a goodbye), each
+/// subscription renewed every 3 s; the next owner of a shard subscribes
+/// after the dead worker's checkpoint, waiting out a subscription the
+/// emulator may still hold (ResourceInUse). Totals exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fan_out_workers_killed_mid_subscription_leave_totals_exact() {
+    if !zigzag_aws::emulator::gate("fan_out_workers_killed_mid_subscription_leave_totals_exact") {
+        return;
+    }
+    let _serial = ONE_AT_A_TIME.lock().await;
+    emulator::kinesis_tls().unwrap_or_else(|e| panic!("{e}"));
+    let ca = std::env::var("ZIGZAG_KINESIS_CA").expect("checked by kinesis_tls");
+    let reading = Reading::FanOut { consumer: "zigzag-kill9".into(), ca, renew: Duration::from_secs(3) };
+    let failover = Duration::from_secs(4);
+    let env = Env::reading("fanout-kill9", 4, failover, reading).await;
+    let kills = 3;
+    let gap = Duration::from_secs(6);
+    let rate = 150.0;
+    let gen = generator(24, ((kills as f64 + 2.0) * gap.as_secs_f64() * rate) as u64);
+    let truth = truth::compute(&gen);
+    let (producer, _) = env.produce(&gen, rate);
+    let mut workers: BTreeMap<String, Reaped> =
+        (0..2).map(|i| format!("f{i}")).map(|w| (w.clone(), env.spawn(&w))).collect();
+    let (aggregates, lease_table) = env.tables().await;
+    tokio::time::sleep(gap).await;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+    let mut killed_holding = 0;
+    for n in 0..kills {
+        let ids: Vec<String> = workers.keys().cloned().collect();
+        let victim = ids[rng.gen_range(0..ids.len())].clone();
+        killed_holding += leases(&lease_table, &env.stream)
+            .await
+            .iter()
+            .filter(|l| l.worker_id() == Some(victim.as_str()) && !l.finished)
+            .count();
+        let mut child = workers.remove(&victim).unwrap();
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let fresh = format!("f{}", 2 + n);
+        workers.insert(fresh.clone(), env.spawn(&fresh));
+        tokio::time::sleep(gap).await;
+    }
+    tokio::time::timeout(Duration::from_secs(120), producer).await.expect("producer").expect("task");
+    assert!(killed_holding > 0, "the killed workers held shards");
+    converge_and_stop(&env, &mut workers, &aggregates, &truth).await;
+    // They read by fan-out (a worker that polled would have matched too).
+    let logs: String = (0..2 + kills).map(|i| env.log(&format!("f{i}"))).collect();
+    assert_eq!(
+        logs.matches("registered the stream consumer").count(),
+        1,
+        "one worker registered it, the others found it"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues() {
     if !zigzag_aws::emulator::gate("a_stopped_worker_is_fenced_and_changes_nothing_when_it_continues") {
