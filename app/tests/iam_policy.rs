@@ -130,6 +130,12 @@ fn roles(template: &Yaml) -> BTreeMap<String, Role> {
         let mut role = Role { actions: Actions::new(), resources: Vec::new() };
         for policy in resource["Properties"]["Policies"].as_vec().into_iter().flatten() {
             for statement in policy["PolicyDocument"]["Statement"].as_vec().into_iter().flatten() {
+                // `!If [Condition, statement, !Ref AWS::NoValue]` (the tag
+                // is dropped): the statement, granted when the condition holds.
+                let statement = match statement.as_vec() {
+                    Some(branches) => &branches[1],
+                    None => statement,
+                };
                 assert_eq!(statement["Effect"].as_str(), Some("Allow"), "{id:?}: only Allow statements");
                 role.actions.extend(strings(&statement["Action"]));
                 role.resources.extend(strings(&statement["Resource"]));
@@ -170,7 +176,8 @@ fn no_role_grants_a_wildcard_action_or_a_service_it_does_not_need() {
     }
     for (id, _, allowed) in ROLES {
         for resource in &roles[*id].resources {
-            let logical = resource.split('.').next().unwrap();
+            // `!GetAtt Stream.Arn`, or `!Sub "${Stream.Arn}/consumer/…"`.
+            let logical = resource.trim_start_matches("${").split('.').next().unwrap();
             assert!(allowed.contains(&logical), "{id} names {resource}; it may name only {allowed:?}");
         }
     }
@@ -259,7 +266,38 @@ fn scenario(dir: &Path) -> BTreeMap<&'static str, Actions> {
     }
     // Over the table ingest wrote.
     logged.insert("serve", serve_run(dir, &name, &dynamo, &kinesis));
+    let fan_out = fan_out_run(&rt, dir, &format!("{name}-efo"), &dynamo);
+    logged.entry("ingest").or_default().extend(fan_out);
     logged
+}
+
+/// `ingest --consumer` (enhanced fan-out) over a stream of kinesis-local,
+/// through its TLS port: registering the consumer, describing it and
+/// subscribing to each shard (the template grants these only with a
+/// FanOutConsumer, but the role must hold them then).
+fn fan_out_run(rt: &tokio::runtime::Runtime, dir: &Path, name: &str, dynamo: &str) -> Actions {
+    let (kinesis, _) = emulator::kinesis_tls().unwrap_or_else(|e| panic!("{e}"));
+    let ca = std::env::var("ZIGZAG_KINESIS_CA").expect("checked by kinesis_tls");
+    rt.block_on(async {
+        let client = zigzag_kinesis::client(&emulator::kinesis_tls_options().unwrap()).await;
+        zigzag_kinesis::stream::ensure_stream(&client, name, 2).await.expect("the stream");
+        let client = zigzag_dynamodb::client(&emulator::options_at(dynamo.to_string())).await;
+        for table in [name.to_string(), format!("{name}-checkpoints")] {
+            zigzag_dynamodb::ensure_table(&client, &table, zigzag_dynamodb::Billing::OnDemand, true)
+                .await
+                .expect("the table");
+        }
+    });
+    let log = dir.join("calls-fan-out.log");
+    let args =
+        ["--kinesis", name, "--consumer", "zigzag", "--dynamodb", name, "--no-create-tables", "--idle-exit", "2s"];
+    let out = command(env!("CARGO_BIN_EXE_ingest"), &log, dynamo, &kinesis, dir)
+        .env("AWS_CA_BUNDLE", &ca)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ingest {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    std::fs::read_to_string(&log).unwrap_or_default().lines().map(String::from).collect()
 }
 
 /// `gather serve` on the table, asked what Grafana asks (a query, a range
