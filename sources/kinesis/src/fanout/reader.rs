@@ -108,6 +108,7 @@ impl FanOutReader {
         let mut in_use_since: Option<Instant> = None;
         loop {
             self.gate.turn(&self.shard).await;
+            let asked = Instant::now();
             let sent = self
                 .client
                 .subscribe_to_shard()
@@ -120,6 +121,7 @@ impl FanOutReader {
                 Ok(out) => {
                     metrics::counter!("zigzag_kinesis_subscriptions_total").increment(1);
                     self.subscriptions.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(shard = %self.shard, ms = asked.elapsed().as_millis() as u64, "subscribed");
                     if let Some(since) = in_use_since {
                         tracing::info!(shard = %self.shard, waited_s = since.elapsed().as_secs_f64(),
                             "subscribed after waiting out another subscription of the shard");
@@ -264,6 +266,7 @@ impl ShardReader for FanOutReader {
             };
             match failure {
                 Failure::InUse => {
+                    tracing::debug!(shard = %self.shard, "the subscription was taken over (ResourceInUse)");
                     // Taken over by a newer subscription (ours after a
                     // lease move, or a zombie's): wait, then take it back
                     // unless the lease protocol stops this reader first.
