@@ -7,9 +7,9 @@
 //! list, the stream's identity and the start time come from it, and the
 //! lease protocol, checkpoints and exactly-once are the pipeline's, unchanged.
 //!
-//! - [`consumer`]: register or find the consumer, wait for ACTIVE.
-//! - [`reader`]: a shard's subscriptions: renewal, ResourceInUse, pacing.
-//! - [`progress`]: what was delivered and where to resume (pure).
+//! - `consumer`: register or find the consumer, wait for ACTIVE.
+//! - `reader`: a shard's subscriptions: renewal, ResourceInUse, pacing.
+//! - `progress`: what was delivered and where to resume (pure).
 
 mod consumer;
 mod progress;
