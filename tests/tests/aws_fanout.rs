@@ -4,7 +4,8 @@
 //!
 //! - every record once while subscriptions are renewed every 2 s (Kinesis
 //!   ends them at 5 minutes): each renewal resumes after the last event
-//!   delivered; totals exact;
+//!   delivered, and meets ResourceInUse (a subscribe within 5 s of the
+//!   last), which is waited out; totals exact;
 //! - a worker stopped dead mid-subscription (its runtime dropped, as a
 //!   kill does): the next takes the shards over, waits out the dead
 //!   subscription if the emulator still holds it (ResourceInUse), and the
@@ -92,8 +93,8 @@ fn options(worker: &str, dir: &std::path::Path) -> PipelineOptions {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fan_out_reads_every_record_once_across_renewed_subscriptions() {
-    if !emulator::gate("fan_out_reads_every_record_once_across_renewed_subscriptions") {
+async fn fan_out_reads_every_record_once_across_renewed_subscriptions_waiting_out_resource_in_use() {
+    if !emulator::gate("fan_out_reads_every_record_once_across_renewed_subscriptions_waiting_out_resource_in_use") {
         return;
     }
     let client = client().await;

@@ -42,6 +42,7 @@ pub struct FanOutSource {
     renew_after: Duration,
     silence: Duration,
     subscriptions: Arc<AtomicU64>,
+    in_use: Arc<AtomicU64>,
 }
 
 impl FanOutSource {
@@ -55,7 +56,14 @@ impl FanOutSource {
             renew_after: DEFAULT_RENEW_AFTER,
             silence: DEFAULT_SILENCE,
             subscriptions: Arc::new(AtomicU64::new(0)),
+            in_use: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Times a subscribe or a subscription met ResourceInUse (another live
+    /// subscription of the consumer and shard) and waited it out.
+    pub fn waited_in_use(&self) -> u64 {
+        self.in_use.load(Ordering::Relaxed)
     }
 
     /// SubscribeToShard calls that succeeded, over every reader.
@@ -120,6 +128,7 @@ impl Source for FanOutSource {
             retry,
             retries,
             subscriptions: self.subscriptions.clone(),
+            in_use: self.in_use.clone(),
         }))
     }
 }

@@ -39,23 +39,24 @@ const SUBSCRIBE_GAP: Duration = Duration::from_secs(1);
 /// call made 5 s after the last successful one take the subscription over.
 const IN_USE_WAIT: Duration = Duration::from_secs(2);
 
-/// When each shard may be subscribed to next.
+/// When each shard may be subscribed to next (tokio's clock, so tests can
+/// pause it).
 #[derive(Default)]
 pub(crate) struct SubscribeGate {
-    next: Mutex<HashMap<String, Instant>>,
+    next: Mutex<HashMap<String, tokio::time::Instant>>,
 }
 
 impl SubscribeGate {
     /// Waits for `shard`'s turn and takes it.
     async fn turn(&self, shard: &str) {
-        let now = Instant::now();
+        let now = tokio::time::Instant::now();
         let at = {
             let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
             let at = next.get(shard).copied().unwrap_or(now).max(now);
             next.insert(shard.to_string(), at + SUBSCRIBE_GAP);
             at
         };
-        tokio::time::sleep(at.saturating_duration_since(now)).await;
+        tokio::time::sleep_until(at).await;
     }
 }
 
@@ -77,6 +78,7 @@ pub(crate) struct FanOutReader {
     pub(crate) retry: RetryPolicy,
     pub(crate) retries: Arc<AtomicU64>,
     pub(crate) subscriptions: Arc<AtomicU64>,
+    pub(crate) in_use: Arc<AtomicU64>,
 }
 
 /// What a failed subscribe call or event stream means here.
@@ -134,6 +136,7 @@ impl FanOutReader {
             match failure {
                 Failure::InUse => {
                     metrics::counter!("zigzag_kinesis_subscribe_in_use_total").increment(1);
+                    self.in_use.fetch_add(1, Ordering::Relaxed);
                     if in_use_since.is_none() {
                         tracing::info!(shard = %self.shard,
                             "the shard has another live subscription of this consumer (a previous worker's?): waiting it out");
@@ -271,6 +274,7 @@ impl ShardReader for FanOutReader {
                     // lease move, or a zombie's): wait, then take it back
                     // unless the lease protocol stops this reader first.
                     metrics::counter!("zigzag_kinesis_subscribe_in_use_total").increment(1);
+                    self.in_use.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(IN_USE_WAIT).await;
                 }
                 Failure::Retry(e) if self.retry.pause(&mut attempt, &self.retries).await => {
@@ -284,5 +288,30 @@ impl ShardReader for FanOutReader {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_is_subscribed_to_at_most_once_a_second_and_other_shards_do_not_wait() {
+        let gate = SubscribeGate::default();
+        let t0 = tokio::time::Instant::now();
+        gate.turn("shard-a").await;
+        gate.turn("shard-b").await;
+        assert_eq!(t0.elapsed(), Duration::ZERO, "first turns, and another shard's, are at once");
+        gate.turn("shard-a").await;
+        assert_eq!(t0.elapsed(), SUBSCRIBE_GAP, "the same shard again waits a second");
+        gate.turn("shard-a").await;
+        assert_eq!(t0.elapsed(), 2 * SUBSCRIBE_GAP);
+        gate.turn("shard-b").await;
+        assert_eq!(t0.elapsed(), 2 * SUBSCRIBE_GAP, "shard-b's last turn was long enough ago");
+        // After a quiet spell, a turn is at once again.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let t1 = tokio::time::Instant::now();
+        gate.turn("shard-a").await;
+        assert_eq!(t1.elapsed(), Duration::ZERO);
     }
 }
