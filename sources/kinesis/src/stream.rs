@@ -58,17 +58,33 @@ pub async fn list_shards(client: &Client, stream: &str, page_size: i32) -> Resul
 /// stream deleted and created again under its name gets another), from
 /// DescribeStreamSummary.
 pub async fn stream_identity(client: &Client, stream: &str) -> Result<String, SourceError> {
-    let out = client
-        .describe_stream_summary()
-        .stream_name(stream)
-        .send()
-        .await
-        .map_err(|e| stream_error("DescribeStreamSummary", stream, &e))?;
+    let out = describe_summary(client, stream).await?;
     let created = out.stream_description_summary().map(|d| d.stream_creation_timestamp().to_millis());
     match created {
         Some(Ok(ms)) => Ok(ms.to_string()),
         _ => Err(SourceError::Shard { shard: "*".into(), message: format!("{stream}: no creation time described") }),
     }
+}
+
+/// DescribeStreamSummary, its error classified.
+async fn describe_summary(
+    client: &Client,
+    stream: &str,
+) -> Result<aws_sdk_kinesis::operation::describe_stream_summary::DescribeStreamSummaryOutput, SourceError> {
+    client
+        .describe_stream_summary()
+        .stream_name(stream)
+        .send()
+        .await
+        .map_err(|e| stream_error("DescribeStreamSummary", stream, &e))
+}
+
+/// The stream's ARN (what stream consumers are registered on).
+pub(crate) async fn stream_arn(client: &Client, stream: &str) -> Result<String, SourceError> {
+    let out = describe_summary(client, stream).await?;
+    out.stream_description_summary()
+        .map(|d| d.stream_arn().to_string())
+        .ok_or_else(|| SourceError::Shard { shard: "*".into(), message: format!("{stream}: no stream ARN described") })
 }
 
 /// Creates the stream with `shards` shards unless it exists, then waits

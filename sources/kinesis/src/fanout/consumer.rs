@@ -11,7 +11,7 @@
 //! billed per consumer-shard-hour while registered; OPERATING.md says how to
 //! remove it.
 
-use crate::stream::stream_error;
+use crate::stream::{stream_arn, stream_error};
 use aws_sdk_kinesis::types::ConsumerStatus;
 use aws_sdk_kinesis::Client;
 use std::time::{Duration, Instant};
@@ -24,15 +24,7 @@ const STATUS_POLL: Duration = Duration::from_millis(500);
 
 /// The consumer `name` of `stream`, registered if needed, once ACTIVE: its ARN.
 pub(crate) async fn active_consumer(client: &Client, stream: &str, name: &str) -> Result<String, SourceError> {
-    let summary = client
-        .describe_stream_summary()
-        .stream_name(stream)
-        .send()
-        .await
-        .map_err(|e| stream_error("DescribeStreamSummary", stream, &e))?;
-    let stream_arn = summary.stream_description_summary().map(|d| d.stream_arn().to_string()).ok_or_else(|| {
-        SourceError::Shard { shard: "*".into(), message: format!("{stream}: no stream ARN described") }
-    })?;
+    let stream_arn = stream_arn(client, stream).await?;
     let started = Instant::now();
     loop {
         if started.elapsed() > STATUS_WAIT {
