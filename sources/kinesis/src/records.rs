@@ -51,3 +51,10 @@ pub(crate) fn push_records(
     }
     Ok(())
 }
+
+/// The shard's lag for `zigzag_kinesis_millis_behind_latest`; a reader
+/// dropped (its lease given, lost or finished) sets 0, since a stale value
+/// would stay in every maximum over shards.
+pub(crate) fn report_lag(shard: &str, millis_behind: i64) {
+    metrics::gauge!("zigzag_kinesis_millis_behind_latest", "shard" => shard.to_string()).set(millis_behind as f64);
+}

@@ -293,7 +293,7 @@ impl KinesisShardReader {
 /// behind: a stale value would stay in every maximum over shards.
 impl Drop for KinesisShardReader {
     fn drop(&mut self) {
-        metrics::gauge!("zigzag_kinesis_millis_behind_latest", "shard" => self.shard.clone()).set(0.0);
+        crate::records::report_lag(&self.shard, 0);
     }
 }
 
@@ -314,7 +314,7 @@ impl ShardReader for KinesisShardReader {
         }
         if let Some(behind) = out.millis_behind_latest() {
             batch.millis_behind = Some(behind);
-            metrics::gauge!("zigzag_kinesis_millis_behind_latest", "shard" => self.shard.clone()).set(behind as f64);
+            crate::records::report_lag(&self.shard, behind);
         }
         self.iterator = out.next_shard_iterator.clone();
         if self.iterator.is_none() {

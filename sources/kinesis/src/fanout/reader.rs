@@ -214,7 +214,7 @@ fn stream_error_text<R: std::fmt::Debug>(e: &SdkError<SubscribeToShardEventStrea
 /// A reader dropped (its lease given, lost or finished) leaves no lag behind.
 impl Drop for FanOutReader {
     fn drop(&mut self) {
-        metrics::gauge!("zigzag_kinesis_millis_behind_latest", "shard" => self.shard.clone()).set(0.0);
+        crate::records::report_lag(&self.shard, 0);
     }
 }
 
@@ -248,8 +248,7 @@ impl ShardReader for FanOutReader {
                 }
                 Ok(Ok(Some(SubscribeToShardEventStream::SubscribeToShardEvent(event)))) => {
                     let batch = self.progress.deliver(&event)?;
-                    metrics::gauge!("zigzag_kinesis_millis_behind_latest", "shard" => self.shard.clone())
-                        .set(event.millis_behind_latest() as f64);
+                    crate::records::report_lag(&self.shard, event.millis_behind_latest());
                     if batch.end_of_shard {
                         tracing::info!(shard = %self.shard, children = ?self.progress.children(), "shard ended (SHARD_END)");
                     }
