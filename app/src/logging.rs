@@ -57,8 +57,7 @@ pub fn say(format: LogFormat, line: &str) {
 /// when RUST_BACKTRACE is set; a bad window is not a crash).
 pub fn error_text(error: &anyhow::Error) -> String {
     let mut text = format!("Error: {error}");
-    let causes: Vec<String> = error.chain().skip(1).map(ToString::to_string).collect();
-    match causes.as_slice() {
+    match new_causes(error).as_slice() {
         [] => {}
         [one] => text.push_str(&format!("\n\nCaused by:\n    {one}")),
         many => {
@@ -69,6 +68,21 @@ pub fn error_text(error: &anyhow::Error) -> String {
         }
     }
     text
+}
+
+/// The causes of `error` that say something new: each cause once. An
+/// error that shows its source in its own message (`source: {0}`) would
+/// otherwise say it twice.
+fn new_causes(error: &anyhow::Error) -> Vec<String> {
+    let mut said = error.to_string();
+    let mut causes = Vec::new();
+    for cause in error.chain().skip(1).map(ToString::to_string) {
+        if !said.contains(&cause) {
+            said.push_str(&cause);
+            causes.push(cause);
+        }
+    }
+    causes
 }
 
 /// A binary's exit for what its run returned: 0, or the error printed
@@ -90,15 +104,40 @@ pub fn fatal(format: LogFormat, error: &anyhow::Error) {
     match format {
         LogFormat::Text => eprintln!("{}", error_text(error)),
         LogFormat::Json => {
-            // The chain, each cause once (an error that shows its source
-            // in its own message would otherwise say it twice).
             let mut text = error.to_string();
-            for cause in error.chain().skip(1).map(ToString::to_string) {
-                if !text.contains(&cause) {
-                    text = format!("{text}: {cause}");
-                }
+            for cause in new_causes(error) {
+                text = format!("{text}: {cause}");
             }
             tracing::error!(target: "zigzag", error = text, "stopped by an error")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("source unavailable: connection refused")]
+    struct Unavailable;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("source: {0}")]
+    struct Wrapping(#[from] Unavailable);
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_said_again_but_a_new_one_is() {
+        let shown = anyhow::Error::from(Wrapping(Unavailable));
+        assert_eq!(error_text(&shown), "Error: source: source unavailable: connection refused");
+        let added = anyhow::Error::from(Wrapping(Unavailable)).context("opening the stream s");
+        assert_eq!(
+            error_text(&added),
+            "Error: opening the stream s\n\nCaused by:\n    source: source unavailable: connection refused"
+        );
+        let new = anyhow::Error::from(Unavailable).context("opening the stream s");
+        assert_eq!(
+            error_text(&new),
+            "Error: opening the stream s\n\nCaused by:\n    source unavailable: connection refused"
+        );
     }
 }

@@ -131,6 +131,16 @@ pub trait Source: Send + Sync {
     /// A reader of `shard` starting at `start`.
     async fn open(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError>;
 
+    /// A reader for a bounded re-read of records read once before (a dead
+    /// worker's flush being recovered): read from `start` until a known
+    /// position, then dropped. By default the same reader as `open`; a
+    /// source whose `open` holds something live readers also need
+    /// (Kinesis fan-out: the consumer's one subscription per shard) reads
+    /// these another way, so a recovery never waits on a subscription.
+    async fn open_reread(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
+        self.open(shard, start).await
+    }
+
     /// Which incarnation of the stream this is, if a stream of the same
     /// name can be deleted and created again (Kinesis: its creation time).
     /// Lease state is kept per incarnation, so a recreated stream's shards,

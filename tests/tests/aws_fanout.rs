@@ -11,6 +11,10 @@
 //!   subscription if the emulator still holds it (ResourceInUse), and the
 //!   totals stay exact.
 //!
+//! - a dead worker's flush is recovered (a bounded re-read) by GetRecords
+//!   while a subscription to the shard is live: the recovery neither
+//!   subscribes nor waits on the subscription.
+//!
 //! kinesis-local sends no child shards at a shard's end; SHARD_END is
 //! covered by hand-built events in `zigzag-kinesis` (fanout::progress).
 
@@ -25,6 +29,7 @@ use zigzag_ingest::{Pipeline, PipelineOptions, RunSummary};
 use zigzag_kinesis::stream::ensure_stream;
 use zigzag_kinesis::{FanOutSource, KinesisSource, Producer, StartingPosition};
 use zigzag_loadgen::{truth, GenConfig, Generator};
+use zigzag_model::source::{Source, StartAt};
 use zigzag_model::{Config, KeyModel, Truth};
 use zigzag_tests::interleaved_records;
 use zigzag_tests::unique_name as unique;
@@ -210,4 +215,45 @@ async fn a_worker_stopped_dead_mid_subscription_is_taken_over_exactly() {
     assert!(summary.records < truth.records, "the second worker resumed after the first's checkpoints: {summary:?}");
     let all = RunSummary { records: truth.records, valid: truth.valid, rejected: truth.malformed, ..summary };
     assert_exact(&table, &all, &truth).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovery_rereads_by_get_records_while_a_subscription_holds_the_shard() {
+    if !emulator::gate("a_recovery_rereads_by_get_records_while_a_subscription_holds_the_shard") {
+        return;
+    }
+    let client = client().await;
+    let name = unique("fanout-reread");
+    ensure_stream(&client, &name, 1).await.expect("stream");
+    let records: Vec<(String, Vec<u8>)> =
+        (0..300).map(|i| (format!("k{i}"), format!("{{\"n\":{i}}}").into_bytes())).collect();
+    put_paced(client.clone(), name.clone(), records.clone(), 1, Duration::ZERO).await;
+    let live = fan_out(&client, &name, "zigzag-test");
+    let shard = live.shards().await.expect("shards").remove(0).id;
+
+    // A live subscription holds the shard (the dead worker's, as the
+    // emulator may keep it): it has delivered records.
+    let mut subscribed = live.open(&shard, StartAt::TrimHorizon).await.expect("open");
+    let began = Instant::now();
+    while subscribed.next_batch(500).await.expect("subscribed batch").records.is_empty() {
+        assert!(began.elapsed() < Duration::from_secs(60), "the subscription delivers");
+    }
+    assert_eq!(live.subscriptions(), 1);
+
+    let recovering = fan_out(&client, &name, "zigzag-test");
+    let mut reread = recovering.open_reread(&shard, StartAt::TrimHorizon).await.expect("open_reread");
+    let mut read = Vec::new();
+    let began = Instant::now();
+    while read.len() < records.len() {
+        let b = reread.next_batch(100).await.expect("re-read batch");
+        read.extend(b.iter().map(|(_, d)| d.to_vec()));
+        assert!(began.elapsed() < Duration::from_secs(60), "the re-read reaches the end: {} read", read.len());
+    }
+    assert_eq!(read, records.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(), "every record once, in order");
+    assert_eq!(
+        (recovering.subscriptions(), recovering.waited_in_use()),
+        (0, 0),
+        "the re-read neither subscribed nor met ResourceInUse"
+    );
+    drop(subscribed);
 }

@@ -222,7 +222,7 @@ impl Pipeline {
             (None, Some(_)) => StartAt::TrimHorizon,
             (None, None) => StartAt::Configured,
         };
-        let mut reader = self.source.open(&r.shard, start).await?;
+        let mut reader = self.source.open_reread(&r.shard, start).await?;
         let mut reached: Option<Position> = None;
         let mut idle = 0;
         while reached < Some(r.to) {

@@ -131,4 +131,13 @@ impl Source for FanOutSource {
             in_use: self.in_use.clone(),
         }))
     }
+
+    /// Recoveries read by GetRecords: a subscription to the shard may
+    /// still be live (the dead worker's, or this consumer's elsewhere), and
+    /// a second one would wait it out (ResourceInUse) while the recovery
+    /// holds up every shard of its lane. A re-read is rare and bounded,
+    /// so the shard's shared 5 reads/s are enough for it.
+    async fn open_reread(&self, shard: &str, start: StartAt) -> Result<Box<dyn ShardReader>, SourceError> {
+        self.polling.open(shard, start).await
+    }
 }
