@@ -24,6 +24,21 @@ pub(crate) enum Reading {
     FanOut { consumer: String, ca: String, renew: Duration },
 }
 
+impl Reading {
+    /// How long the workers may take to catch up after the last put.
+    /// kinesis-local (0.6.2) keeps a subscription open until its client is
+    /// seen gone or its 5 minutes end, and refuses another meanwhile; a
+    /// worker killed mid-subscribe can leave one it never sees gone, which
+    /// then keeps the shard from its next owner for up to 5 minutes (seen
+    /// in 2 of 16 runs). AWS hands a subscription over after 5 s.
+    fn catch_up(&self) -> Duration {
+        match self {
+            Reading::Polling => Duration::from_secs(180),
+            Reading::FanOut { .. } => Duration::from_secs(180 + 300),
+        }
+    }
+}
+
 pub(crate) fn unique(name: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!("{name}-{}-{}", std::process::id(), nanos % 1_000_000_000_000)
@@ -84,7 +99,9 @@ impl Env {
             .env("AWS_SECRET_ACCESS_KEY", emulator::SECRET_KEY)
             .env("AWS_REGION", emulator::REGION)
             .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("RUST_LOG", "info")
+            // More detail when a run is being looked into, e.g.
+            // ZIGZAG_TEST_WORKER_LOG=info,zigzag_kinesis=debug.
+            .env("RUST_LOG", std::env::var("ZIGZAG_TEST_WORKER_LOG").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::null())
             .stderr(Stdio::from(std::fs::File::create(self.dir.path().join(format!("{worker}.log"))).unwrap()))
             .spawn()
@@ -263,7 +280,7 @@ pub(crate) async fn converge_and_stop(
     aggregates: &DynamoTable,
     truth: &Truth,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let deadline = Instant::now() + env.reading.catch_up();
     loop {
         let report = check_report(aggregates, truth).await;
         if report.mismatches() == 0 {

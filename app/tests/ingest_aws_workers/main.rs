@@ -127,9 +127,11 @@ async fn killed_workers_shards_all_resume_and_totals_stay_exact() {
 /// mid-subscription (their HTTP/2 streams cut without a goodbye), each
 /// subscription renewed every 3 s; the next owner of a shard subscribes
 /// after the dead worker's checkpoint, waiting out a subscription the
-/// emulator may still hold (ResourceInUse). A dead worker's flush is
-/// recovered by GetRecords (`Source::open_reread`): over a subscription,
-/// the recovery once stalled behind the dead one's. Totals exact.
+/// emulator may still hold (ResourceInUse; kinesis-local can hold a killed
+/// worker's for up to 5 minutes, hence a longer catch-up, see
+/// `Reading::catch_up`). A dead worker's flush is recovered by GetRecords
+/// (`Source::open_reread`): over a subscription, the recovery once stalled
+/// behind the dead one's. Totals exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fan_out_workers_killed_mid_subscription_leave_totals_exact() {
     if !zigzag_aws::emulator::gate("fan_out_workers_killed_mid_subscription_leave_totals_exact") {

@@ -129,6 +129,8 @@ impl Source for FanOutSource {
             retries,
             subscriptions: self.subscriptions.clone(),
             in_use: self.in_use.clone(),
+            in_use_since: None,
+            in_use_warned: false,
         }))
     }
 

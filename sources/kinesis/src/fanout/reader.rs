@@ -7,7 +7,8 @@
 //! - ResourceInUse (another subscription of this consumer and shard is
 //!   still live, e.g. the previous worker's after a redeploy, or one made
 //!   less than 5 s ago) is waited out, never fatal: Kinesis lets a call 5 s
-//!   after the last take the subscription over.
+//!   after the last take the subscription over (kinesis-local only once
+//!   the other closes). A wait of 30 s is warned about once.
 //! - The 5-minute end, a forced early renewal, a silent or broken stream:
 //!   the subscription is made again; throttling, timeouts and failures are
 //!   retried with the source's backoff, then reported as an outage (the
@@ -38,6 +39,11 @@ const SUBSCRIBE_GAP: Duration = Duration::from_secs(1);
 /// How long to wait before trying again after ResourceInUse. Kinesis lets a
 /// call made 5 s after the last successful one take the subscription over.
 const IN_USE_WAIT: Duration = Duration::from_secs(2);
+
+/// A shard kept from us by another subscription this long is more than a
+/// takeover (Kinesis: 5 s): another reader shares the consumer's name, or
+/// the service (an emulator) holds a dead one. Said once, as a warning.
+const IN_USE_WARN_AFTER: Duration = Duration::from_secs(30);
 
 /// When each shard may be subscribed to next (tokio's clock, so tests can
 /// pause it).
@@ -79,6 +85,10 @@ pub(crate) struct FanOutReader {
     pub(crate) retries: Arc<AtomicU64>,
     pub(crate) subscriptions: Arc<AtomicU64>,
     pub(crate) in_use: Arc<AtomicU64>,
+    /// Since when another subscription has kept the shard from this reader
+    /// (ResourceInUse at the call or in the stream), until an event comes.
+    pub(crate) in_use_since: Option<Instant>,
+    pub(crate) in_use_warned: bool,
 }
 
 /// What a failed subscribe call or event stream means here.
@@ -97,6 +107,37 @@ impl FanOutReader {
         tracing::debug!(shard = %self.shard, reason, "renewing the shard's subscription");
     }
 
+    /// ResourceInUse, at the call or in the stream: waits, then the caller
+    /// subscribes again. Said when it starts, and warned once if it lasts.
+    async fn wait_in_use(&mut self) {
+        metrics::counter!("zigzag_kinesis_subscribe_in_use_total").increment(1);
+        self.in_use.fetch_add(1, Ordering::Relaxed);
+        let since = match self.in_use_since {
+            Some(since) => since,
+            None => {
+                tracing::info!(shard = %self.shard,
+                    "the shard has another live subscription of this consumer (a previous worker's?): waiting it out");
+                *self.in_use_since.insert(Instant::now())
+            }
+        };
+        if since.elapsed() >= IN_USE_WARN_AFTER && !self.in_use_warned {
+            self.in_use_warned = true;
+            tracing::warn!(shard = %self.shard, consumer = %self.consumer_arn, waited_s = since.elapsed().as_secs(),
+                "another subscription still holds the shard; Kinesis hands a subscription over after 5 s, \
+                 so another reader may be using this consumer name: give each deployment its own --consumer");
+        }
+        tokio::time::sleep(IN_USE_WAIT).await;
+    }
+
+    /// An event came: whatever held the shard has let go.
+    fn reading_again(&mut self) {
+        if let Some(since) = self.in_use_since.take() {
+            tracing::info!(shard = %self.shard, waited_s = since.elapsed().as_secs_f64(),
+                "reading after waiting out another subscription of the shard");
+        }
+        self.in_use_warned = false;
+    }
+
     async fn forget_consumer(&self) {
         let mut known = self.known_arn.lock().await;
         if known.as_deref() == Some(self.consumer_arn.as_str()) {
@@ -107,7 +148,6 @@ impl FanOutReader {
     /// Subscribes where the progress says, waiting out ResourceInUse.
     async fn subscribe(&mut self) -> Result<(), SourceError> {
         let mut attempt = 0;
-        let mut in_use_since: Option<Instant> = None;
         loop {
             self.gate.turn(&self.shard).await;
             let asked = Instant::now();
@@ -124,26 +164,13 @@ impl FanOutReader {
                     metrics::counter!("zigzag_kinesis_subscriptions_total").increment(1);
                     self.subscriptions.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(shard = %self.shard, ms = asked.elapsed().as_millis() as u64, "subscribed");
-                    if let Some(since) = in_use_since {
-                        tracing::info!(shard = %self.shard, waited_s = since.elapsed().as_secs_f64(),
-                            "subscribed after waiting out another subscription of the shard");
-                    }
                     self.subscription = Some(Subscription { events: out, since: Instant::now() });
                     return Ok(());
                 }
                 Err(e) => self.call_failure(&e),
             };
             match failure {
-                Failure::InUse => {
-                    metrics::counter!("zigzag_kinesis_subscribe_in_use_total").increment(1);
-                    self.in_use.fetch_add(1, Ordering::Relaxed);
-                    if in_use_since.is_none() {
-                        tracing::info!(shard = %self.shard,
-                            "the shard has another live subscription of this consumer (a previous worker's?): waiting it out");
-                    }
-                    in_use_since.get_or_insert_with(Instant::now);
-                    tokio::time::sleep(IN_USE_WAIT).await;
-                }
+                Failure::InUse => self.wait_in_use().await,
                 Failure::Retry(e) if self.retry.pause(&mut attempt, &self.retries).await => {
                     tracing::debug!(shard = %self.shard, error = %e, "SubscribeToShard failed; retrying");
                 }
@@ -247,6 +274,7 @@ impl ShardReader for FanOutReader {
                     continue;
                 }
                 Ok(Ok(Some(SubscribeToShardEventStream::SubscribeToShardEvent(event)))) => {
+                    self.reading_again();
                     let batch = self.progress.deliver(&event)?;
                     crate::records::report_lag(&self.shard, event.millis_behind_latest());
                     if batch.end_of_shard {
@@ -267,15 +295,11 @@ impl ShardReader for FanOutReader {
                 }
             };
             match failure {
-                Failure::InUse => {
-                    tracing::debug!(shard = %self.shard, "the subscription was taken over (ResourceInUse)");
-                    // Taken over by a newer subscription (ours after a
-                    // lease move, or a zombie's): wait, then take it back
-                    // unless the lease protocol stops this reader first.
-                    metrics::counter!("zigzag_kinesis_subscribe_in_use_total").increment(1);
-                    self.in_use.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(IN_USE_WAIT).await;
-                }
+                // Refused in the stream (kinesis-local), or taken over by a
+                // newer subscription (ours after a lease move, or a
+                // zombie's): wait, then take it back unless the lease
+                // protocol stops this reader first.
+                Failure::InUse => self.wait_in_use().await,
                 Failure::Retry(e) if self.retry.pause(&mut attempt, &self.retries).await => {
                     tracing::debug!(shard = %self.shard, error = %e, "subscription failed; renewing it");
                     self.renewed("failed");
