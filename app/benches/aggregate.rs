@@ -11,6 +11,11 @@ use zigzag_ingest::source::RecordBatch;
 use zigzag_loadgen::{GenConfig, Generator};
 use zigzag_model::{Config, KeyModel, Position};
 
+mod support {
+    pub mod steady;
+}
+use support::steady;
+
 const N: u64 = 20_000;
 
 fn batch() -> RecordBatch {
@@ -93,20 +98,7 @@ fn bench(c: &mut Criterion) {
     // fills them: the next generation is made at the swap, then the
     // swapped one is merged (the flush's work, not timed here).
     g.bench_function("decode_downsample_aggregate_recycled", |bn| {
-        let rollups: Vec<_> = keys.rollups().collect();
-        let mut last = Generation::with_capacity([(0, (N as usize, N as usize))].into_iter().collect());
-        bn.iter_custom(|iters| {
-            let mut timed = std::time::Duration::ZERO;
-            for _ in 0..iters {
-                let gen = last.next(N as usize);
-                let started = std::time::Instant::now();
-                agg.add_batch(&gen, 0, &b, &mut Vec::new()).unwrap();
-                timed += started.elapsed();
-                let swapped = std::mem::replace(&mut last, gen);
-                swapped.into_rollups(agg.measures(), &rollups, |_| true).unwrap();
-            }
-            timed
-        })
+        bn.iter_custom(|iters| steady::rounds(&agg, &keys, &b, iters, 1).iter().sum())
     });
     // Two threads into one generation, as two shard tasks do: how close to
     // linear the shared DashMap lets the hot path scale on 2 cores.
@@ -130,26 +122,12 @@ fn bench(c: &mut Criterion) {
             )
         });
     }
+    // Two shards, a thread each, the same records, in their own maps of
+    // generations flushed before: the pipeline's steady state on 2 cores
+    // (each thread merges its own generations, untimed; both start each
+    // round together).
     g.bench_function("decode_downsample_aggregate_2_threads_recycled", |bn| {
-        let rollups: Vec<_> = keys.rollups().collect();
-        let mut last = Generation::with_capacity((0..2).map(|s| (s, (N as usize, N as usize))).collect());
-        bn.iter_custom(|iters| {
-            let mut timed = std::time::Duration::ZERO;
-            for _ in 0..iters {
-                let gen = last.next(2 * N as usize);
-                let started = std::time::Instant::now();
-                std::thread::scope(|s| {
-                    for (shard, batch) in [(0u32, &b), (1, &b2)] {
-                        let (agg, gen) = (&agg, &gen);
-                        s.spawn(move || agg.add_batch(gen, shard, batch, &mut Vec::new()).unwrap());
-                    }
-                });
-                timed += started.elapsed();
-                let swapped = std::mem::replace(&mut last, gen);
-                swapped.into_rollups(agg.measures(), &rollups, |_| true).unwrap();
-            }
-            timed
-        })
+        bn.iter_custom(|iters| steady::rounds(&agg, &keys, &b, iters, 2).iter().sum())
     });
     g.finish();
 }

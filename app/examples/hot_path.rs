@@ -3,23 +3,27 @@
 //! drifts; an instruction count does not):
 //!
 //! `cargo build --release -p zigzag-app --example hot_path`
-//! `target/release/examples/hot_path STAGE ROUNDS DATA`
+//! `target/release/examples/hot_path STAGE ROUNDS DATA [THREADS [EVENTS [SPAN]]]`
 //! `valgrind --tool=cachegrind --cache-sim=no target/release/examples/hot_path decode 5`
 //!
 //! STAGE: `decode` (decode only), `whole` (decode + downsample +
 //! aggregate into a generation sized like the last, in fresh memory) or
 //! `steady` (the same in the maps of a flushed generation, as the
-//! pipeline does; times only: the instructions of the untimed merge are
-//! counted too).
+//! pipeline does, on THREADS shards of a thread each, default 1; times
+//! only: the instructions of the untimed merge are counted too).
 //! DATA: `shipped` (the click/impression generator, ~150-byte records),
 //! `shuffled` (the same records with their keys in a random order per
 //! record, and an unknown key added to one in four), `ad_server` (nested
 //! JSON) or `access_log` (CSV), the last two from `examples/schemas/`.
+//! EVENTS: records per round (and thread), default 20,000: maps of 20,000
+//! partials fit a core's L2 cache, of 200,000 do not. SPAN: the seconds
+//! they cover (default the generator's day, where nearly every event makes
+//! a partial of its own).
 //!
 //! Prints the events processed (divide cachegrind's `I refs` by it) and
-//! the best round's events per second: on a machine whose neighbours slow
-//! it down by turns, the fastest of many rounds is the steadiest measure of
-//! the code.
+//! the best round's events per second (`steady`: and the median round's):
+//! on a machine whose neighbours slow it down by turns, the fastest of many
+//! rounds is the steadiest measure of the code.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -31,14 +35,19 @@ use zigzag_loadgen::declared::traffic_file::TrafficFile;
 use zigzag_loadgen::{GenConfig, Generator, SchemaGenerator, Traffic};
 use zigzag_model::{Config, KeyModel, Position};
 
-const N: u64 = 20_000;
+#[path = "../benches/support/steady.rs"]
+mod steady;
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let stage = args.next().unwrap_or_else(|| "whole".into());
-    let rounds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
+    let rounds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5).max(1);
     let data = args.next().unwrap_or_else(|| "shipped".into());
-    let (config, batch) = records(&data);
+    let threads: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1).max(1);
+    let per_round: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000).max(1);
+    let span_s: Option<i64> = args.next().and_then(|a| a.parse().ok());
+    let (config, batch) = records(&data, per_round, span_s);
+    let n = batch.records.len();
     let keys = KeyModel::new(&config).expect("a valid config");
     let decoder = Decoder::new(&config, DecodeLimits::default()).expect("a valid schema");
     let agg = Aggregator::new(
@@ -55,9 +64,24 @@ fn main() {
     if !refused.is_empty() {
         eprintln!("refused (header rows, or a generator/decoder disagreement): {refused:?}");
     }
+    if stage == "steady" {
+        let g = Generation::default();
+        agg.add_batch(&g, 0, &batch, &mut Vec::new()).expect("no identity collisions");
+        eprintln!("{n} records per round and thread make {} partials", g.len());
+        // Sorted by duration: the first is the best.
+        let rounds = steady::rounds(&agg, &keys, &batch, rounds, threads);
+        let valid = n as u64 - refused.values().sum::<u64>();
+        let rate = |d: std::time::Duration| (threads as u64 * valid) as f64 / d.as_secs_f64() / 1e6;
+        println!(
+            "{} events on {threads} thread(s); best round {:.2} M events/s, median {:.2} M",
+            threads as u64 * valid * rounds.len() as u64,
+            rate(rounds[0]),
+            rate(rounds[rounds.len() / 2]),
+        );
+        return;
+    }
     let mut events = 0u64;
     let mut best = std::time::Duration::MAX;
-    let mut last = Generation::with_capacity([(0, (N as usize, N as usize))].into_iter().collect());
     for _ in 0..rounds {
         let started = std::time::Instant::now();
         match stage.as_str() {
@@ -69,24 +93,9 @@ fn main() {
                 }
             }
             "whole" => {
-                let g = Generation::with_capacity([(0, (N as usize, N as usize))].into_iter().collect());
+                let g = Generation::with_capacity([(0, (n, n))].into_iter().collect());
                 let counts = agg.add_batch(&g, 0, &batch, &mut Vec::new()).expect("no identity collisions");
                 events += counts.valid;
-            }
-            "steady" => {
-                // As the pipeline goes: the next generation made at the
-                // swap, in the maps of generations flushed before; the
-                // merge of the swapped one (the flush's work, not the hot
-                // path's) is not timed.
-                let g = last.next(N as usize);
-                let counts = agg.add_batch(&g, 0, &batch, &mut Vec::new()).expect("no identity collisions");
-                events += counts.valid;
-                best = best.min(started.elapsed());
-                let swapped = std::mem::replace(&mut last, g);
-                swapped
-                    .into_rollups(agg.measures(), &keys.rollups().collect::<Vec<_>>(), |_| true)
-                    .expect("no identity collisions");
-                continue;
             }
             other => {
                 eprintln!("unknown stage {other}: decode, whole or steady");
@@ -95,19 +104,24 @@ fn main() {
         }
         best = best.min(started.elapsed());
     }
-    println!("{events} events; best round {:.2} M events/s", N as f64 / best.as_secs_f64() / 1e6);
+    println!("{events} events; best round {:.2} M events/s", n as f64 / best.as_secs_f64() / 1e6);
 }
 
-/// The configuration and N valid records of one kind of data.
-fn records(data: &str) -> (Config, RecordBatch) {
-    let cfg = GenConfig { records: N, shards: 1, malformed_fraction: 0.0, ..Default::default() };
+/// The configuration and `n` valid records of one kind of data, spread over
+/// `span_s` seconds (the generator's day by default, where nearly every
+/// event makes a partial of its own; a few seconds' events share theirs).
+fn records(data: &str, n: u64, span_s: Option<i64>) -> (Config, RecordBatch) {
+    let mut cfg = GenConfig { records: n, shards: 1, malformed_fraction: 0.0, ..Default::default() };
+    if let Some(s) = span_s {
+        cfg.span_ms = s * 1000;
+    }
     let mut batch = RecordBatch::default();
     let mut buf = Vec::new();
     match data {
         "shipped" | "shuffled" => {
             let gen = Generator::new(cfg);
             let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
-            for seq in 1..=N {
+            for seq in 1..=n {
                 gen.record(0, seq, &mut buf);
                 if data == "shuffled" {
                     buf = shuffled(&buf, &mut rng);
@@ -122,7 +136,7 @@ fn records(data: &str) -> (Config, RecordBatch) {
             let config = Config::from_toml(&read(format!("{data}.toml"))).expect("a valid example");
             let traffic = TrafficFile::from_toml(&read(format!("{data}.traffic.toml"))).expect("a valid traffic file");
             let gen = SchemaGenerator::new(cfg, &config, &traffic).expect("the example's generator");
-            for seq in 1..=N {
+            for seq in 1..=n {
                 gen.write(0, seq, &mut buf);
                 batch.push(Position::at(seq), &buf);
             }
