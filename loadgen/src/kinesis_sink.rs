@@ -60,6 +60,10 @@ pub struct SinkOptions {
     pub kpl_max_bytes: Option<usize>,
 }
 
+/// The longest a paced record waits in an aggregate, and then in a batch,
+/// before it is sent: the KPL's default RecordMaxBufferedTime.
+pub const LINGER: Duration = Duration::from_millis(100);
+
 /// Sends every record of `gen`, calling `progress(records_sent)` now and then.
 pub async fn produce(
     gen: &dyn Traffic,
@@ -70,6 +74,8 @@ pub async fn produce(
     let cfg = gen.config();
     let longest = (0..cfg.shards).map(|s| gen.shard_len(s)).max().unwrap_or(0);
     let mut aggregator = opts.kpl_max_bytes.map(Aggregator::with_max_size);
+    // When the aggregate being filled got its first record.
+    let mut aggregate_since: Option<Instant> = None;
     let started = Instant::now();
     let mut sent = 0u64;
     let mut buf = Vec::with_capacity(256);
@@ -83,10 +89,28 @@ pub async fn produce(
             match &mut aggregator {
                 None => producer.send(key, buf.clone()).await?,
                 Some(agg) => match agg.push(key, buf.clone()) {
-                    Ok(Some(done)) => send_aggregate(producer, done).await?,
-                    Ok(None) => {}
+                    Ok(Some(done)) => {
+                        aggregate_since = Some(Instant::now());
+                        send_aggregate(producer, done).await?
+                    }
+                    Ok(None) => {
+                        aggregate_since.get_or_insert_with(Instant::now);
+                    }
                     Err(too_large) => return Err(ProduceError::TooLarge(too_large.needed)),
                 },
+            }
+            // Paced traffic is sent within LINGER of being drawn, as a real
+            // producer's would be; unpaced batches fill faster than that.
+            if opts.rate.is_some() {
+                if let (Some(agg), Some(since)) = (&mut aggregator, aggregate_since) {
+                    if since.elapsed() >= LINGER {
+                        aggregate_since = None;
+                        if let Some(done) = agg.flush() {
+                            send_aggregate(producer, done).await?;
+                        }
+                    }
+                }
+                producer.flush_if_older(LINGER).await?;
             }
             sent += 1;
             if sent.is_multiple_of(1000) {

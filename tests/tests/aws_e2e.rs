@@ -8,6 +8,7 @@
 //!   second run resumes from the checkpoints in DynamoDB);
 //! - kinesalite (fast) with KPL-aggregated records: user records are
 //!   de-aggregated and checkpointed by (sequence, sub-sequence);
+//! - a slow paced producer puts within its linger;
 //! - fifty workers starting at once all join the lease table.
 
 use std::sync::Arc;
@@ -212,6 +213,62 @@ async fn kinesalite_kpl_aggregated_records_count_exactly() {
     let summary = ingest(source, &tables, &name, &dead_letters, CancellationToken::new(), Some(done)).await;
     assert_eq!((summary.records, summary.valid, summary.rejected), (truth.records, truth.valid, truth.malformed));
     assert_matches_truth(&tables.aggregates, &truth).await;
+}
+
+/// A slow paced producer sends each record within its linger (100 ms, as
+/// the KPL's default), not when a 51,200-byte aggregate or a 500-record
+/// batch fills: 60 records at 40/s fill neither, yet the first are on the
+/// stream while it still runs, and every one is on it at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_producer_puts_within_its_linger_not_when_a_batch_fills() {
+    if !zigzag_aws::emulator::gate("a_paced_producer_puts_within_its_linger_not_when_a_batch_fills") {
+        return;
+    }
+    let url = emulator::endpoint_in("ZIGZAG_KINESALITE_ENDPOINT").unwrap_or_else(|e| panic!("{e}"));
+    let kinesis = zigzag_kinesis::client(&emulator::options_at(url)).await;
+    let name = unique("linger");
+    ensure_stream(&kinesis, &name, 1).await.expect("create stream");
+    let gen = Generator::new(GenConfig { records: 60, shards: 1, malformed_fraction: 0.0, ..GenConfig::default() });
+    let producing = {
+        let (kinesis, name) = (kinesis.clone(), name.clone());
+        tokio::spawn(async move {
+            let mut producer = Producer::new(kinesis, &name);
+            let opts = SinkOptions { partition_key: PartitionKey::Random, rate: Some(40.0), kpl_max_bytes: Some(51_200) };
+            let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");
+            (sent, producer.stats.calls.load(std::sync::atomic::Ordering::Relaxed))
+        })
+    };
+    let user_records = || async {
+        let shard = list_shards(&kinesis, &name, 100).await.expect("shards").remove(0);
+        let iterator = kinesis
+            .get_shard_iterator()
+            .stream_name(&name)
+            .shard_id(shard.shard_id())
+            .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .expect("iterator");
+        let got = kinesis.get_records().shard_iterator(iterator.shard_iterator().expect("an iterator")).send().await;
+        let records = got.expect("get records").records().to_vec();
+        let mut count = 0;
+        for r in &records {
+            count += zigzag_kinesis::kpl::deaggregate(r.partition_key().unwrap_or_default(), r.data().as_ref()).expect("a KPL aggregate").len();
+        }
+        count
+    };
+    // The first records are on the stream while the producer still runs.
+    let seen_while_producing = loop {
+        let running = !producing.is_finished();
+        if user_records().await > 0 {
+            break running;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (sent, calls) = producing.await.expect("the producer");
+    assert_eq!(sent, 60);
+    assert!(seen_while_producing, "no record reached the stream before the producer finished");
+    assert!(calls >= 5, "{calls} PutRecords calls in 1.5 s: records were held for a batch to fill");
+    assert_eq!(user_records().await, 60);
 }
 
 /// Fifty workers starting at once all join the lease table on DynamoDB

@@ -9,6 +9,7 @@ use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use aws_sdk_kinesis::Client;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use thiserror::Error;
 use zigzag_aws::{classify, describe, ErrorClass};
 use zigzag_core::retry::RetryPolicy;
@@ -49,6 +50,8 @@ pub struct Producer {
     retry: RetryPolicy,
     pending: Vec<(String, Vec<u8>)>,
     pending_bytes: usize,
+    /// When the oldest queued record was queued.
+    pending_since: Option<Instant>,
     pub stats: ProducerStats,
 }
 
@@ -60,6 +63,7 @@ impl Producer {
             retry: RetryPolicy { max_attempts: 20, ..RetryPolicy::default() },
             pending: Vec::new(),
             pending_bytes: 0,
+            pending_since: None,
             stats: ProducerStats::default(),
         }
     }
@@ -83,13 +87,25 @@ impl Producer {
         }
         self.pending.push((partition_key, data));
         self.pending_bytes += size;
+        self.pending_since.get_or_insert_with(Instant::now);
         Ok(())
+    }
+
+    /// Sends what is queued if its oldest record has waited `linger` (as
+    /// the KPL's RecordMaxBufferedTime: a slow producer's records are not
+    /// held until a batch fills).
+    pub async fn flush_if_older(&mut self, linger: Duration) -> Result<(), ProduceError> {
+        match self.pending_since {
+            Some(since) if since.elapsed() >= linger => self.flush().await,
+            _ => Ok(()),
+        }
     }
 
     /// Sends everything queued, retrying failed records until all are in.
     pub async fn flush(&mut self) -> Result<(), ProduceError> {
         let mut batch: Vec<(String, Vec<u8>)> = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
+        self.pending_since = None;
         let mut attempt = 0u32;
         while !batch.is_empty() {
             let entries = batch
