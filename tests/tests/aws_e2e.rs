@@ -233,7 +233,8 @@ async fn a_paced_producer_puts_within_its_linger_not_when_a_batch_fills() {
         let (kinesis, name) = (kinesis.clone(), name.clone());
         tokio::spawn(async move {
             let mut producer = Producer::new(kinesis, &name);
-            let opts = SinkOptions { partition_key: PartitionKey::Random, rate: Some(40.0), kpl_max_bytes: Some(51_200) };
+            let opts =
+                SinkOptions { partition_key: PartitionKey::Random, rate: Some(40.0), kpl_max_bytes: Some(51_200) };
             let sent = produce(&gen, &mut producer, &opts, |_| {}).await.expect("produce");
             (sent, producer.stats.calls.load(std::sync::atomic::Ordering::Relaxed))
         })
@@ -252,7 +253,9 @@ async fn a_paced_producer_puts_within_its_linger_not_when_a_batch_fills() {
         let records = got.expect("get records").records().to_vec();
         let mut count = 0;
         for r in &records {
-            count += zigzag_kinesis::kpl::deaggregate(r.partition_key().unwrap_or_default(), r.data().as_ref()).expect("a KPL aggregate").len();
+            count += zigzag_kinesis::kpl::deaggregate(r.partition_key().unwrap_or_default(), r.data().as_ref())
+                .expect("a KPL aggregate")
+                .len();
         }
         count
     };
