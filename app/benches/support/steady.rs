@@ -40,13 +40,13 @@ pub fn rounds(agg: &Aggregator, keys: &KeyModel, batch: &RecordBatch, rounds: u6
         let tasks: Vec<_> = (0..threads as u32).map(|t| s.spawn(move || run(t))).collect();
         tasks.into_iter().map(|t| t.join().expect("a steady thread")).collect()
     });
-    let mut rounds: Vec<_> = (0..rounds as usize)
+    let mut durations: Vec<_> = (0..rounds as usize)
         .map(|r| {
             let first = per_thread.iter().map(|spans| spans[r].0).min().expect("a thread");
             let last = per_thread.iter().map(|spans| spans[r].1).max().expect("a thread");
             last - first
         })
         .collect();
-    rounds.sort();
-    rounds
+    durations.sort();
+    durations
 }
