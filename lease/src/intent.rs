@@ -28,7 +28,9 @@ impl Coordinator {
     pub(crate) async fn complete_one_in(&self, stream: &str, r: &ShardRange) -> Result<Option<ShardLease>, LeaseError> {
         let wall_ms =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let req = items::advance_checkpoint(stream, &r.shard, &r.from, &r.completed(), r.finishes());
+        let completed = r.completed();
+        let req = items::advance_checkpoint(stream, &r.shard, &r.from, &completed, r.finishes());
+        let req = items::with_owed(req, &completed, r.owed.as_ref());
         let req = items::with_seal(items::with_lag(req, r.behind_ms, wall_ms), r.seal);
         // A finished shard lets its children be read: other workers must see it.
         match self.write_lease(&req, r.finishes()).await? {

@@ -53,6 +53,8 @@ const HANDOFF: &str = "handoff";
 const START: &str = "start_ms";
 const LAG: &str = "lag_ms";
 const AT: &str = "at_ms";
+/// Beside an apart checkpoint: what its sets behind do not hold yet (`owed.rs`).
+const OWED: &str = "owed";
 
 const STREAM: &str = "stream";
 const BEAT: &str = "beat";
@@ -166,6 +168,9 @@ pub struct ShardLease {
     pub start_ms: Option<i64>,
     /// The seal the records up to its checkpoint were read under (`seal.rs`).
     pub seal: i64,
+    /// What its sets behind do not hold yet, when written beside this
+    /// checkpoint (`owed.rs`; None: unknown, or nothing is apart).
+    pub owed: Option<crate::owed::Owed>,
 }
 
 impl ShardLease {
@@ -192,11 +197,12 @@ impl ShardLease {
             owner: r.owner()?,
             lease: r.num(LEASE)?,
             parents: r.str(PARENTS)?.unwrap_or("").split(',').filter(|p| !p.is_empty()).map(String::from).collect(),
-            checkpoint,
             finished: matches!(item.attrs.get(FINISHED), Some(AttrValue::Bool(true))),
             handoff: r.str(HANDOFF)?.filter(|s| !s.is_empty()).map(String::from),
             start_ms: int(START),
             seal: r.int(crate::seal::SEAL)?,
+            owed: r.str(OWED)?.and_then(|t| crate::owed::Owed::from_attr(t, &checkpoint)),
+            checkpoint,
         })
     }
 }
@@ -287,6 +293,16 @@ pub fn with_seal(req: UpdateRequest, seal: i64) -> UpdateRequest {
         req.set(crate::seal::SEAL, seal)
     } else {
         req
+    }
+}
+
+/// Records what the sets behind of an apart checkpoint `to` do not hold
+/// yet (nothing when every set is at one position, or when it is unknown:
+/// spans beside another checkpoint are never trusted).
+pub fn with_owed(req: UpdateRequest, to: &Checkpoint, owed: Option<&crate::owed::Owed>) -> UpdateRequest {
+    match owed {
+        Some(o) if !to.is_uniform() => req.set(OWED, o.attr(to).as_str()),
+        _ => req,
     }
 }
 

@@ -23,6 +23,8 @@
 //!   foreign lease table is refused before anything is written);
 //! - [`stream`]: lease state per incarnation of a stream (a stream
 //!   deleted and created again starts fresh);
+//! - [`owed`]: what a shard's slower item sets do not hold yet, recorded
+//!   beside its checkpoint for readers that read coarse items;
 //! - [`seal`]: "no event before S any more", raised by `gather compact`,
 //!   adopted and acknowledged by every worker before any bucket is closed;
 //! - [`legacy`]: checkpoints of the single-writer format, migrated;
@@ -40,6 +42,7 @@ mod join;
 pub mod legacy;
 pub mod lifecycle;
 pub mod observer;
+pub mod owed;
 pub mod owner;
 mod pass;
 mod recovery;

@@ -114,6 +114,7 @@ mod tests {
             finished,
             handoff: None,
             start_ms: None,
+            owed: None,
         }
     }
 
@@ -136,6 +137,7 @@ mod tests {
             to: Position::at(9),
             ends: false,
             behind_ms: None,
+            owed: None,
         };
         let lanes = vec![
             Lane {

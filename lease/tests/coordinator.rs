@@ -85,6 +85,7 @@ fn first_range(shard: &str, lease: u64) -> ShardRange {
         to: Position::at(5),
         ends: false,
         behind_ms: None,
+        owed: None,
     }
 }
 
@@ -156,6 +157,7 @@ async fn a_lane_freed_by_another_streams_worker_completes_its_committed_ranges_f
         to: Position::at(9),
         ends: false,
         behind_ms: None,
+        owed: None,
     };
     let began = d.begin(vec![range], "L").await.unwrap();
     d.commit(&began).await.unwrap();

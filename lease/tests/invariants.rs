@@ -250,6 +250,7 @@ impl World {
                 to: pos(r.to),
                 ends: false,
                 behind_ms: None,
+                owed: None,
             })
             .collect();
         if ranges.is_empty() {

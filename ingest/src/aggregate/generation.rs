@@ -354,6 +354,15 @@ impl Generation {
         }
     }
 
+    /// The finest buckets a shard's partials are in, each once.
+    pub fn shard_buckets(&self, shard: u32) -> Vec<i64> {
+        let Some(part) = self.shards.get(&shard) else { return Vec::new() };
+        let mut buckets: Vec<i64> = lock(part.value()).slots.iter().map(|s| s.bucket).collect();
+        buckets.sort_unstable();
+        buckets.dedup();
+        buckets
+    }
+
     /// The shards it holds partials of.
     pub fn shard_indices(&self) -> Vec<u32> {
         self.shards.iter().filter(|e| !lock(e.value()).slots.is_empty()).map(|e| *e.key()).collect()

@@ -150,6 +150,8 @@ impl Pipeline {
         let mut indices: Vec<u32> = progress.keys().copied().chain(waiting).collect();
         indices.sort_unstable();
         indices.dedup();
+        let of = self.flusher.item_sets().len() as zigzag_lease::ItemSet;
+        let finest_ms = self.flusher.item_sets().iter().map(|s| s.rollup.unit_ms()).min().unwrap_or(60_000);
         let mut ranges = Vec::new();
         for index in indices {
             let Some(s) = run.shards.get_mut(&index) else { continue };
@@ -157,18 +159,25 @@ impl Pipeline {
             s.read_to = p.last.or(s.read_to);
             let to = s.read_to.or(s.checkpoint.furthest()).unwrap_or_default();
             let first = if s.checkpoint.earliest().is_none() { p.first } else { None };
-            let range = ShardRange {
+            let mut range = ShardRange {
                 shard: s.id.clone(),
                 lease: s.lease,
                 from: s.checkpoint.clone(),
                 sets: sets.clone(),
-                of: self.flusher.item_sets().len() as zigzag_lease::ItemSet,
+                of,
                 first,
                 to,
                 ends: p.ended,
                 behind_ms: p.behind_ms,
                 seal: batch.seal,
+                owed: None,
             };
+            // Sets left behind owe what they owed and this generation's
+            // records of the shard (by their finest buckets).
+            if !range.completed().is_uniform() {
+                let read = zigzag_lease::owed::Owed::of_buckets(batch.gen.shard_buckets(index), finest_ms);
+                range.owed = s.owed.as_ref().map(|o| o.union(&read));
+            }
             ranges.push((index, range));
         }
         Some(FlushJob::new(batch, ranges, due))
@@ -229,6 +238,7 @@ impl Pipeline {
                     ends: false,
                     behind_ms: None,
                     seal: s.seal,
+                    owed: None,
                 };
                 Some((*index, range))
             })
@@ -247,6 +257,10 @@ impl Pipeline {
                 dropped.push(*index);
             } else {
                 s.checkpoint = r.completed();
+                s.owed = match s.checkpoint.is_uniform() {
+                    true => Some(Default::default()),
+                    false => r.owed.clone(),
+                };
                 if r.finishes() {
                     run.finished_at = Some(Instant::now());
                     let s = run.shards.remove(index).expect("present");

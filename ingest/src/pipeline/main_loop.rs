@@ -226,6 +226,7 @@ impl Pipeline {
             lease: ready.lease,
             checkpoint: ready.checkpoint.clone(),
             seal: ready.seal,
+            owed: ready.checkpoint.is_uniform().then(Default::default),
             read_to: ready.checkpoint.furthest(),
             catching_up: false,
             catch_up_after: None,

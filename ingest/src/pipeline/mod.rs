@@ -132,6 +132,10 @@ struct Shard {
     /// The seal its checkpoint's records were read under (a catch-up
     /// reads the sets behind under it).
     seal: i64,
+    /// When its sets are apart, the event times of the records the ones
+    /// behind do not hold yet (`zigzag_lease::owed`; None: unknown, as for
+    /// a shard taken apart, until its catch-up).
+    owed: Option<zigzag_lease::owed::Owed>,
     /// The last record aggregated (into the generation or waiting in a
     /// slower cadence's memory).
     read_to: Option<Position>,

@@ -67,6 +67,7 @@ async fn flush(c: &Coordinator, reading: &Reading) {
                 to: Position::at(at + 100),
                 ends: false,
                 behind_ms: None,
+                owed: None,
             }
         })
         .collect();

@@ -16,6 +16,7 @@ fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
         finished: false,
         handoff: None,
         start_ms: None,
+        owed: None,
     }
 }
 
@@ -153,6 +154,7 @@ fn intents_in_flight_block_their_shards_and_committed_ranges_get_completed() {
         to: Position::at(9),
         ends: false,
         behind_ms: None,
+        owed: None,
     };
     let mut other = lane(1, "old");
     other.intent = Some(Intent { k: 4, state: IntentState::Valid, ranges: vec![range.clone()], layout: "L".into() });

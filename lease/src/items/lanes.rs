@@ -52,6 +52,10 @@ pub struct ShardRange {
     /// were refused, and are refused again when the range is read again.
     #[serde(rename = "z", default, skip_serializing_if = "is_zero_ms")]
     pub seal: i64,
+    /// When [`Self::completed`] leaves sets apart: the event times of the
+    /// records the sets behind do not hold yet (`owed.rs`; None: unknown).
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    pub owed: Option<crate::owed::Owed>,
 }
 
 fn is_zero_ms(ms: &i64) -> bool {

@@ -20,6 +20,7 @@ fn range(shard: &str, from: Option<u64>, to: u64) -> ShardRange {
         to: Position::at(to),
         ends: false,
         behind_ms: None,
+        owed: None,
     }
 }
 

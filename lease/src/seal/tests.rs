@@ -29,6 +29,7 @@ fn range(shard: &str, from: u64, to: u64, seal: i64) -> ShardRange {
         ends: false,
         behind_ms: None,
         seal,
+        owed: None,
     }
 }
 
@@ -45,6 +46,7 @@ fn lease(shard: &str, at: u64, seal: i64) -> ShardLease {
         handoff: None,
         start_ms: None,
         seal,
+        owed: None,
     }
 }
 
