@@ -138,6 +138,20 @@ impl StoreArgs {
         Ok(Arc::new(table))
     }
 
+    /// The lease table alone, for a reader (which coarse items are
+    /// complete: `zigzag_lease::owed`), opened as [`Self::open_aggregates`]
+    /// opens the aggregates.
+    pub async fn open_leases(&self) -> Result<Arc<dyn SortedTable>> {
+        #[cfg(feature = "aws")]
+        if let Some(name) = &self.dynamodb {
+            let client = client(&self.aws.options()).await;
+            return Ok(Arc::new(DynamoTable::new(client, lease_table_name(name))));
+        }
+        let table = SqliteTable::open_table(&self.db, "checkpoints")
+            .with_context(|| format!("opening the lease table of {}", self.db.display()))?;
+        Ok(Arc::new(table))
+    }
+
     /// The layout cache entry of the aggregate table ([`LayoutCache`]),
     /// named by where the table is: the DynamoDB table's name, endpoint and
     /// region as given (flags, then the SDK's variables), or the SQLite

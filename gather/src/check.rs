@@ -203,6 +203,8 @@ async fn check_rollup<T: SortedTable + ?Sized>(
         filters,
         now,
         source: Default::default(),
+        mixed: false,
+        complete: Default::default(),
     };
     let plan = plan_source(km, req)?;
     let fresh_total = || Aggregation::new(None, vec![], set.clone());

@@ -20,7 +20,7 @@
 //! sequence, so the round trips are the longest chain or the requests
 //! over the concurrency, whichever is more.
 
-use crate::plan::Plan;
+use crate::plan::Read;
 use zigzag_core::zorder::{costed_ranges, CostModel, ZBox};
 
 /// One Query round trip, the unit latency is estimated in: DynamoDB's
@@ -145,52 +145,59 @@ fn auto(zbox: &ZBox, held: Held, item_bytes: f64) -> Option<PerQuery> {
     Some(PerQuery { requests, rcu: units * 0.5 })
 }
 
-/// Both ways of reading `plan`'s queries, given the items its window holds
-/// over all of them (the candidate's estimate), per box the items its
-/// whole bin holds (the statistics'; None: unknown), and the size of one.
-pub fn readings(
-    plan: &Plan,
-    items: f64,
-    bin_items: &[Option<f64>],
-    item_bytes: f64,
-    concurrency: usize,
-) -> [Reading; 2] {
-    let per_query = items / plan.queries.len().max(1) as f64;
-    // Every box is read from the same partitions: estimate a box once.
-    let partitions = (plan.queries.len() / plan.boxes.len().max(1)).max(1) as f64;
-    let boxes: Vec<(PerQuery, PerQuery)> = plan
-        .boxes
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let rest = bin_items.get(i).copied().flatten().map(|bin| bin / partitions - per_query);
-            let held = Held { window: per_query, rest };
-            let naive = naive(&b.zbox, held, item_bytes);
-            // What `auto` reads whole (`execute::strategy_for`): a box no
-            // filter narrows, a partition of a few units.
-            let partition = held.window + held.rest.unwrap_or(0.0);
-            let whole = plan.spans_all_but_time.get(i).copied().unwrap_or(false)
-                || partition * item_bytes <= crate::execute::WHOLE_PARTITION_BYTES;
-            match whole {
-                true => (naive, naive),
-                false => (auto(&b.zbox, held, item_bytes).unwrap_or(naive), naive),
-            }
-        })
-        .collect();
-    let total = |pick: fn(&(PerQuery, PerQuery)) -> PerQuery, way: Way| {
-        let mut r = Reading { way, requests: 0.0, rounds: 0.0, rcu: 0.0 };
-        let mut longest: f64 = 0.0;
+/// One read of a plan and what its span holds: the items over all its
+/// queries (the candidate's estimate) and, per box, the items its whole
+/// bin holds (the statistics'; None: unknown).
+pub struct ReadHeld<'a> {
+    pub read: &'a Read,
+    pub items: f64,
+    pub bin_items: Vec<Option<f64>>,
+}
+
+/// Both ways of reading every query of a plan's `reads` (run together,
+/// `concurrency` at a time), items of `item_bytes` each.
+pub fn readings(reads: &[ReadHeld<'_>], item_bytes: f64, concurrency: usize) -> [Reading; 2] {
+    let mut totals = [(Way::Auto, 0.0, 0.0, 0.0f64), (Way::Naive, 0.0, 0.0, 0.0f64)];
+    for held in reads {
+        let plan = held.read;
+        let per_query = held.items / plan.queries.len().max(1) as f64;
+        // Every box is read from the same partitions: estimate a box once.
+        let partitions = (plan.queries.len() / plan.boxes.len().max(1)).max(1) as f64;
+        let boxes: Vec<(PerQuery, PerQuery)> = plan
+            .boxes
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let rest = held.bin_items.get(i).copied().flatten().map(|bin| bin / partitions - per_query);
+                let held = Held { window: per_query, rest };
+                let naive = naive(&b.zbox, held, item_bytes);
+                // What `auto` reads whole (`execute::strategy_for`): a box no
+                // filter narrows, a partition of a few units.
+                let partition = held.window + held.rest.unwrap_or(0.0);
+                let whole = plan.spans_all_but_time.get(i).copied().unwrap_or(false)
+                    || partition * item_bytes <= crate::execute::WHOLE_PARTITION_BYTES;
+                match whole {
+                    true => (naive, naive),
+                    false => (auto(&b.zbox, held, item_bytes).unwrap_or(naive), naive),
+                }
+            })
+            .collect();
         for q in &plan.queries {
             let Some(b) = boxes.get(q.box_index) else { continue };
-            let one = pick(b);
-            r.requests += one.requests;
-            r.rcu += one.rcu;
-            longest = longest.max(one.requests);
+            for (k, one) in [b.0, b.1].into_iter().enumerate() {
+                let t = &mut totals[k];
+                t.1 += one.requests;
+                t.2 += one.rcu;
+                t.3 = t.3.max(one.requests);
+            }
         }
-        r.rounds = longest.max(r.requests / concurrency.max(1) as f64);
-        r
-    };
-    [total(|b| b.0, Way::Auto), total(|b| b.1, Way::Naive)]
+    }
+    totals.map(|(way, requests, rcu, longest)| Reading {
+        way,
+        requests,
+        rcu,
+        rounds: longest.max(requests / concurrency.max(1) as f64),
+    })
 }
 
 /// The reading to take of `options` (every candidate's two): the fastest

@@ -5,7 +5,7 @@
 //! so memory holds at most `concurrency` queries' items.
 
 use crate::error::{GatherError, Result};
-use crate::plan::{Plan, PlannedQuery};
+use crate::plan::{Plan, PlannedQuery, Read};
 use crate::throttle::Paced;
 use futures::stream::{self, StreamExt};
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ pub const WHOLE_BOX_SHARE: f64 = 0.75;
 
 /// How `q` is read: `opts.strategy`, except that `auto` reads whole a
 /// partition the statistics say is small, or almost all inside the box.
-fn strategy_for<'a>(plan: &Plan, q: &PlannedQuery, opts: &'a ExecOptions) -> &'a Strategy {
+fn strategy_for<'a>(plan: &Plan, read: &Read, q: &PlannedQuery, opts: &'a ExecOptions) -> &'a Strategy {
     const NAIVE: Strategy = Strategy::Naive;
     if !matches!(opts.strategy, Strategy::Auto(_)) {
         return &opts.strategy;
@@ -37,8 +37,8 @@ fn strategy_for<'a>(plan: &Plan, q: &PlannedQuery, opts: &'a ExecOptions) -> &'a
     if plan.way == crate::cost::Way::Naive {
         return &NAIVE; // faster within the RCU allowance (`cost.rs`)
     }
-    let small = expected(plan, q).is_some_and(|e| e.items * e.item_bytes <= WHOLE_PARTITION_BYTES);
-    let mostly_inside = plan.box_share.get(q.box_index).copied().flatten().is_some_and(|s| s >= WHOLE_BOX_SHARE);
+    let small = expected(read, q).is_some_and(|e| e.items * e.item_bytes <= WHOLE_PARTITION_BYTES);
+    let mostly_inside = read.box_share.get(q.box_index).copied().flatten().is_some_and(|s| s >= WHOLE_BOX_SHARE);
     if small || mostly_inside {
         &NAIVE
     } else {
@@ -50,7 +50,7 @@ fn strategy_for<'a>(plan: &Plan, q: &PlannedQuery, opts: &'a ExecOptions) -> &'a
 /// over the partitions a box of the bin is read from (the prefixes, and
 /// the values of a projection keyed by value), or the whole bin's when it
 /// is read compacted; at the projection's estimated item size.
-pub fn expected(plan: &Plan, q: &PlannedQuery) -> Option<Expected> {
+pub fn expected(plan: &Read, q: &PlannedQuery) -> Option<Expected> {
     let items = plan.bin_items.get(q.box_index).copied().flatten()?;
     // Every box is read from the same partitions (`plan_source`: each
     // prefix, times each fixed value of a projection keyed by value).
@@ -143,18 +143,22 @@ where
                 return Ok((state, actual));
             }
             Err(GatherError::CompactedWhileRead { .. }) if attempt < 5 => {
-                again = Some(Plan { markers: None, ..plan.clone() });
+                let mut fresh = plan.clone();
+                for read in &mut fresh.reads {
+                    read.markers = None;
+                }
+                again = Some(fresh);
             }
             Err(e) => return Err(e),
         }
     }
 }
 
-/// Runs every query of `plan`, routed around compacted bins
-/// (`compact::route`); `sink` receives the items that pass the plan's
-/// exact filters. Err(CompactedWhileRead) when a bin read from its prefixes
-/// was compacted meanwhile: `sink` saw an incomplete read
-/// ([`execute_fresh`] reads again).
+/// Runs every query of every read of `plan`, routed around compacted bins
+/// (`compact::route`), all under one concurrency limit; `sink` receives
+/// the items that pass the plan's exact filters. Err(CompactedWhileRead)
+/// when a bin read from its prefixes was compacted meanwhile: `sink` saw
+/// an incomplete read ([`execute_fresh`] reads again).
 pub async fn execute<T, F>(table: &T, plan: &Plan, opts: &ExecOptions, mut sink: F) -> Result<Actual>
 where
     T: SortedTable + ?Sized,
@@ -163,22 +167,28 @@ where
     let t0 = Instant::now();
     let paced = Paced::new(table, opts.rcu_per_sec);
     let paced = &paced;
-    let routed = crate::compact::route::route(paced, plan).await?;
+    let routed = futures::future::try_join_all(plan.reads.iter().map(|r| crate::compact::route::route(paced, r))).await?;
     // The futures made first: a stream holding the closure that makes them
     // is not `Send` for every lifetime (rust-lang/rust#110338), which a
     // server on a multi-threaded runtime needs. They start when polled.
-    let reads: Vec<_> = routed.queries.iter().map(|q| read_query(paced, plan, q, opts)).collect();
+    let reads: Vec<_> = plan
+        .reads
+        .iter()
+        .zip(&routed)
+        .flat_map(|(read, r)| r.queries.iter().map(move |q| read_query(paced, plan, read, q, opts)))
+        .collect();
     let runs = stream::iter(reads).buffer_unordered(opts.concurrency.max(1));
     futures::pin_mut!(runs);
-    // Read whole by `strategy_for`'s rule (not because naive was asked).
-    let whole = match opts.strategy {
-        Strategy::Auto(_) => {
-            routed.queries.iter().filter(|q| matches!(strategy_for(plan, q, opts), Strategy::Naive)).count()
+    let mut actual = Actual::default();
+    for (read, r) in plan.reads.iter().zip(&routed) {
+        actual.queries += r.queries.len();
+        actual.compacted_bins += r.compacted_bins;
+        // Read whole by `strategy_for`'s rule (not because naive was asked).
+        if matches!(opts.strategy, Strategy::Auto(_)) {
+            actual.whole +=
+                r.queries.iter().filter(|q| matches!(strategy_for(plan, read, q, opts), Strategy::Naive)).count();
         }
-        _ => 0,
-    };
-    let mut actual =
-        Actual { queries: routed.queries.len(), compacted_bins: routed.compacted_bins, whole, ..Actual::default() };
+    }
     while let Some(outcome) = runs.next().await {
         let outcome = outcome?;
         actual.stats.add(&outcome.stats);
@@ -187,8 +197,11 @@ where
             sink(item)?;
         }
     }
-    let verified = crate::compact::route::verify(paced, plan, &routed).await?;
-    for (requests, rcu) in [routed.cost, verified] {
+    let verified = futures::future::try_join_all(
+        plan.reads.iter().zip(&routed).map(|(read, r)| crate::compact::route::verify(paced, read, r)),
+    )
+    .await?;
+    for (requests, rcu) in routed.iter().map(|r| r.cost).chain(verified) {
         actual.stats.requests += requests;
         actual.stats.rcu += rcu;
     }
@@ -201,18 +214,19 @@ where
 async fn read_query<T: SortedTable + ?Sized>(
     paced: &Paced<'_, T>,
     plan: &Plan,
+    read: &Read,
     q: &PlannedQuery,
     opts: &ExecOptions,
 ) -> Result<zigzag_core::query::QueryOutcome> {
     let zq = ZQuery {
         pk: q.pk.clone(),
-        zbox: &plan.boxes[q.box_index].zbox,
+        zbox: &read.boxes[q.box_index].zbox,
         filter: plan.server_filter.clone(),
         suffixed: true,
         consistent: opts.consistent || q.consistent,
-        expected: expected(plan, q),
+        expected: expected(read, q),
     };
-    run_query(paced, &zq, strategy_for(plan, q, opts))
+    run_query(paced, &zq, strategy_for(plan, read, q, opts))
         .await
         .map_err(|source| GatherError::Query { pk: q.pk.clone(), source })
 }
@@ -235,9 +249,11 @@ mod tests {
             filters: Default::default(),
             now: t,
             source: Default::default(),
+            mixed: false,
+            complete: Default::default(),
         };
         let mut p = plan_source(&km, req).unwrap();
-        p.bin_items = vec![bin_items; p.boxes.len()];
+        p.reads[0].bin_items = vec![bin_items; p.reads[0].boxes.len()];
         p
     }
 
@@ -292,16 +308,16 @@ mod tests {
     #[tokio::test]
     async fn a_report_read_again_reads_the_markers_again_not_the_ones_planned_with() {
         let mut p = plan(None);
-        let bin_start = p.boxes[0].bin_start.expect("a binned box");
+        let bin_start = p.reads[0].boxes[0].bin_start.expect("a binned box");
         let table = CompactedDuringRead {
             inner: Default::default(),
             bin_start,
             done: std::sync::atomic::AtomicBool::new(false),
         };
         // Planned with the markers read beside the statistics: none yet.
-        let mut read = crate::compact::route::prefetch(&table, &[&p]).await.unwrap();
-        p.markers = crate::compact::route::prefetched_for(&mut read, "base");
-        assert!(p.markers.as_ref().is_some_and(|m| m.markers.is_empty()));
+        let read = crate::compact::route::prefetch(&table, &[&p.reads[0]]).await.unwrap();
+        crate::compact::route::prefetched_into(read, &mut p.reads);
+        assert!(p.reads[0].markers.as_ref().is_some_and(|m| m.markers.is_empty()));
         let (items, actual) = execute_fresh(
             &table,
             &p,
@@ -323,8 +339,9 @@ mod tests {
     fn auto_reads_a_partition_the_statistics_say_is_small_whole_and_nothing_else() {
         let auto = ExecOptions::default();
         let p = plan(None);
-        let bytes = p.item_bytes;
-        let q = p.queries[0].clone();
+        let bytes = p.reads[0].item_bytes;
+        let q = p.reads[0].queries[0].clone();
+        let strategy_for = |p: &Plan, q: &PlannedQuery, o| strategy_for(p, &p.reads[0], q, o).clone();
         assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Auto(_)), "no statistics: auto");
         // 16 prefixes: a bin of 16 x 100 items of ~item_bytes is ~100 items a partition.
         let per_partition = (WHOLE_PARTITION_BYTES / bytes).floor();
@@ -339,9 +356,9 @@ mod tests {
         assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Auto(_)), "past the bound: auto");
         // A large partition almost all inside the box: whole; half: auto.
         let mut p = plan(Some(1e6));
-        p.box_share = vec![Some(WHOLE_BOX_SHARE); p.boxes.len()];
+        p.reads[0].box_share = vec![Some(WHOLE_BOX_SHARE); p.reads[0].boxes.len()];
         assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Naive), "three quarters inside: whole");
-        p.box_share = vec![Some(0.5); p.boxes.len()];
+        p.reads[0].box_share = vec![Some(0.5); p.reads[0].boxes.len()];
         assert!(matches!(strategy_for(&p, &q, &auto), Strategy::Auto(_)), "half inside: auto");
         let forced = ExecOptions { strategy: Strategy::named("elastic").unwrap(), ..ExecOptions::default() };
         let p = plan(Some(1.0));

@@ -61,7 +61,7 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
                 s,
                 "  freshness: {} {} items last written at {} (records read after that flush are not in them yet)",
                 plan.projection,
-                plan.rollup,
+                plan.rollups(),
                 at.format("%Y-%m-%d %H:%M:%S UTC")
             );
         }

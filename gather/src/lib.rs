@@ -7,8 +7,10 @@
 //!   fastest way within an RCU allowance ([`cost`]: requests, sequential
 //!   round trips and units of each way), costed from [`statistics`] ingest
 //!   keeps;
-//! - [`plan`]: the rollup, the window's bins × scatter prefixes as Z-range
-//!   queries, and an estimate;
+//! - [`plan`]: the window as spans of rollups (whole days from day items,
+//!   hours at its edges, minutes left over, each where [`complete`] says a
+//!   coarse item holds all of its finer ones), each span's bins × scatter
+//!   prefixes as Z-range queries, and an estimate;
 //! - [`execute`]: the queries in parallel under a concurrency limit, every
 //!   page read, paced by [`throttle`] (RCU/s budget, retries);
 //! - [`merge`]: partial aggregates summed exactly per group;
@@ -24,6 +26,7 @@
 
 pub mod check;
 pub mod compact;
+pub mod complete;
 pub mod cost;
 pub mod error;
 pub mod execute;
@@ -41,5 +44,6 @@ pub mod throttle;
 pub mod window;
 pub mod zbench;
 
+pub use complete::Completeness;
 pub use error::GatherError;
 pub use run::{gather, plan_report, Gathered, Planned};

@@ -30,9 +30,9 @@
 //! and each query at least half a unit. `--projection NAME` forces one
 //! (refused, with why, when it is not exact).
 
-use crate::compact::route::{self, Prefetched};
+use crate::compact::route;
 use crate::error::{GatherError, Result};
-use crate::plan::{plan_source, Plan, PlanRequest};
+use crate::plan::{plan_alternatives, Plan, PlanRequest, Read};
 use crate::statistics::Statistics;
 use std::fmt::Write;
 use zigzag_core::table::SortedTable;
@@ -56,7 +56,7 @@ const MAX_ITEMS_PER_BUCKET: f64 = 1e7;
 /// A read unit: 4 KB, half a unit eventually consistent.
 const READ_UNIT_BYTES: f64 = 4096.0;
 
-/// One projection considered for a report.
+/// One projection and decomposition considered for a report.
 #[derive(Debug, Clone)]
 pub struct Candidate {
     pub projection: String,
@@ -68,7 +68,8 @@ pub struct Candidate {
 /// A projection's estimated cost for a plan.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Estimate {
-    pub rollup: zigzag_model::Rollup,
+    /// The rollups it reads, coarsest first (`day+hour+minute`).
+    pub rollups: &'static str,
     pub queries: usize,
     /// Items the plan's time range holds (before filters).
     pub items: f64,
@@ -95,40 +96,60 @@ fn cardinality(config: &Config, dim: &str) -> f64 {
     }
 }
 
-/// Items of `plan`'s time range by the declared schema.
-fn declared_items(config: &Config, km: &KeyModel, plan: &Plan) -> f64 {
+/// Items of `read`'s span by the declared schema.
+fn declared_items(config: &Config, km: &KeyModel, read: &Read) -> f64 {
     let per_bucket = km.dims().iter().map(|d| cardinality(config, &d.name)).product::<f64>().min(MAX_ITEMS_PER_BUCKET);
-    let buckets = (plan.window.len_ms() / plan.rollup.unit_ms()).max(1) as f64;
+    let buckets = (read.window.len_ms() / read.rollup.unit_ms()).max(1) as f64;
     per_bucket * buckets
 }
 
-/// Estimated cost of `plan` read from `km`: items from the statistics when
-/// the table has them, else from the declared schema.
-fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics, concurrency: usize) -> Estimate {
+/// Estimated items of `read` from `km`: from the statistics when the table
+/// has them, else from the declared schema; and whether measured.
+fn read_items(config: &Config, km: &KeyModel, plan: &Plan, read: &Read, stats: &Statistics) -> (f64, bool) {
     let (mut items, measured) = match stats.is_empty() {
-        false => (stats.items(km.name(), plan), true),
-        true => (declared_items(config, km, plan), false),
+        false => (stats.items(read), true),
+        true => (declared_items(config, km, read), false),
     };
     // Keyed by a dimension's value: only the fixed values' partitions are
     // read, their share of the items (of the values the statistics
     // counted, else of the declared cardinality).
     if let Some(d) = km.partition_dim() {
         let fixed = plan.filters.bound_values(&d.name).map_or(1, |v| v.len()) as f64;
-        items = match measured.then(|| stats.items_of_values(km.name(), plan, fixed)).flatten() {
+        items = match measured.then(|| stats.items_of_values(read, fixed)).flatten() {
             Some(of_values) => of_values,
             None => items * (fixed / cardinality(config, &d.name)).min(1.0),
         };
     }
+    (items, measured)
+}
+
+/// Estimated cost of `plan` read from `km`, summed over its reads.
+fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics, concurrency: usize) -> Estimate {
+    let per_read: Vec<(f64, bool)> = plan.reads.iter().map(|r| read_items(config, km, plan, r, stats)).collect();
+    let items: f64 = per_read.iter().map(|(n, _)| n).sum();
+    let measured = per_read.iter().all(|(_, m)| *m);
     let item_bytes = item_bytes(km);
-    let queries = plan.queries.len();
+    let queries = plan.queries();
     // A query reads its share of the items in 1 MB pages, at least one.
     let pages = (items * item_bytes / 1e6).ceil().max(queries as f64);
     let rcu = ((items * item_bytes / READ_UNIT_BYTES) * 0.5).max(queries as f64 * 0.5);
-    let bins: Vec<Option<f64>> =
-        plan.boxes.iter().map(|b| b.bin_start.and_then(|bin| stats.bin_items(km.name(), plan.rollup, bin))).collect();
-    let readings = crate::cost::readings(plan, items, &bins, item_bytes, concurrency);
+    let reads: Vec<crate::cost::ReadHeld> = plan
+        .reads
+        .iter()
+        .zip(&per_read)
+        .map(|(r, (n, _))| crate::cost::ReadHeld {
+            read: r,
+            items: *n,
+            bin_items: r
+                .boxes
+                .iter()
+                .map(|b| b.bin_start.and_then(|bin| stats.bin_items(km.name(), r.rollup, bin)))
+                .collect(),
+        })
+        .collect();
+    let readings = crate::cost::readings(&reads, item_bytes, concurrency);
     Estimate {
-        rollup: plan.rollup,
+        rollups: rollups_static(plan),
         queries,
         items,
         requests: pages,
@@ -137,6 +158,14 @@ fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics, con
         readings,
         way: crate::cost::Way::Auto,
     }
+}
+
+/// The label of a plan's rollups, as a static string (three rollups make
+/// seven labels).
+fn rollups_static(plan: &Plan) -> &'static str {
+    const LABELS: [&str; 7] = ["day", "hour", "minute", "day+hour", "day+minute", "hour+minute", "day+hour+minute"];
+    let label = plan.rollups();
+    LABELS.iter().copied().find(|l| *l == label).unwrap_or("mixed")
 }
 
 /// Estimated bytes of one of `km`'s items: its key (~20 B pk, Z-address +
@@ -157,9 +186,9 @@ fn not_exact(km: &KeyModel, dims: &[String], measures: &[String]) -> Option<Stri
     (!missing.is_empty()).then(|| format!("does not keep the measure(s) {}", missing.join(", ")))
 }
 
-/// Plans `req` on the cheapest exact projection; every projection
-/// considered, with its estimate or why it is not exact; and what reading
-/// the statistics cost.
+/// Plans `req` on the cheapest exact projection and decomposition,
+/// listing every one considered (with its estimate, or why it is not
+/// exact), its reads' statistics and compaction markers filled in.
 pub async fn choose<T: SortedTable + ?Sized>(
     table: &T,
     config: &Config,
@@ -167,7 +196,7 @@ pub async fn choose<T: SortedTable + ?Sized>(
     req: &PlanRequest,
     group_by: &[String],
     opts: &crate::execute::ExecOptions,
-) -> Result<(Plan, String, Vec<Candidate>, Statistics, Option<Prefetched>)> {
+) -> Result<Plan> {
     // A window that cannot be read is the request's error, said once (not
     // once per projection).
     req.window.validate(req.now)?;
@@ -191,13 +220,13 @@ pub async fn choose<T: SortedTable + ?Sized>(
             )));
         }
     }
-    // Every projection's plan, or why it cannot answer exactly.
+    // Every projection's decompositions, or why it cannot answer exactly.
     let mut window_errors: Vec<(i64, GatherError)> = Vec::new();
-    let plans: Vec<std::result::Result<Plan, String>> = projections
+    let plans: Vec<std::result::Result<Vec<Plan>, String>> = projections
         .iter()
         .map(|km| match not_exact(km, &dims, &measures) {
             Some(why) => Err(why),
-            None => plan_source(km, req.clone()).map_err(|e| {
+            None => plan_alternatives(km, req.clone()).map_err(|e| {
                 let why = e.to_string();
                 if matches!(e, GatherError::Window { .. }) {
                     let finest = km.rollups().map(|r| r.unit_ms()).min().unwrap_or(i64::MAX);
@@ -218,24 +247,33 @@ pub async fn choose<T: SortedTable + ?Sized>(
         }
     }
     // Statistics of the exact ones only (the forced one alone): to
-    // compare them, and to say how fresh the one read is.
-    let wanted: Vec<&Plan> =
-        plans.iter().filter_map(|p| p.as_ref().ok()).filter(|p| forced.is_none_or(|f| f == p.projection)).collect();
-    // The compaction markers of every candidate come in the same round
-    // trip: the chosen one's are then read before its items with no wait.
-    let (stats, mut markers) =
+    // compare them, and to say how fresh the one read is. The compaction
+    // markers of every candidate come in the same round trip: the chosen
+    // one's are then read before its items with no wait.
+    let wanted: Vec<&Read> = plans
+        .iter()
+        .filter_map(|p| p.as_ref().ok())
+        .flatten()
+        .filter(|p| forced.is_none_or(|f| f == p.projection))
+        .flat_map(|p| &p.reads)
+        .collect();
+    let (stats, markers) =
         futures::try_join!(crate::statistics::load(table, &wanted), route::prefetch(table, &wanted))?;
     let mut candidates = Vec::new();
     let mut exact_plans: Vec<(usize, Plan)> = Vec::new();
-    for (i, (km, planned)) in projections.iter().zip(plans).enumerate() {
-        let verdict = planned.map(|plan| {
-            let e = estimate(config, km, &plan, &stats, opts.concurrency);
-            if forced.is_none_or(|f| f == km.name()) {
-                exact_plans.push((i, plan));
+    for (km, planned) in projections.iter().zip(plans) {
+        match planned {
+            Err(why) => candidates.push(Candidate { projection: km.name().to_string(), verdict: Err(why), chosen: false }),
+            Ok(alternatives) => {
+                for plan in alternatives {
+                    let e = estimate(config, km, &plan, &stats, opts.concurrency);
+                    if forced.is_none_or(|f| f == km.name()) {
+                        exact_plans.push((candidates.len(), plan));
+                    }
+                    candidates.push(Candidate { projection: km.name().to_string(), verdict: Ok(e), chosen: false });
+                }
             }
-            e
-        });
-        candidates.push(Candidate { projection: km.name().to_string(), verdict, chosen: false });
+        }
     }
     // Every candidate's two ways, in the order ties go: fewer queries,
     // then fewer dimensions. A strategy asked for by name is read as
@@ -250,10 +288,8 @@ pub async fn choose<T: SortedTable + ?Sized>(
             }
         }
     }
-    options.sort_by_key(|(i, _)| {
-        let e = candidates[*i].verdict.as_ref().ok();
-        (e.map_or(0, |e| e.queries), projections.get(*i).map_or(0, |km| km.dims().len()))
-    });
+    let dims_of = |i: usize| projections.by_name(&candidates[i].projection).map_or(0, |km| km.dims().len());
+    options.sort_by_key(|(i, _)| (candidates[*i].verdict.as_ref().map_or(0, |e| e.queries), dims_of(*i)));
     let readings: Vec<crate::cost::Reading> = options.iter().map(|(_, r)| *r).collect();
     let Some((i, reading)) = crate::cost::fastest_within(&readings, opts.rcu_allowance).map(|k| options[k]) else {
         let why: Vec<String> = candidates
@@ -266,7 +302,7 @@ pub async fn choose<T: SortedTable + ?Sized>(
             why.join("; ")
         )));
     };
-    let plan = exact_plans.into_iter().find(|(j, _)| *j == i).map(|(_, p)| p).expect("an exact candidate");
+    let mut plan = exact_plans.into_iter().find(|(j, _)| *j == i).map(|(_, p)| p).expect("an exact candidate");
     candidates[i].chosen = true;
     if let Ok(e) = &mut candidates[i].verdict {
         e.way = reading.way;
@@ -280,12 +316,35 @@ pub async fn choose<T: SortedTable + ?Sized>(
             cheapest * crate::cost::DEFAULT_ALLOWANCE
         ),
     };
-    let reason = match forced {
+    plan.source_reason = match forced {
         Some(_) => format!("--projection; read {}: the fastest within {allowance}", reading.way.name()),
         None => format!("the fastest read within {allowance}: {}", reading.way.name()),
     };
-    let markers = route::prefetched_for(&mut markers, &plan.projection);
-    Ok((plan, reason, candidates, stats, markers))
+    plan.way = reading.way;
+    let (lease_requests, lease_rcu) = req.complete.cost();
+    plan.statistics_cost = (stats.requests + lease_requests, stats.rcu + lease_rcu);
+    route::prefetched_into(markers, &mut plan.reads);
+    for read in &mut plan.reads {
+        read.bin_items =
+            read.boxes.iter().map(|b| b.bin_start.and_then(|bin| stats.bin_items(&read.projection, read.rollup, bin))).collect();
+        read.box_share = read
+            .boxes
+            .iter()
+            .zip(&read.spans_all_but_time)
+            .map(|(b, &spans)| match (spans, b.bin_start) {
+                (true, Some(bin)) => stats.window_share(read, bin),
+                _ => None,
+            })
+            .collect();
+    }
+    let km = projections.by_name(&plan.projection).expect("planned on one of them");
+    let items: Vec<f64> = plan.reads.iter().map(|r| read_items(config, km, &plan, r, &stats).0).collect();
+    for (read, n) in plan.reads.iter_mut().zip(items) {
+        read.items = Some(n);
+    }
+    plan.written_at = plan.reads.iter().filter_map(|r| stats.written_at(r)).max();
+    plan.candidates = candidates;
+    Ok(plan)
 }
 
 /// The candidates as `--explain` lists them.
@@ -307,9 +366,9 @@ pub fn describe(candidates: &[Candidate], reason: &str) -> String {
                 };
                 writeln!(
                     s,
-                    "  {mark} {:<16} {:<6} {:>5} queries, ~{:.0} items ({}): {}; {}",
+                    "  {mark} {:<16} {:<15} {:>5} queries, ~{:.0} items ({}): {}; {}",
                     c.projection,
-                    e.rollup.name(),
+                    e.rollups,
                     e.queries,
                     e.items,
                     if e.measured { "statistics" } else { "declared schema" },

@@ -4,8 +4,8 @@
 //! candidates' at once.
 
 use crate::error::{GatherError, Result};
-use crate::plan::Plan;
-use std::collections::HashMap;
+use crate::plan::Read;
+use std::collections::{BTreeMap, HashMap};
 use zigzag_core::table::{QueryRequest, SortKeyCondition, SortedTable};
 use zigzag_model::stats::{stats_range, stats_sk, StoredStats, STATS_PK};
 
@@ -23,13 +23,13 @@ impl Statistics {
         self.by_sk.is_empty()
     }
 
-    /// When `plan`'s items were last written (the latest flush into any of
-    /// its bins), if the statistics say.
-    pub fn written_at(&self, projection: &str, plan: &Plan) -> Option<i64> {
-        plan.boxes
+    /// When `read`'s items were last written (the latest flush into any
+    /// of its bins), if the statistics say.
+    pub fn written_at(&self, read: &Read) -> Option<i64> {
+        read.boxes
             .iter()
             .filter_map(|b| b.bin_start)
-            .filter_map(|bin| self.by_sk.get(&stats_sk(projection, plan.rollup, bin)))
+            .filter_map(|bin| self.by_sk.get(&stats_sk(&read.projection, read.rollup, bin)))
             .filter_map(|s| s.at_ms)
             .max()
     }
@@ -40,52 +40,55 @@ impl Statistics {
         self.by_sk.get(&stats_sk(projection, rollup, bin_start)).map(|s| s.items as f64)
     }
 
-    /// Estimated items of `plan`'s time range in `projection`: per bin,
+    /// Estimated items of `read`'s span: per bin,
     /// [`StoredStats::items_between`] (none when the bin has no statistics:
     /// nothing was written).
-    pub fn items(&self, projection: &str, plan: &Plan) -> f64 {
-        plan.boxes
+    pub fn items(&self, read: &Read) -> f64 {
+        read.boxes
             .iter()
             .filter_map(|b| b.bin_start)
-            .filter_map(|bin| Some((bin, self.by_sk.get(&stats_sk(projection, plan.rollup, bin))?)))
-            .map(|(bin, s)| s.items_between(plan.rollup, bin, plan.window.start, plan.window.end))
+            .filter_map(|bin| Some((bin, self.by_sk.get(&stats_sk(&read.projection, read.rollup, bin))?)))
+            .map(|(bin, s)| s.items_between(read.rollup, bin, read.window.start, read.window.end))
             .sum()
     }
 
-    /// Estimated items of `plan`'s time range in `projection` that `fixed`
-    /// values of the dimension keying its partitions hold: per bin, the
-    /// items' share of that many of the values its statistics counted
-    /// (each value taken as holding the mean). None when a bin read has
-    /// statistics without a count of values (written before they were
-    /// kept, or not keyed by a value).
-    pub fn items_of_values(&self, projection: &str, plan: &Plan, fixed: f64) -> Option<f64> {
+    /// Estimated items of `read`'s span that `fixed` values of the
+    /// dimension keying its partitions hold: per bin, the items' share of
+    /// that many of the values its statistics counted (each value taken as
+    /// holding the mean). None when a bin read has statistics without a
+    /// count of values (written before they were kept, or not keyed by a
+    /// value).
+    pub fn items_of_values(&self, read: &Read, fixed: f64) -> Option<f64> {
         let mut sum = 0.0;
-        for bin in plan.boxes.iter().filter_map(|b| b.bin_start) {
-            let Some(s) = self.by_sk.get(&stats_sk(projection, plan.rollup, bin)) else { continue };
+        for bin in read.boxes.iter().filter_map(|b| b.bin_start) {
+            let Some(s) = self.by_sk.get(&stats_sk(&read.projection, read.rollup, bin)) else { continue };
             let share = (fixed / s.values? as f64).min(1.0);
-            sum += s.items_between(plan.rollup, bin, plan.window.start, plan.window.end) * share;
+            sum += s.items_between(read.rollup, bin, read.window.start, read.window.end) * share;
         }
         Some(sum)
     }
 
-    /// The share of the items of `bin` of `projection`'s `rollup` that
-    /// `plan`'s window covers; None without statistics for it.
-    pub fn window_share(&self, projection: &str, plan: &Plan, bin: i64) -> Option<f64> {
-        let s = self.by_sk.get(&stats_sk(projection, plan.rollup, bin))?;
-        let covered = s.items_between(plan.rollup, bin, plan.window.start, plan.window.end);
+    /// The share of the items of `bin` of `read`'s rollup that its span
+    /// covers; None without statistics for it.
+    pub fn window_share(&self, read: &Read, bin: i64) -> Option<f64> {
+        let s = self.by_sk.get(&stats_sk(&read.projection, read.rollup, bin))?;
+        let covered = s.items_between(read.rollup, bin, read.window.start, read.window.end);
         Some(if s.items == 0 { 0.0 } else { covered / s.items as f64 })
     }
 }
 
-/// The statistics of every plan's projection, rollup and bins: one query
-/// per plan, all at once (a report waits for one round trip, not one per
-/// candidate).
-pub async fn load<T: SortedTable + ?Sized>(table: &T, plans: &[&Plan]) -> Result<Statistics> {
-    let reads = plans.iter().filter_map(|plan| {
-        let bins: Vec<i64> = plan.boxes.iter().filter_map(|b| b.bin_start).collect();
-        let (first, last) = (*bins.iter().min()?, *bins.iter().max()?);
-        Some(read(table, stats_range(&plan.projection, plan.rollup, first, last)))
-    });
+/// The statistics of every read's projection, rollup and bins: one query
+/// per (projection, rollup) over the bins of all its reads, all at once (a
+/// report waits for one round trip, not one per candidate).
+pub async fn load<T: SortedTable + ?Sized>(table: &T, reads: &[&Read]) -> Result<Statistics> {
+    let mut ranges: BTreeMap<(&str, zigzag_model::Rollup), (i64, i64)> = BTreeMap::new();
+    for read in reads {
+        for bin in read.boxes.iter().filter_map(|b| b.bin_start) {
+            let e = ranges.entry((read.projection.as_str(), read.rollup)).or_insert((bin, bin));
+            *e = (e.0.min(bin), e.1.max(bin));
+        }
+    }
+    let reads = ranges.into_iter().map(|((projection, rollup), (first, last))| read(table, stats_range(projection, rollup, first, last)));
     let mut stats = Statistics::default();
     for read in futures::future::try_join_all(reads).await? {
         stats.requests += read.requests;
@@ -150,19 +153,21 @@ mod tests {
                 filters: crate::filter::FilterSet::parse(&[filter], &config).unwrap(),
                 now: T + 2 * DAY,
                 source: Default::default(),
+                mixed: false,
+                complete: Default::default(),
             };
-            plan_source(&km, req).unwrap()
+            plan_source(&km, req).unwrap().reads.remove(0)
         };
         let bin = Rollup::Day.bin().start_of(T);
         let stored = |values| StoredStats { items: 1_200, lo: T, hi: T, at_ms: None, slices: vec![], values };
         let mut stats = Statistics::default();
         stats.by_sk.insert(stats_sk("by_country", Rollup::Day, bin), stored(Some(12)));
         let (one, two) = (plan_for(&["DE"]), plan_for(&["DE", "FR"]));
-        assert_eq!(stats.items("by_country", &one), 1_200.0, "every value's items");
-        assert_eq!(stats.items_of_values("by_country", &one, 1.0), Some(100.0));
-        assert_eq!(stats.items_of_values("by_country", &two, 2.0), Some(200.0));
-        assert_eq!(stats.items_of_values("by_country", &one, 40.0), Some(1_200.0), "at most all of them");
+        assert_eq!(stats.items(&one), 1_200.0, "every value's items");
+        assert_eq!(stats.items_of_values(&one, 1.0), Some(100.0));
+        assert_eq!(stats.items_of_values(&two, 2.0), Some(200.0));
+        assert_eq!(stats.items_of_values(&one, 40.0), Some(1_200.0), "at most all of them");
         stats.by_sk.insert(stats_sk("by_country", Rollup::Day, bin), stored(None));
-        assert_eq!(stats.items_of_values("by_country", &one, 1.0), None, "values not counted");
+        assert_eq!(stats.items_of_values(&one, 1.0), None, "values not counted");
     }
 }

@@ -176,6 +176,8 @@ fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
         now: 0,
 
         source: Default::default(),
+        mixed: false,
+        complete: Default::default(),
     };
     let strategy = match c.strategy {
         0 => ZStrategy::Auto(AutoConfig::default()),
@@ -211,9 +213,9 @@ proptest! {
         let (got, g) = run(&c);
         let keep = |e: &Event| c.filters.iter().all(|(f, p)| p.keeps(e.value(*f)));
         let want = brute(&w.events, c.start, c.end, c.step, &c.group_by, keep);
-        prop_assert_eq!(&got, &want, "rollup {}", g.plan.rollup);
+        prop_assert_eq!(&got, &want, "rollups {}", g.plan.rollups());
         // Every query read to the end and nothing outside the window came back.
-        prop_assert_eq!(g.actual.queries, g.plan.queries.len());
+        prop_assert_eq!(g.actual.queries, g.plan.queries());
         prop_assert!(g.actual.kept <= g.actual.stats.returned);
         if c.step.is_some() && c.group_by.is_empty() {
             let r = report::timeseries(&g.aggregation, &g.plan.window).unwrap();
@@ -240,9 +242,9 @@ fn coarse_rollups_answer_the_same_for_less() {
         concurrency: 4,
     };
     let (day_answer, day) = run(&base);
-    assert_eq!(day.plan.rollup, Rollup::Day);
+    assert_eq!(day.plan.single_rollup().unwrap(), Rollup::Day);
     let (minute_answer, minute) = run(&Case { minute_rollup: true, ..base });
-    assert_eq!(minute.plan.rollup, Rollup::Minute);
+    assert_eq!(minute.plan.single_rollup().unwrap(), Rollup::Minute);
     assert_eq!(day_answer, minute_answer);
     assert!(day.actual.stats.scanned * 10 < minute.actual.stats.scanned, "{:?} vs {:?}", day.actual, minute.actual);
 }
@@ -275,6 +277,8 @@ fn rcu_budget_paces_reads() {
         now: 0,
 
         source: Default::default(),
+        mixed: false,
+        complete: Default::default(),
     };
     let strategy = ZStrategy::PageJump { limit: 3 };
     let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };
@@ -312,9 +316,9 @@ fn auto_reads_whole_a_box_holding_almost_all_of_its_partition() {
         let (got, g) = run(&case);
         let want = brute(&w.events, case.start, case.end, case.step, &case.group_by, |_| true);
         assert_eq!(got, want);
-        assert_eq!(g.plan.rollup, Rollup::Hour);
-        let share = g.plan.box_share[0].expect("statistics with time slices");
-        let partition_bytes = g.plan.bin_items[0].unwrap() / 4.0 * g.plan.item_bytes;
+        assert_eq!(g.plan.single_rollup(), Some(Rollup::Hour));
+        let share = g.plan.reads[0].box_share[0].expect("statistics with time slices");
+        let partition_bytes = g.plan.reads[0].bin_items[0].unwrap() / 4.0 * g.plan.reads[0].item_bytes;
         assert!(partition_bytes > zigzag_gather::execute::WHOLE_PARTITION_BYTES, "not small: {partition_bytes}");
         if whole {
             assert!((share - 1.0).abs() < 1e-9, "October's bin holds that day alone: {share}");

@@ -132,24 +132,40 @@ impl Apart {
 /// (a range committed, not yet completed on its lease). A range that
 /// begins after the lanes are read is not seen: its records are then read
 /// as far as its item writes went, in every set alike or not.
-pub async fn read(leases: &dyn SortedTable) -> Result<Vec<Apart>, LeaseError> {
+/// Also returns what reading cost: (requests, RCU).
+pub async fn read(leases: &dyn SortedTable) -> Result<(Vec<Apart>, (u64, f64)), LeaseError> {
+    let mut cost = (0u64, 0.0f64);
     let mut apart = Vec::new();
-    for key in crate::seal::read_partition(leases, crate::seal::STREAM_KEYS_PK, false).await? {
+    let streams = partition(leases, crate::seal::STREAM_KEYS_PK, &mut cost).await?;
+    for key in streams {
         let stream = String::from_utf8_lossy(&key.sk).into_owned();
-        for item in crate::seal::read_partition(leases, &crate::items::shards_pk(&stream), false).await? {
+        for item in partition(leases, &crate::items::shards_pk(&stream), &mut cost).await? {
             let lease = ShardLease::from_item(&item)?;
             if !lease.finished && !lease.checkpoint.is_uniform() {
                 apart.push(Apart { shard: lease.shard, checkpoint: lease.checkpoint, owed: lease.owed });
             }
         }
     }
-    for item in crate::seal::read_partition(leases, crate::items::LANES_PK, false).await? {
+    for item in partition(leases, crate::items::LANES_PK, &mut cost).await? {
         let lane = Lane::from_item(&item)?;
         for r in lane.intent.iter().flat_map(|i| &i.ranges) {
             apart.extend(apart_after(r));
         }
     }
-    Ok(apart)
+    Ok((apart, cost))
+}
+
+/// Every item of a partition, eventually consistent, its cost counted.
+async fn partition(
+    t: &dyn SortedTable,
+    pk: &str,
+    cost: &mut (u64, f64),
+) -> Result<Vec<zigzag_core::table::Item>, LeaseError> {
+    let req = zigzag_core::table::QueryRequest::new(pk, zigzag_core::table::SortKeyCondition::Any);
+    let out = zigzag_core::query::run_key_range(t, req).await.map_err(|e| LeaseError::Table(crate::table_error(e)))?;
+    cost.0 += out.stats.requests;
+    cost.1 += out.stats.rcu;
+    Ok(out.items)
 }
 
 /// What a range leaves apart, if anything.

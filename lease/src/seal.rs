@@ -161,26 +161,21 @@ pub fn blockers(seal: i64, lanes: &[Lane], leases: &[(String, ShardLease)]) -> V
 /// consistent) and says what keeps `seal` from holding (empty: it holds).
 pub async fn barrier(leases: &dyn SortedTable, seal: i64) -> Result<Vec<Blocker>, LeaseError> {
     let lanes: Vec<Lane> =
-        read_partition(leases, LANES_PK, true).await?.iter().map(Lane::from_item).collect::<Result<_, _>>()?;
-    let keys = read_partition(leases, STREAM_KEYS_PK, true).await?;
+        read_partition(leases, LANES_PK).await?.iter().map(Lane::from_item).collect::<Result<_, _>>()?;
+    let keys = read_partition(leases, STREAM_KEYS_PK).await?;
     let mut all = Vec::new();
     for key in keys {
         let stream = String::from_utf8_lossy(&key.sk).into_owned();
-        for item in read_partition(leases, &crate::items::shards_pk(&stream), true).await? {
+        for item in read_partition(leases, &crate::items::shards_pk(&stream)).await? {
             all.push((stream.clone(), ShardLease::from_item(&item)?));
         }
     }
     Ok(blockers(seal, &lanes, &all))
 }
 
-/// Every item of partition `pk`, page after page.
-pub(crate) async fn read_partition(
-    t: &dyn SortedTable,
-    pk: &str,
-    consistent: bool,
-) -> Result<Vec<zigzag_core::table::Item>, LeaseError> {
+async fn read_partition(t: &dyn SortedTable, pk: &str) -> Result<Vec<zigzag_core::table::Item>, LeaseError> {
     let mut req = QueryRequest::new(pk, SortKeyCondition::Any);
-    req.consistent = consistent;
+    req.consistent = true;
     let out = zigzag_core::query::run_key_range(t, req).await.map_err(|e| LeaseError::Table(crate::table_error(e)))?;
     Ok(out.items)
 }

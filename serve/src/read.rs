@@ -249,6 +249,9 @@ pub async fn read_leaves(
             filters: first.filters.clone(),
             now,
             source: SourceRequest { projection: None, measures: Some(names) },
+            // One rollup a read: the cache keeps time slices of one.
+            mixed: false,
+            complete: Default::default(),
         };
         let p =
             zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req.clone(), first.group.clone(), opts)
@@ -280,7 +283,7 @@ pub async fn read_leaves(
         let key = format!(
             "{}|{}|{}|{}|{}|{:?}|{:?}",
             p.plan.projection,
-            p.plan.rollup,
+            p.plan.rollups(),
             p.plan.window.start,
             p.plan.window.end,
             p.plan.step.unwrap_or(0),
@@ -315,7 +318,7 @@ pub async fn read_leaves(
         report.rcu += read.actual.stats.rcu + plan.statistics_cost.1;
         let texts: Vec<&str> = r.leaves.iter().map(|&i| query.leaves[i].text.as_str()).collect();
         let mut info =
-            format!("{}: read from projection {}, {} buckets", texts.join(", "), plan.projection, plan.rollup);
+            format!("{}: read from projection {}, {} buckets", texts.join(", "), plan.projection, plan.rollups());
         if let Some(at) = plan.written_at.and_then(chrono::DateTime::from_timestamp_millis) {
             info.push_str(&format!(", last written {}", at.format("%Y-%m-%dT%H:%M:%SZ")));
         }

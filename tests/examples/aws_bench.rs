@@ -143,6 +143,8 @@ async fn gather_bench(records: u64) {
         now: START + 3 * DAY,
 
         source: Default::default(),
+        mixed: false,
+        complete: Default::default(),
     };
     println!("\none-day hourly report, 100 prefixes (DynamoDB Local, eventually consistent reads)");
     println!("{:<34} {:>9} {:>9} {:>11} {:>10}", "gatherer", "wall s", "requests", "items read", "RCU");
@@ -175,7 +177,7 @@ async fn gather_bench(records: u64) {
             let t = Instant::now();
             let mut agg = Aggregation::new(Some(3_600_000), vec![], km.measures().clone());
             let (mut requests, mut scanned) = (0, 0);
-            let mut pks: Vec<&str> = g.plan.queries.iter().map(|q| q.pk.as_str()).collect();
+            let mut pks: Vec<&str> = g.plan.reads.iter().flat_map(|r| &r.queries).map(|q| q.pk.as_str()).collect();
             pks.dedup();
             let rcu_before = aggregates.capacity().read_units;
             for pk in pks {

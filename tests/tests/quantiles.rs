@@ -104,6 +104,8 @@ async fn quantiles_are_exact_sketches_and_within_accuracy_in_check_reports_and_t
         filters: FilterSet::default(),
         now: end,
         source: Default::default(),
+        mixed: false,
+        complete: Default::default(),
     };
     let mut g = zigzag_gather::gather(table.as_ref(), &config(), req, vec!["country".into()], &ExecOptions::default())
         .await

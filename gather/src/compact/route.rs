@@ -12,9 +12,10 @@
 
 use super::marker::{self, compacted_pk, Marker};
 use crate::error::{GatherError, Result};
-use crate::plan::{Plan, PlannedQuery};
+use crate::plan::{PlannedQuery, Read};
 use std::collections::BTreeMap;
 use zigzag_core::table::SortedTable;
+use zigzag_model::Rollup;
 
 /// A plan's queries routed around the compacted bins.
 #[derive(Debug, Clone)]
@@ -28,8 +29,8 @@ pub struct Routed {
     pub cost: (u64, f64),
 }
 
-fn bin_of(plan: &Plan, q: &PlannedQuery) -> Option<i64> {
-    plan.boxes.get(q.box_index).and_then(|b| b.bin_start)
+fn bin_of(read: &Read, q: &PlannedQuery) -> Option<i64> {
+    read.boxes.get(q.box_index).and_then(|b| b.bin_start)
 }
 
 /// A bin compacted less than this long ago (by the marker's clock against
@@ -37,7 +38,7 @@ fn bin_of(plan: &Plan, q: &PlannedQuery) -> Option<i64> {
 /// may be on a replica its folded items have not reached yet.
 pub const FRESH_MS: i64 = 60_000;
 
-/// A plan's markers, read before the plan was chosen.
+/// A read's markers, read before the plan was chosen.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prefetched {
     pub markers: BTreeMap<i64, Marker>,
@@ -45,43 +46,57 @@ pub struct Prefetched {
     pub cost: (u64, f64),
 }
 
-/// The first and last bin `plan` reads, if it reads binned boxes of a
+/// The first and last bin `read` reads, if it reads binned boxes of a
 /// projection compaction folds (no other bin ever has a marker).
-fn bin_range(plan: &Plan) -> Option<(i64, i64)> {
-    if !plan.compactable {
+fn bin_range(read: &Read) -> Option<(i64, i64)> {
+    if !read.compactable {
         return None;
     }
-    let bins = plan.boxes.iter().filter_map(|b| b.bin_start);
+    let bins = read.boxes.iter().filter_map(|b| b.bin_start);
     Some((bins.clone().min()?, bins.max()?))
 }
 
-/// The markers of every plan's bins, one query each, all at once (beside
-/// the statistics: the planner's round trip), by projection.
-pub async fn prefetch<T: SortedTable + ?Sized>(table: &T, plans: &[&Plan]) -> Result<BTreeMap<String, Prefetched>> {
-    let reads = plans.iter().filter_map(|plan| {
-        let bins = bin_range(plan)?;
-        Some(async move {
-            let (markers, cost) = marker::read(table, &plan.projection, plan.rollup, bins, false).await?;
-            Ok::<_, GatherError>((plan.projection.clone(), Prefetched { markers, cost }))
-        })
+/// Markers prefetched, by (projection, rollup).
+pub type PrefetchedAll = BTreeMap<(String, Rollup), Prefetched>;
+
+/// The markers of every read's bins, one query per (projection, rollup)
+/// over the bins of all its reads, all at once (beside the statistics:
+/// the planner's round trip).
+pub async fn prefetch<T: SortedTable + ?Sized>(table: &T, reads: &[&Read]) -> Result<PrefetchedAll> {
+    let mut ranges: BTreeMap<(String, Rollup), (i64, i64)> = BTreeMap::new();
+    for read in reads {
+        let Some((first, last)) = bin_range(read) else { continue };
+        let e = ranges.entry((read.projection.clone(), read.rollup)).or_insert((first, last));
+        *e = (e.0.min(first), e.1.max(last));
+    }
+    let reads = ranges.into_iter().map(|((projection, rollup), bins)| async move {
+        let (markers, cost) = marker::read(table, &projection, rollup, bins, false).await?;
+        Ok::<_, GatherError>(((projection, rollup), Prefetched { markers, cost }))
     });
     Ok(futures::future::try_join_all(reads).await?.into_iter().collect())
 }
 
-/// `projection`'s prefetched markers, charged with every candidate's read.
-pub fn prefetched_for(all: &mut BTreeMap<String, Prefetched>, projection: &str) -> Option<Prefetched> {
+/// Gives each of the chosen plan's `reads` its projection and rollup's
+/// prefetched markers; the first is charged with every candidate's read.
+pub fn prefetched_into(all: PrefetchedAll, reads: &mut [Read]) {
     let (requests, rcu) = all.values().fold((0, 0.0), |(n, r), p| (n + p.cost.0, r + p.cost.1));
-    all.remove(projection).map(|p| Prefetched { cost: (requests, rcu), ..p })
+    let mut charged = false;
+    for read in reads.iter_mut().filter(|r| bin_range(r).is_some()) {
+        read.markers = all.get(&(read.projection.clone(), read.rollup)).map(|p| {
+            let cost = if std::mem::replace(&mut charged, true) { (0, 0.0) } else { (requests, rcu) };
+            Prefetched { cost, ..p.clone() }
+        });
+    }
 }
 
-/// Routes `plan`'s queries by the markers of its bins (eventually
+/// Routes `read`'s queries by the markers of its bins (eventually
 /// consistent: [`verify`] catches a marker read stale): the ones read with
 /// its statistics if there are, else read now.
-pub async fn route<T: SortedTable + ?Sized>(table: &T, plan: &Plan) -> Result<Routed> {
-    route_at(table, plan, chrono::Utc::now().timestamp_millis()).await
+pub async fn route<T: SortedTable + ?Sized>(table: &T, read: &Read) -> Result<Routed> {
+    route_at(table, read, chrono::Utc::now().timestamp_millis()).await
 }
 
-async fn route_at<T: SortedTable + ?Sized>(table: &T, plan: &Plan, now_ms: i64) -> Result<Routed> {
+async fn route_at<T: SortedTable + ?Sized>(table: &T, plan: &Read, now_ms: i64) -> Result<Routed> {
     let Some((first, last)) = bin_range(plan) else {
         return Ok(Routed { queries: plan.queries.clone(), prefix_bins: vec![], compacted_bins: 0, cost: (0, 0.0) });
     };
@@ -122,7 +137,7 @@ async fn route_at<T: SortedTable + ?Sized>(table: &T, plan: &Plan, now_ms: i64) 
 /// After the items were read: Err([`GatherError::CompactedWhileRead`]) if a
 /// prefix-read bin's partials may have been deleted meanwhile; else what
 /// the check cost.
-pub async fn verify<T: SortedTable + ?Sized>(table: &T, plan: &Plan, routed: &Routed) -> Result<(u64, f64)> {
+pub async fn verify<T: SortedTable + ?Sized>(table: &T, plan: &Read, routed: &Routed) -> Result<(u64, f64)> {
     let (Some(&first), Some(&last)) = (routed.prefix_bins.iter().min(), routed.prefix_bins.iter().max()) else {
         return Ok((0, 0.0));
     };
@@ -147,7 +162,7 @@ mod tests {
     const DAY: i64 = 86_400_000;
     const T: i64 = 1_763_596_800_000; // 2025-11-20
 
-    fn two_day_plan() -> Plan {
+    fn two_day_plan() -> Read {
         let km = KeyModel::new(&Config::default()).unwrap();
         let req = PlanRequest {
             window: WindowSpec::Absolute { from: T.to_string(), to: (T + 2 * DAY).to_string() },
@@ -157,8 +172,10 @@ mod tests {
             filters: Default::default(),
             now: T,
             source: Default::default(),
+            mixed: false,
+            complete: Default::default(),
         };
-        plan_source(&km, req).unwrap()
+        plan_source(&km, req).unwrap().reads.remove(0)
     }
 
     async fn mark(t: &MemoryTable, bin_start: i64, state: State) {
@@ -195,10 +212,12 @@ mod tests {
         let t = MemoryTable::new();
         mark(&t, T + DAY, State::Compacted).await;
         let mut plan = two_day_plan();
-        let other = Plan { projection: "cc".into(), ..plan.clone() };
-        let mut all = prefetch(&t, &[&plan, &other]).await.unwrap();
+        let other = Read { projection: "cc".into(), ..plan.clone() };
+        let all = prefetch(&t, &[&plan, &other]).await.unwrap();
         assert_eq!(all.len(), 2, "one read per candidate");
-        plan.markers = prefetched_for(&mut all, "base");
+        let mut reads = vec![plan.clone()];
+        prefetched_into(all, &mut reads);
+        plan.markers = reads[0].markers.clone();
         let p = plan.markers.clone().unwrap();
         assert_eq!(p.markers.keys().copied().collect::<Vec<_>>(), vec![T + DAY]);
         assert_eq!(p.cost.0, 2, "charged with every candidate's read");
@@ -257,8 +276,10 @@ mod tests {
             filters: crate::filter::FilterSet::parse(&["country=DE".to_string()], &config).unwrap(),
             now: T + 2 * DAY,
             source: Default::default(),
+            mixed: false,
+            complete: Default::default(),
         };
-        let plan = plan_source(&km, req).unwrap();
+        let plan = plan_source(&km, req).unwrap().reads.remove(0);
         assert!(!plan.compactable);
         let t = MemoryTable::new();
         let bin = plan.boxes[0].bin_start.expect("a binned box");

@@ -17,7 +17,7 @@ use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
 use zigzag_gather::report::{self, RankBy};
 use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
-use zigzag_gather::{explain, merge, Planned};
+use zigzag_gather::{explain, merge, Completeness, Planned};
 use zigzag_model::measure::sketch::DEFAULT_QUANTILES;
 use zigzag_model::measure::ShowOptions;
 use zigzag_model::{Config, MeasureSet, Rollup};
@@ -174,7 +174,13 @@ struct Prepared {
 
 /// The report `c` and `kind` ask for, planned on `config` (the planner's
 /// statistics read, none of its items).
-async fn prepare(table: &dyn SortedTable, config: &Config, c: &Common, kind: &Kind) -> Result<Prepared> {
+async fn prepare(
+    table: &dyn SortedTable,
+    leases: &dyn SortedTable,
+    config: &Config,
+    c: &Common,
+    kind: &Kind,
+) -> Result<Prepared> {
     let set = config.measure_set()?;
     let needed = match (kind, c.measures.is_empty()) {
         (_, false) => {
@@ -208,6 +214,12 @@ async fn prepare(table: &dyn SortedTable, config: &Config, c: &Common, kind: &Ki
         filters: FilterSet::parse(&c.filters, config)?,
         now: now_ms(c.now.as_deref())?,
         source: SourceRequest { projection: c.projection.clone(), measures: needed },
+        mixed: true,
+        // Which hour and day items hold all their minutes: the lease table
+        // says what the slower cadences have not written yet.
+        complete: Completeness::read(config, leases)
+            .await
+            .context("reading the lease table (which hour and day items hold all their minutes)")?,
     };
     let group_by = merge::parse_group_by(&c.group_by, config)?;
     if matches!(kind, Kind::Top { .. }) && group_by.is_empty() {
@@ -229,6 +241,7 @@ async fn prepare(table: &dyn SortedTable, config: &Config, c: &Common, kind: &Ki
 async fn plan_on_layout(
     store: &StoreArgs,
     table: &dyn SortedTable,
+    leases: &dyn SortedTable,
     path: Option<&Path>,
     c: &Common,
     kind: &Kind,
@@ -238,7 +251,7 @@ async fn plan_on_layout(
     let speculative = cached.as_ref().and_then(|l| reader_config(&given, Some(l), path).ok());
     let stored = match speculative {
         Some(guess) => {
-            let (stored, prepared) = tokio::join!(stored_layout(store, table), prepare(table, &guess, c, kind));
+            let (stored, prepared) = tokio::join!(stored_layout(store, table), prepare(table, leases, &guess, c, kind));
             let stored = stored?;
             if stored.is_some() && stored == cached {
                 return Ok((guess, prepared?));
@@ -249,7 +262,7 @@ async fn plan_on_layout(
         None => stored_layout(store, table).await?,
     };
     let config = reader_config(&given, stored.as_ref(), path)?;
-    let prepared = prepare(table, &config, c, kind).await?;
+    let prepared = prepare(table, leases, &config, c, kind).await?;
     Ok((config, prepared))
 }
 
@@ -258,8 +271,9 @@ pub(crate) async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Comm
     WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?
         .validate(now_ms(c.now.as_deref())?)?;
     let table = store.open_aggregates().await?;
+    let leases = store.open_leases().await?;
     let (config, Prepared { req, group_by, opts, planned }) =
-        plan_on_layout(store, table.as_ref(), config, &c, &kind).await?;
+        plan_on_layout(store, table.as_ref(), leases.as_ref(), config, &c, &kind).await?;
     let config = &config;
     let show = show_options(&c)?;
     let mut g = planned.read(table.as_ref(), &opts).await?;

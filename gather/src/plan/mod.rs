@@ -1,4 +1,5 @@
-//! The query plan: which rollup, which window, which Z-range queries.
+//! The query plan: which rollups, which spans of the window, which
+//! Z-range queries.
 //!
 //! 1. **Step** (the resolution): `--step` if given (a multiple of the
 //!    finest rollup's unit); for a time series without one, the finest
@@ -6,17 +7,26 @@
 //!    the coarsest. Other reports need no step.
 //! 2. **Window**: resolved by [`WindowSpec::resolve`]; `--last` rounds now
 //!    up to the step (or the finest unit).
-//! 3. **Rollup**: `--rollup` if given, checked; else the coarsest
-//!    configured rollup whose unit divides the step, whose buckets align
-//!    with both ends of the window, and whose items the table's retention
-//!    still surely keeps from the window's start (`Retention::readable`: a
-//!    window partly deleted is refused, never answered short). Coarser
-//!    rollups hold fewer items, so they cost fewer reads for the same
-//!    answer.
+//! 3. **Reads**: the window as spans of rollups whose units divide the step
+//!    ([`decompose`]): whole days from day items, the whole hours at its
+//!    edges from hour items, the minutes left over from minute items. A
+//!    coarse bucket is read only where its items may stand for it: no shard
+//!    owes it a record its finest items hold ([`Completeness`]), and the
+//!    table's retention surely still keeps it (`Retention::readable`); else
+//!    it is read finer. The finest spans must be kept (a window partly
+//!    deleted is refused, never answered short). Each coarsest rollup
+//!    allowed gives one decomposition; the planner weighs them as it weighs
+//!    projections (`source.rs`). `--rollup` reads the window from one
+//!    rollup, aligned with it, as does a request that is not `mixed`.
 //! 4. **Queries**: `Schema::plan_boxes` gives one Z-box per partition time
-//!    bin (a day of minutes, a month of hours or days) from the window and
-//!    the filters; each box is read in each of the P scatter prefixes.
+//!    bin (a day of minutes, a month of hours or days) from a read's span
+//!    and the filters; each box is read in each of the P scatter prefixes.
 
+mod decompose;
+
+pub use decompose::{decompose, Span};
+
+use crate::complete::Completeness;
 use crate::cost::Way;
 use crate::error::{GatherError, Result};
 use crate::filter::FilterSet;
@@ -48,6 +58,12 @@ pub struct PlanRequest {
     pub now: i64,
     /// The projection asked for, and the measures needed.
     pub source: SourceRequest,
+    /// The window may be read from several rollups (else from the
+    /// coarsest one aligned with it, as `gather serve`'s cache of time
+    /// slices reads).
+    pub mixed: bool,
+    /// Which coarse buckets may stand for their finer items.
+    pub complete: Completeness,
 }
 
 /// One Z-range query: a box of one time bin in one scatter prefix.
@@ -55,7 +71,7 @@ pub struct PlanRequest {
 pub struct PlannedQuery {
     pub pk: String,
     pub prefix: u32,
-    /// Index into [`Plan::boxes`].
+    /// Index into [`Read::boxes`].
     pub box_index: usize,
     /// It reads the bin's compacted partition (`compact::route`), which
     /// holds the whole bin, not one prefix's share.
@@ -65,29 +81,14 @@ pub struct PlannedQuery {
     pub consistent: bool,
 }
 
+/// One read of a plan: one rollup of one projection over one span of the
+/// window, as Z-range queries.
 #[derive(Debug, Clone)]
-pub struct Plan {
-    /// The projection read.
+pub struct Read {
     pub projection: String,
-    /// Every projection considered (empty when planned on one source).
-    pub candidates: Vec<Candidate>,
-    pub source_reason: String,
-    /// Reading the planner's statistics: requests and RCU.
-    pub statistics_cost: (u64, f64),
-    /// The compaction markers of its bins, read beside the statistics (in
-    /// the same round trip) when the planner chose among candidates; None:
-    /// `compact::route` reads them.
-    pub markers: Option<crate::compact::route::Prefetched>,
-    /// Whether `gather compact` ever folds this projection's bins
-    /// ([`crate::compact::folds`]); if not, a report reads no marker,
-    /// before or after its items.
-    pub compactable: bool,
-    /// When a flush last wrote to the items read (the statistics'; ms).
-    pub written_at: Option<i64>,
-    pub window: Window,
     pub rollup: Rollup,
-    pub rollup_reason: String,
-    pub step: Option<i64>,
+    /// The span read, on `rollup`'s edges.
+    pub window: Window,
     pub boxes: Vec<BinnedBox>,
     pub prefixes: u32,
     pub queries: Vec<PlannedQuery>,
@@ -98,13 +99,51 @@ pub struct Plan {
     /// narrows it): then its share of a partition is its time's share.
     pub spans_all_but_time: Vec<bool>,
     /// Per box, the estimated share of its partition's items inside it: the
-    /// window's share of the bin's items by the statistics
+    /// span's share of the bin's items by the statistics
     /// (`StoredStats::items_between`), for a box that [spans every other
-    /// dimension](Plan::spans_all_but_time) (None: unknown).
+    /// dimension](Read::spans_all_but_time) (None: unknown).
     pub box_share: Vec<Option<f64>>,
+    /// Estimated items of the span (statistics or declared schema; None
+    /// before the planner estimated it).
+    pub items: Option<f64>,
     /// Estimated bytes of one item of the projection
     /// (`source::item_bytes`).
     pub item_bytes: f64,
+    /// Whether `gather compact` ever folds this projection's bins
+    /// ([`crate::compact::folds`]); if not, a report reads no marker,
+    /// before or after its items.
+    pub compactable: bool,
+    /// The compaction markers of its bins, read beside the statistics (in
+    /// the same round trip) when the planner chose among candidates; None:
+    /// `compact::route` reads them.
+    pub markers: Option<crate::compact::route::Prefetched>,
+}
+
+impl Read {
+    /// Labels of the partition time bins, in order.
+    pub fn bin_labels(&self) -> Vec<String> {
+        self.boxes.iter().filter_map(|b| b.bin_start.map(|s| self.rollup.bin().label(s))).collect()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The projection read.
+    pub projection: String,
+    /// Every (projection, decomposition) considered (empty when planned
+    /// on one source).
+    pub candidates: Vec<Candidate>,
+    pub source_reason: String,
+    /// Reading the planner's statistics and the lease table: requests and
+    /// RCU.
+    pub statistics_cost: (u64, f64),
+    /// When a flush last wrote to the items read (the statistics'; ms).
+    pub written_at: Option<i64>,
+    pub window: Window,
+    pub step: Option<i64>,
+    pub rollup_reason: String,
+    /// The spans of the window and how each is read, in time order.
+    pub reads: Vec<Read>,
     /// How its queries are read when the strategy is `auto`: as `auto`
     /// reads, or each box's whole Z-range when that is faster within the
     /// RCU allowance (`cost.rs`).
@@ -127,14 +166,33 @@ pub struct Estimate {
 
 impl Plan {
     pub fn estimate(&self) -> Estimate {
-        let n = self.queries.len();
+        let n = self.queries();
         Estimate { queries: n, min_requests: n, min_rcu: n as f64 * MIN_RCU_PER_REQUEST }
     }
 
-    /// Labels of the partition time bins, in order.
-    pub fn bin_labels(&self) -> Vec<String> {
-        self.boxes.iter().filter_map(|b| b.bin_start.map(|s| self.rollup.bin().label(s))).collect()
+    /// Queries over every read.
+    pub fn queries(&self) -> usize {
+        self.reads.iter().map(|r| r.queries.len()).sum()
     }
+
+    /// The rollups read, coarsest first (`day+hour+minute`).
+    pub fn rollups(&self) -> String {
+        rollups_label(self.reads.iter().map(|r| r.rollup))
+    }
+
+    /// Its one rollup, when it reads from one.
+    pub fn single_rollup(&self) -> Option<Rollup> {
+        let first = self.reads.first()?.rollup;
+        self.reads.iter().all(|r| r.rollup == first).then_some(first)
+    }
+}
+
+/// Rollups named coarsest first, each once.
+pub fn rollups_label(rollups: impl Iterator<Item = Rollup>) -> String {
+    let mut all: Vec<Rollup> = rollups.collect();
+    all.sort_by_key(|r| std::cmp::Reverse(r.unit_ms()));
+    all.dedup();
+    all.iter().map(|r| r.name()).collect::<Vec<_>>().join("+")
 }
 
 fn units(km: &KeyModel) -> Result<(i64, Vec<Rollup>)> {
@@ -157,6 +215,8 @@ fn aligned(w: &Window, r: Rollup) -> bool {
     r.floor(w.start) == w.start && r.floor(w.end) == w.end
 }
 
+/// One rollup for the whole window: `--rollup`, checked, or (a request
+/// that is not mixed) the coarsest aligned with it.
 fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>) -> Result<(Rollup, String)> {
     let (_, rollups) = units(km)?;
     let divides = |r: Rollup| step.is_none_or(|s| s % r.unit_ms() == 0);
@@ -188,21 +248,22 @@ fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>
     let fits = |r: Rollup| divides(r) && aligned(w, r);
     let best = rollups.iter().rev().copied().find(|&r| fits(r) && kept(r).is_ok());
     let Some(r) = best else {
-        let deleted: Vec<String> = rollups.iter().filter(|&&r| fits(r)).filter_map(|&r| kept(r).err()).collect();
-        return Err(GatherError::Rollup(match deleted.is_empty() {
-            true => format!("no configured rollup answers the window {w}"),
-            false => {
-                format!("no configured rollup answers the window {w} from items still kept: {}", deleted.join("; "))
-            }
-        }));
+        return Err(not_kept(w, rollups.iter().filter(|&&r| fits(r)).filter_map(|&r| kept(r).err()).collect()));
     };
     let step_part = step.map_or(String::new(), |s| format!("divide the step ({}) and ", format_duration(s)));
     Ok((r, format!("auto: the coarsest configured rollup whose buckets ({}) {step_part}align with the window", r)))
 }
 
-/// Plans a request on the cheapest projection that answers it exactly
-/// (`source.rs`, which reads the statistics from `table`), listing every
-/// candidate.
+fn not_kept(w: &Window, deleted: Vec<String>) -> GatherError {
+    GatherError::Rollup(match deleted.is_empty() {
+        true => format!("no configured rollup answers the window {w}"),
+        false => format!("no configured rollup answers the window {w} from items still kept: {}", deleted.join("; ")),
+    })
+}
+
+/// Plans a request on the cheapest projection and decomposition that
+/// answer it exactly (`source.rs`, which reads the statistics from
+/// `table`), listing every candidate.
 pub async fn plan<T: SortedTable + ?Sized>(
     table: &T,
     config: &Config,
@@ -211,33 +272,11 @@ pub async fn plan<T: SortedTable + ?Sized>(
     group_by: &[String],
     opts: &crate::execute::ExecOptions,
 ) -> Result<Plan> {
-    let (mut plan, reason, candidates, stats, markers) =
-        crate::source::choose(table, config, projections, &req, group_by, opts).await?;
-    plan.markers = markers;
-    plan.way = candidates.iter().find(|c| c.chosen).and_then(|c| c.verdict.as_ref().ok()).map_or(Way::Auto, |e| e.way);
-    plan.candidates = candidates;
-    plan.source_reason = reason;
-    plan.statistics_cost = (stats.requests, stats.rcu);
-    plan.bin_items = plan
-        .boxes
-        .iter()
-        .map(|b| b.bin_start.and_then(|bin| stats.bin_items(&plan.projection, plan.rollup, bin)))
-        .collect();
-    plan.box_share = plan
-        .boxes
-        .iter()
-        .zip(&plan.spans_all_but_time)
-        .map(|(b, &spans)| match (spans, b.bin_start) {
-            (true, Some(bin)) => stats.window_share(&plan.projection, &plan, bin),
-            _ => None,
-        })
-        .collect();
-    plan.written_at = stats.written_at(&plan.projection, &plan);
-    Ok(plan)
+    crate::source::choose(table, config, projections, &req, group_by, opts).await
 }
 
-/// Plans a request on one projection.
-pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
+/// The step and window `req` asks of `km`.
+fn step_and_window(km: &KeyModel, req: &PlanRequest) -> Result<(Option<i64>, Window, Vec<Rollup>)> {
     let (finest, rollups) = units(km)?;
     let step = match req.step {
         Some(s) if s % finest != 0 => {
@@ -252,11 +291,94 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
         None => None,
     };
     let window = req.window.resolve(req.now, finest, step.unwrap_or(finest))?;
-    let (rollup, rollup_reason) = choose_rollup(km, &req, &window, step)?;
+    Ok((step, window, rollups))
+}
+
+/// Plans a request on one projection: its cheapest decomposition by the
+/// declared schema (the first of [`plan_alternatives`]).
+pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
+    plan_alternatives(km, req)?.into_iter().next().ok_or_else(|| GatherError::Config("no decomposition".into()))
+}
+
+/// Every way to read `req` from `km`: one read of one rollup (`--rollup`,
+/// or a request that is not mixed); else one decomposition per coarsest
+/// rollup allowed, coarsest first, those that differ.
+pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
+    let (step, window, rollups) = step_and_window(km, &req)?;
+    if req.rollup.is_some() || !req.mixed {
+        let (rollup, reason) = choose_rollup(km, &req, &window, step)?;
+        let spans = [Span { rollup, start: window.start, end: window.end }];
+        return Ok(vec![assemble(km, &req, step, window, &spans, reason)?]);
+    }
+    let usable: Vec<Rollup> = rollups.iter().copied().filter(|r| step.is_none_or(|s| s % r.unit_ms() == 0)).collect();
+    let finest = usable[0];
+    let projection = km.name();
+    let mut alternatives: Vec<Plan> = Vec::new();
+    let mut first_error = None;
+    for cap in (0..usable.len()).rev() {
+        let mut may_stand = |r: Rollup, lo: i64, hi: i64| {
+            km.retention().readable(r, lo, req.now).is_ok() && req.complete.complete(projection, r, finest, lo, hi)
+        };
+        let spans = decompose(window.start, window.end, &usable[..=cap], &mut may_stand);
+        if alternatives.iter().any(|p| same_spans(p, &spans)) {
+            continue;
+        }
+        // The finest spans are read whatever their retention: refused if
+        // their items may be gone.
+        let gone: Vec<String> =
+            spans.iter().filter_map(|s| km.retention().readable(s.rollup, s.start, req.now).err()).collect();
+        if !gone.is_empty() {
+            first_error.get_or_insert_with(|| not_kept(&window, gone));
+            continue;
+        }
+        let reason = match spans.len() {
+            1 => format!("auto: the coarsest configured rollup whose whole buckets ({}) cover the window", spans[0].rollup),
+            _ => format!(
+                "auto: whole buckets of the coarsest rollups ({}) whose items hold all their finer items do, the rest finer",
+                rollups_label(spans.iter().map(|s| s.rollup))
+            ),
+        };
+        alternatives.push(assemble(km, &req, step, window, &spans, reason)?);
+    }
+    match (alternatives.is_empty(), first_error) {
+        (true, Some(e)) => Err(e),
+        _ => Ok(alternatives),
+    }
+}
+
+fn same_spans(p: &Plan, spans: &[Span]) -> bool {
+    p.reads.len() == spans.len()
+        && p.reads.iter().zip(spans).all(|(r, s)| r.rollup == s.rollup && (r.window.start, r.window.end) == (s.start, s.end))
+}
+
+/// A plan of `spans` on `km`.
+fn assemble(km: &KeyModel, req: &PlanRequest, step: Option<i64>, window: Window, spans: &[Span], reason: String) -> Result<Plan> {
+    let reads = spans.iter().map(|s| read_of(km, req, s)).collect::<Result<Vec<_>>>()?;
+    let schema = km.schema(spans[0].rollup).ok_or_else(|| GatherError::Config("no schema for the rollup".into()))?;
+    Ok(Plan {
+        projection: km.name().to_string(),
+        candidates: Vec::new(),
+        source_reason: "planned on it alone".into(),
+        statistics_cost: (0, 0.0),
+        written_at: None,
+        window,
+        step,
+        rollup_reason: reason,
+        reads,
+        way: Way::Auto,
+        server_filter: req.filters.server_filter(),
+        filters: req.filters.clone(),
+        filter_notes: req.filters.describe(schema),
+    })
+}
+
+/// One span's read: its bins' boxes in every scatter prefix.
+fn read_of(km: &KeyModel, req: &PlanRequest, span: &Span) -> Result<Read> {
+    let rollup = span.rollup;
     let schema = km.schema(rollup).ok_or_else(|| GatherError::Config(format!("no schema for rollup {rollup}")))?;
     let time = schema.index_of("time").ok_or_else(|| GatherError::Config("the schema has no time dimension".into()))?;
     let mut constraints =
-        vec![(time, Constraint::Range(Some(Value::Time(window.start)), Some(Value::Time(window.end - 1))))];
+        vec![(time, Constraint::Range(Some(Value::Time(span.start)), Some(Value::Time(span.end - 1))))];
     constraints.extend(req.filters.constraints(schema));
     let boxes = schema.plan_boxes(&constraints).map_err(|e| GatherError::Filter {
         expr: e.dim.clone(),
@@ -280,49 +402,29 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
     for (i, b) in boxes.iter().enumerate() {
         let bin_start = b.bin_start.ok_or_else(|| GatherError::Config("rollup schemas are binned by time".into()))?;
         for prefix in 0..km.prefixes() {
+            let query = |pk: String| PlannedQuery { pk, prefix, box_index: i, compacted: false, consistent: false };
             match &values {
-                None => queries.push(PlannedQuery {
-                    pk: km.partition_key(prefix, rollup, bin_start),
-                    prefix,
-                    box_index: i,
-                    compacted: false,
-                    consistent: false,
-                }),
-                Some(values) => queries.extend(values.iter().map(|v| PlannedQuery {
-                    pk: km.value_partition_key(prefix, rollup, bin_start, v),
-                    prefix,
-                    box_index: i,
-                    compacted: false,
-                    consistent: false,
-                })),
+                None => queries.push(query(km.partition_key(prefix, rollup, bin_start))),
+                Some(values) => {
+                    queries.extend(values.iter().map(|v| query(km.value_partition_key(prefix, rollup, bin_start, v))))
+                }
             }
         }
     }
-    let server_filter = req.filters.server_filter();
-    let filter_notes = req.filters.describe(schema);
-    Ok(Plan {
+    Ok(Read {
         projection: km.name().to_string(),
-        candidates: Vec::new(),
-        source_reason: "planned on it alone".into(),
-        statistics_cost: (0, 0.0),
-        markers: None,
-        compactable: crate::compact::folds(km),
-        written_at: None,
-        window,
         rollup,
-        rollup_reason,
-        step,
+        window: Window { start: span.start, end: span.end },
         bin_items: vec![None; boxes.len()],
         spans_all_but_time: boxes.iter().map(|b| spans_all_but(&b.zbox, time)).collect(),
         box_share: vec![None; boxes.len()],
+        items: None,
         item_bytes: crate::source::item_bytes(km),
-        way: Way::Auto,
+        compactable: crate::compact::folds(km),
+        markers: None,
         boxes,
         prefixes: km.prefixes(),
         queries,
-        server_filter,
-        filters: req.filters,
-        filter_notes,
     })
 }
 
@@ -334,18 +436,30 @@ fn spans_all_but(zbox: &ZBox, except: usize) -> bool {
 
 impl std::fmt::Display for Plan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let bins = self.bin_labels();
-        let (first, last) = (bins.first().cloned().unwrap_or_default(), bins.last().cloned().unwrap_or_default());
         writeln!(f, "source:   projection {} ({})", self.projection, self.source_reason)?;
         writeln!(f, "window:   {} ({})", self.window, format_duration(self.window.len_ms()))?;
         if let Some(s) = self.step {
             writeln!(f, "step:     {}", format_duration(s))?;
         }
-        writeln!(f, "rollup:   {} ({})", self.rollup, self.rollup_reason)?;
-        let kind = format!("{:?}", self.rollup.bin()).to_lowercase();
-        writeln!(f, "bins:     {} {kind} bin(s), {first} .. {last}", bins.len())?;
-        writeln!(f, "prefixes: {}", self.prefixes)?;
-        writeln!(f, "queries:  {} (bins x prefixes)", self.queries.len())
+        writeln!(f, "rollups:  {} ({})", self.rollups(), self.rollup_reason)?;
+        for r in &self.reads {
+            let bins = r.bin_labels();
+            let (first, last) = (bins.first().cloned().unwrap_or_default(), bins.last().cloned().unwrap_or_default());
+            let kind = format!("{:?}", r.rollup.bin()).to_lowercase();
+            let items = r.items.map_or(String::new(), |n| format!(", ~{n:.0} items"));
+            writeln!(
+                f,
+                "read:     {} {} {} ({}): {} {kind} bin(s) {first} .. {last} x {} prefixes = {} queries{items}",
+                r.projection,
+                r.rollup,
+                r.window,
+                format_duration(r.window.len_ms()),
+                bins.len(),
+                r.prefixes,
+                r.queries.len()
+            )?;
+        }
+        writeln!(f, "queries:  {} (bins x prefixes, every read)", self.queries())
     }
 }
 
@@ -366,6 +480,8 @@ mod tests {
             filters: FilterSet::default(),
             now: T,
             source: SourceRequest::default(),
+            mixed: false,
+            complete: Completeness::unchecked(),
         }
     }
 
@@ -374,22 +490,22 @@ mod tests {
         let km = KeyModel::new(&Config::default()).unwrap();
         let day = T - 10 * H;
         let p = plan_source(&km, req(day, day + 48 * H, None, false)).unwrap();
-        assert_eq!(p.rollup, Rollup::Day);
-        assert_eq!((p.boxes.len(), p.queries.len()), (1, 16), "one month bin x 16 prefixes");
+        assert_eq!(p.single_rollup().unwrap(), Rollup::Day);
+        assert_eq!((p.reads[0].boxes.len(), p.queries()), (1, 16), "one month bin x 16 prefixes");
         let p = plan_source(&km, req(day, day + 48 * H, None, true)).unwrap();
-        assert_eq!((p.step, p.rollup), (Some(H), Rollup::Hour), "48 h: hourly points, not 2880 minutes");
+        assert_eq!((p.step, p.single_rollup().unwrap()), (Some(H), Rollup::Hour), "48 h: hourly points, not 2880 minutes");
         let p = plan_source(&km, req(T, T + 2 * H, None, true)).unwrap();
-        assert_eq!((p.step, p.rollup), (Some(60_000), Rollup::Minute));
+        assert_eq!((p.step, p.single_rollup().unwrap()), (Some(60_000), Rollup::Minute));
         let p = plan_source(&km, req(T + 60_000, T + 5 * H + 60_000, Some(H), true)).unwrap();
-        assert_eq!(p.rollup, Rollup::Minute, "unaligned to hours: minutes");
-        assert_eq!(p.boxes.len(), 1);
+        assert_eq!(p.single_rollup().unwrap(), Rollup::Minute, "unaligned to hours: minutes");
+        assert_eq!(p.reads[0].boxes.len(), 1);
         let p = plan_source(&km, req(day - H, day + H, None, false)).unwrap();
-        assert_eq!((p.rollup, p.boxes.len()), (Rollup::Hour, 1));
+        assert_eq!((p.single_rollup().unwrap(), p.reads[0].boxes.len()), (Rollup::Hour, 1));
         let mut r = req(day - H, day + H, None, false);
         r.rollup = Some(Rollup::Minute);
         let p = plan_source(&km, r).unwrap();
-        assert_eq!((p.rollup, p.boxes.len(), p.queries.len()), (Rollup::Minute, 2, 32), "two day bins");
-        assert_eq!(p.queries[16].pk, "000#minute#2025-11-21");
+        assert_eq!((p.single_rollup().unwrap(), p.reads[0].boxes.len(), p.queries()), (Rollup::Minute, 2, 32), "two day bins");
+        assert_eq!(p.reads[0].queries[16].pk, "000#minute#2025-11-21");
     }
 
     #[test]
@@ -403,7 +519,7 @@ mod tests {
         assert!(e.contains("from items still kept") && e.contains("minute items are kept 1d"), "{e}");
         // The same window hourly: the hours are still kept.
         let p = plan_source(&km, req(day - 48 * H, day - 46 * H, Some(H), true)).unwrap();
-        assert_eq!(p.rollup, Rollup::Hour);
+        assert_eq!(p.single_rollup().unwrap(), Rollup::Hour);
         // Forced onto the expired rollup: refused with the way out.
         let mut r = req(day - 48 * H, day - 46 * H, None, false);
         r.rollup = Some(Rollup::Minute);
@@ -411,12 +527,12 @@ mod tests {
         assert!(e.contains("--rollup minute") && e.contains("use a coarser rollup"), "{e}");
         // Ten days ago: hours are gone too; whole days are kept forever.
         let p = plan_source(&km, req(day - 240 * H, day - 216 * H, None, false)).unwrap();
-        assert_eq!(p.rollup, Rollup::Day);
+        assert_eq!(p.single_rollup().unwrap(), Rollup::Day);
         let e = plan_source(&km, req(day - 240 * H, day - 239 * H, None, false)).unwrap_err().to_string();
         assert!(e.contains("hour items are kept 7d"), "an hour ten days ago: {e}");
         // This morning's minutes are read as ever.
         let p = plan_source(&km, req(T - 2 * H, T - H, Some(60_000), true)).unwrap();
-        assert_eq!(p.rollup, Rollup::Minute);
+        assert_eq!(p.single_rollup().unwrap(), Rollup::Minute);
     }
 
     #[test]
@@ -425,12 +541,12 @@ mod tests {
         let km = KeyModel::new(&config).unwrap();
         let day = T - 10 * H;
         let p = plan_source(&km, req(day, day + 24 * H, None, false)).unwrap();
-        assert_eq!(p.spans_all_but_time, vec![true], "no filter: only time narrows the box");
-        assert_eq!(p.box_share, vec![None], "no statistics yet");
+        assert_eq!(p.reads[0].spans_all_but_time, vec![true], "no filter: only time narrows the box");
+        assert_eq!(p.reads[0].box_share, vec![None], "no statistics yet");
         let mut r = req(day, day + 24 * H, None, false);
         r.filters = FilterSet::parse(&["country = DE"], &config).unwrap();
         let p = plan_source(&km, r).unwrap();
-        assert_eq!(p.spans_all_but_time, vec![false], "a country narrows it");
+        assert_eq!(p.reads[0].spans_all_but_time, vec![false], "a country narrows it");
     }
 
     #[test]
