@@ -90,7 +90,7 @@ mod tests {
         // Sets: base minute 0, hour 1, day 2 (then the shipped projections').
         let hour = Checkpoint::uniform(Some(Position::at(10))).advance(Some(&[0]), Position::at(20), 9);
         let h = 3_600_000;
-        let owes = |spans: Option<Owed>| Apart { shard: "s".into(), checkpoint: hour.clone(), owed: spans };
+        let owes = |spans: Option<Owed>| Apart { shard: "s".into(), checkpoint: Some(hour.clone()), owed: spans };
         let c = Completeness::from_apart(&config, vec![owes(Some(Owed::of_buckets([5 * h + 60_000], 60_000)))]);
         assert!(!c.complete("base", Rollup::Hour, Rollup::Minute, 5 * h, 6 * h), "a record at 05:01 is owed");
         assert!(c.complete("base", Rollup::Hour, Rollup::Minute, 4 * h, 5 * h), "nothing owed before 05:00");

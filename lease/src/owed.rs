@@ -110,11 +110,13 @@ impl Owed {
     }
 }
 
-/// One shard's sets apart, as a reader sees them.
+/// One shard's sets apart, or a flush of it in flight, as a reader sees
+/// them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Apart {
     pub shard: String,
-    pub checkpoint: Checkpoint,
+    /// Where each set is (None: a flush in flight, any set anywhere in it).
+    pub checkpoint: Option<Checkpoint>,
     /// None: unknown (every bucket owed).
     pub owed: Option<Owed>,
 }
@@ -123,7 +125,8 @@ impl Apart {
     /// Whether the items of set `coarse` may lack records set `fine` holds
     /// (or hold records it lacks) at event times in `[lo, hi)`.
     pub fn differs(&self, coarse: ItemSet, fine: ItemSet, lo: i64, hi: i64) -> bool {
-        self.checkpoint.get(coarse) != self.checkpoint.get(fine) && self.owed.as_ref().is_none_or(|o| o.overlaps(lo, hi))
+        let apart = self.checkpoint.as_ref().is_none_or(|c| c.get(coarse) != c.get(fine));
+        apart && self.owed.as_ref().is_none_or(|o| o.overlaps(lo, hi))
     }
 }
 
@@ -142,14 +145,20 @@ pub async fn read(leases: &dyn SortedTable) -> Result<(Vec<Apart>, (u64, f64)), 
         for item in partition(leases, &crate::items::shards_pk(&stream), &mut cost).await? {
             let lease = ShardLease::from_item(&item)?;
             if !lease.finished && !lease.checkpoint.is_uniform() {
-                apart.push(Apart { shard: lease.shard, checkpoint: lease.checkpoint, owed: lease.owed });
+                apart.push(Apart { shard: lease.shard, checkpoint: Some(lease.checkpoint), owed: lease.owed });
             }
         }
     }
     for item in partition(leases, crate::items::LANES_PK, &mut cost).await? {
         let lane = Lane::from_item(&item)?;
-        for r in lane.intent.iter().flat_map(|i| &i.ranges) {
-            apart.extend(apart_after(r));
+        if let Some(intent) = &lane.intent {
+            let in_flight = intent.state != crate::items::IntentState::Done;
+            for r in &intent.ranges {
+                apart.extend(apart_after(r));
+                if in_flight {
+                    apart.push(Apart { shard: r.shard.clone(), checkpoint: None, owed: r.writes.clone() });
+                }
+            }
         }
     }
     Ok((apart, cost))
@@ -171,7 +180,7 @@ async fn partition(
 /// What a range leaves apart, if anything.
 fn apart_after(r: &ShardRange) -> Option<Apart> {
     let checkpoint = r.completed();
-    (!checkpoint.is_uniform()).then(|| Apart { shard: r.shard.clone(), checkpoint, owed: r.owed.clone() })
+    (!checkpoint.is_uniform()).then(|| Apart { shard: r.shard.clone(), checkpoint: Some(checkpoint), owed: r.owed.clone() })
 }
 
 #[cfg(test)]
@@ -208,12 +217,15 @@ mod tests {
     #[test]
     fn a_set_differs_only_where_its_position_does_and_a_record_is_owed() {
         let cp = Checkpoint::uniform(Some(Position::at(10))).advance(Some(&[0, 1]), Position::at(20), 3);
-        let known = Apart { shard: "s".into(), checkpoint: cp.clone(), owed: Some(Owed::of_buckets([0], 10)) };
+        let known = Apart { shard: "s".into(), checkpoint: Some(cp.clone()), owed: Some(Owed::of_buckets([0], 10)) };
         assert!(known.differs(2, 0, 0, 100), "set 2 is behind set 0, and time 0 is owed");
         assert!(!known.differs(2, 0, 10, 100), "nothing owed after 10");
         assert!(!known.differs(1, 0, 0, 100), "sets 0 and 1 are at one position");
-        let unknown = Apart { owed: None, ..known };
+        let unknown = Apart { owed: None, ..known.clone() };
         assert!(unknown.differs(2, 0, 1_000, 2_000), "unknown: every bucket owed");
+        let writing = Apart { checkpoint: None, ..known };
+        assert!(writing.differs(1, 0, 0, 100), "a flush in flight: every set, where it writes");
+        assert!(!writing.differs(1, 0, 10, 100), "and nowhere else");
     }
 
     proptest! {

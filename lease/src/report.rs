@@ -138,6 +138,7 @@ mod tests {
             ends: false,
             behind_ms: None,
             owed: None,
+            writes: None,
         };
         let lanes = vec![
             Lane {

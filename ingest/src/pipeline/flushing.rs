@@ -171,12 +171,16 @@ impl Pipeline {
                 behind_ms: p.behind_ms,
                 seal: batch.seal,
                 owed: None,
+                writes: None,
             };
-            // Sets left behind owe what they owed and this generation's
-            // records of the shard (by their finest buckets).
+            // It writes this generation's records of the shard (by their
+            // finest buckets) and, in the sets behind it writes, what they
+            // owed; sets left behind owe what they owed and these records.
+            let read = zigzag_lease::owed::Owed::of_buckets(batch.gen.shard_buckets(index), finest_ms);
+            let with_owed = s.owed.as_ref().map(|o| o.union(&read));
+            range.writes = with_owed.clone();
             if !range.completed().is_uniform() {
-                let read = zigzag_lease::owed::Owed::of_buckets(batch.gen.shard_buckets(index), finest_ms);
-                range.owed = s.owed.as_ref().map(|o| o.union(&read));
+                range.owed = with_owed;
             }
             ranges.push((index, range));
         }
@@ -239,6 +243,7 @@ impl Pipeline {
                     behind_ms: None,
                     seal: s.seal,
                     owed: None,
+                    writes: None,
                 };
                 Some((*index, range))
             })

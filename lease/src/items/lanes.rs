@@ -56,6 +56,11 @@ pub struct ShardRange {
     /// records the sets behind do not hold yet (`owed.rs`; None: unknown).
     #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
     pub owed: Option<crate::owed::Owed>,
+    /// The event times of every record it writes, in any set (`owed.rs`:
+    /// a reader takes them as changing while the intent is in flight;
+    /// None: unknown).
+    #[serde(rename = "v", default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<crate::owed::Owed>,
 }
 
 fn is_zero_ms(ms: &i64) -> bool {

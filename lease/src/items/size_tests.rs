@@ -31,6 +31,7 @@ fn an_intent_over_the_most_shards_a_worker_holds_fits_in_one_item() {
             ends: true,
             behind_ms: Some(86_400_000),
             owed: None,
+            writes: None,
         })
         .collect();
     let me = "a-long-host-name-0123456789abcdef~1795534537453.fb619fc5";
