@@ -9,7 +9,8 @@
 //! - [`config`]: the pipeline configuration file, and its settings as
 //!   flags and variables over it;
 //! - [`settings`]: every option a flag, a `ZIGZAG_*` variable and a key of
-//!   the file, layered; `--print-config`;
+//!   the file, layered; `--print-config`, `--completions SHELL`, `--man`;
+//!   [`VERSION`] (with the commit built from);
 //! - [`duration`]: one duration grammar for every flag (`zigzag_core::duration`);
 //! - [`layout_cache`]: the layout a reader last read from a table, so a
 //!   report plans while it reads the layout again;
@@ -25,6 +26,10 @@
 //! (`ingest --kinesis`, `loadgen --sink kinesis:`), and the AWS SDK, minutes
 //! to compile; without it the binaries run embedded only (SQLite, files,
 //! the synthetic source), which is what the demo builds.
+
+/// `--version`: the package version and the commit the binaries were
+/// built from (`build.rs`).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("ZIGZAG_COMMIT"), ")");
 
 #[cfg(feature = "aws")]
 pub mod aws;

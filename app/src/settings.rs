@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 /// The prefix of every setting's environment variable.
 pub const ENV_PREFIX: &str = "ZIGZAG_";
 const PRINT_CONFIG: &str = "print-config";
+const COMPLETIONS: &str = "completions";
+const MAN: &str = "man";
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,10 +76,71 @@ pub struct Parsed<C> {
 /// module docs); prints the error and exits on a bad value, as clap does.
 pub fn parse<C: Parser>(binary: &str) -> Parsed<C> {
     let argv: Vec<OsString> = std::env::args_os().collect();
+    if let Some(done) = documents::<C>(binary, &argv) {
+        std::process::exit(done);
+    }
     match parse_from::<C>(binary, argv, &|var| std::env::var(var).ok()) {
         Ok((cli, settings, print)) => Parsed { cli, settings, print },
         Err(e) => e.exit(),
     }
+}
+
+/// The command line `C` with the options every binary takes.
+fn command<C: Parser>() -> clap::Command {
+    C::command()
+        .arg(
+            Arg::new(PRINT_CONFIG)
+                .long(PRINT_CONFIG)
+                .action(ArgAction::SetTrue)
+                .help("Print every setting's effective value and where it came from (flag, ZIGZAG_* variable, file, default), then exit"),
+        )
+        .arg(
+            Arg::new(COMPLETIONS)
+                .long(COMPLETIONS)
+                .value_name("SHELL")
+                .value_parser(clap::value_parser!(clap_complete::Shell))
+                .exclusive(true)
+                .help("Print a completion script for SHELL (bash, zsh, fish, elvish, powershell), then exit"),
+        )
+        .arg(Arg::new(MAN).long(MAN).action(ArgAction::SetTrue).exclusive(true).help("Print the man page (roff), then exit"))
+}
+
+/// `--completions SHELL` or `--man` as the whole command line: the
+/// document on stdout, and the exit code (None: another command line).
+fn documents<C: Parser>(binary: &str, argv: &[OsString]) -> Option<i32> {
+    let args: Vec<&str> = argv.iter().skip(1).map(|a| a.to_str()).collect::<Option<_>>()?;
+    let shell = match args.as_slice() {
+        [flag] if *flag == format!("--{MAN}") => None,
+        [flag, shell] if *flag == format!("--{COMPLETIONS}") => Some(*shell),
+        [flag] if flag.starts_with(&format!("--{COMPLETIONS}=")) => flag.split_once('=').map(|(_, s)| s),
+        [flag, ..] if *flag == format!("--{COMPLETIONS}") || *flag == format!("--{MAN}") => {
+            eprintln!("error: {flag} is given alone: `{binary} --completions SHELL` or `{binary} --man`");
+            return Some(2);
+        }
+        _ => return None,
+    };
+    let mut cmd = command::<C>().bin_name(binary.to_string());
+    let mut out = std::io::stdout();
+    let written = match shell {
+        Some(name) => match <clap_complete::Shell as std::str::FromStr>::from_str(name) {
+            Ok(shell) => {
+                clap_complete::generate(shell, &mut cmd, binary, &mut out);
+                Ok(())
+            }
+            Err(_) => {
+                eprintln!("error: --completions {name:?}: give bash, zsh, fish, elvish or powershell");
+                return Some(2);
+            }
+        },
+        None => clap_mangen::Man::new(cmd).render(&mut out),
+    };
+    Some(match written {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: writing the document: {e}");
+            1
+        }
+    })
 }
 
 /// [`parse`] on `argv` and the environment `env`: the parsed command line,
@@ -87,15 +150,10 @@ pub fn parse_from<C: Parser>(
     argv: Vec<OsString>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(C, Vec<Setting>, bool), clap::Error> {
-    let cmd = C::command().arg(
-        Arg::new(PRINT_CONFIG)
-            .long(PRINT_CONFIG)
-            .action(ArgAction::SetTrue)
-            .help("Print every setting's effective value and where it came from (flag, ZIGZAG_* variable, file, default), then exit"),
-    );
+    let cmd = command::<C>();
     let settings: Vec<Arg> = cmd
         .get_arguments()
-        .filter(|a| a.get_long().is_some_and(|l| l != PRINT_CONFIG) && !a.is_positional())
+        .filter(|a| a.get_long().is_some_and(|l| ![PRINT_CONFIG, COMPLETIONS, MAN].contains(&l)) && !a.is_positional())
         .filter(|a| !matches!(a.get_action(), ArgAction::Help | ArgAction::Version | ArgAction::Append))
         .filter(|a| a.get_num_args().is_none_or(|n| n.max_values() <= 1))
         .cloned()

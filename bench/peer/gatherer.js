@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Seed 003's Appendix 1 gatherer (a Node.js scatter-gather reader:
+// The GSI write-scaling article's Appendix 1 gatherer (a Node.js scatter-gather reader:
 // `async.mapLimit(range(0, 100), 20, query-per-scatter-prefix)`), ported to
 // the AWS SDK v3 and made correct, as a peer for `gather`:
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Zigzag `gather` against seed 003's Node.js gatherer (a fair peer), side by
+# Zigzag `gather` against the GSI write-scaling article's Node.js gatherer (a fair peer), side by
 # side on one DynamoDB Local table, directly and through a loopback proxy
 # that adds ~8 ms per request. One command:
 #

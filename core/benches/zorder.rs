@@ -163,7 +163,7 @@ fn bigmin(c: &mut Criterion) {
 }
 
 fn decomposition(c: &mut Criterion) {
-    // Seed 000's Q1 on the weather schema of BENCHMARKS.md: Atlanta, one week.
+    // Z-order part 1's Q1 on the weather schema of BENCHMARKS.md: Atlanta, one week.
     let layout = Arc::new(Layout::new(&[23, 16, 16, 7]).expect("layout"));
     let cell = |v: f64, min: f64, max: f64| ((v - min) / (max - min) * 65536.0) as u128;
     let zbox = ZBox::new(

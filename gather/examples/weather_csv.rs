@@ -1,4 +1,4 @@
-//! Writes seed 000's experiment data set to stdout: weather reports over
+//! Writes Z-order part 1's experiment data set to stdout: weather reports over
 //! three months (2016-01-01 .. 2016-04-01) from the continental US.
 //!
 //!     cargo run --release -p zigzag-gather --example weather_csv -- [ROWS] [SEED] > weather.csv

@@ -1,5 +1,5 @@
 //! `gather scatter`: the scatter rule (`zigzag_model::scatter::
-//! scatter_prefixes`, seed 003's write-rate formula) applied to the items
+//! scatter_prefixes`, the GSI write-scaling article's write-rate formula) applied to the items
 //! per bucket each projection and rollup holds, as the table's statistics
 //! measured them, for a number of writers and a flush interval: how many
 //! prefixes each needs, against how many it has.

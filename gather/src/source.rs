@@ -1,9 +1,10 @@
-//! Which projection a report reads: the cheapest one that answers it
-//! exactly.
+//! Which projection a report reads, and how its window is cut into
+//! rollups: the cheapest pair that answers it exactly.
 //!
 //! A projection is **exact** for a report when it keeps every dimension the
-//! report groups or filters by, every measure it needs, and a rollup that
-//! divides the step and aligns with the window (`plan::plan_source`): its
+//! report groups or filters by, every measure it needs, and rollups that
+//! divide the step and cover the window (`plan::plan_alternatives`: one
+//! decomposition per coarsest rollup allowed, each a candidate): its
 //! items are then sums of the base's over the dimensions it leaves out, so
 //! the report is the base's to the unit. Each exact one is estimated two
 //! ways (`cost.rs`: `auto`'s ranges and the naive whole Z-ranges, each with

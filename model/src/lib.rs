@@ -19,7 +19,7 @@
 //!   readers take it from the table).
 //! - [`projection`]: declared subsets of the dimensions, each written
 //!   with its own rollups, measures and scatter; the base is one of them.
-//! - [`scatter`]: the scatter rule (seed 003's write-rate formula) and the
+//! - [`scatter`]: the scatter rule (the GSI write-scaling article's write-rate formula) and the
 //!   prefix counts it derives for `prefixes = "auto"`.
 //! - [`measure`]: the measure kinds (count, sum, min, max): accumulation,
 //!   merge, item codec and the exactly-once update request, in one place.

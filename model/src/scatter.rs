@@ -1,4 +1,4 @@
-//! The scatter rule (seed 003's write-rate formula), what it is given, and
+//! The scatter rule (the GSI write-scaling article's write-rate formula), what it is given, and
 //! the prefix counts it derives for `prefixes = "auto"`.
 //!
 //! A writer writes each item it saw at most once per flush, so the items of
@@ -89,7 +89,7 @@ pub fn one_key_exceeds_a_partition(writers: u32, interval_s: f64) -> bool {
 pub enum ScatterMode {
     /// A stable hash of the item's key: one item per logical key.
     Hash,
-    /// A fresh pseudo-random prefix per write (seed 003), derived from the
+    /// A fresh pseudo-random prefix per write (the GSI write-scaling article), derived from the
     /// shard and flush number so a replayed flush picks the same prefixes.
     Random,
 }
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn the_scatter_rule_keeps_each_partition_at_half_its_write_capacity() {
-        // Seed 003: 1,000 WCU a partition, half of it given.
+        // The GSI write-scaling article: 1,000 WCU a partition, half of it given.
         assert_eq!(scatter_prefixes(1.0, 100, 10.0), 1, "total: 10 writes/s");
         assert_eq!(scatter_prefixes(480.0, 100, 10.0), 10, "cc: 4,800 writes/s, 480 a partition");
         assert_eq!(scatter_prefixes(500.0, 1, 1.0), 1, "exactly at the bound");

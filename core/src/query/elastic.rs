@@ -1,7 +1,7 @@
 //! The elastic strategy: page-jump whose `Limit` follows what the pages
 //! find, with no model of where the data lies.
 //!
-//! Page-jump (seed 000) with a fixed `Limit N` pays one request per N items
+//! Page-jump (Z-order part 1) with a fixed `Limit N` pays one request per N items
 //! on dense boxes and scans up to N items of garbage before each jump on
 //! sparse ones. The adaptive strategy sizes requests from a density per
 //! Z-address, which assumes data spread evenly over the box's volume;
@@ -58,7 +58,7 @@ fn next_limit(cfg: &ElasticConfig, limit: u32, scanned: u64, useful: u64) -> u32
     next.clamp(cfg.min_limit.max(1), cfg.max_limit.max(cfg.min_limit.max(1)))
 }
 
-/// Seed 000's page-jump, steps 1-6 (pages of at most `limit` evaluated
+/// Z-order part 1's page-jump, steps 1-6 (pages of at most `limit` evaluated
 /// items, each starting inside the box; continue from a LastEvaluatedKey
 /// inside the box, else jump to BIGMIN of it), with the limit re-sized
 /// after every page.

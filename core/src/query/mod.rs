@@ -5,7 +5,7 @@
 //! - **naive**: one key range `[zmin, zmax]`, paginated; garbage filtered.
 //! - **precise**: the box's exact sub-ranges (under a range budget), one
 //!   paginated query each.
-//! - **page-jump** (seed 000): small `Limit N`; after every page, continue
+//! - **page-jump** (Z-order part 1): small `Limit N`; after every page, continue
 //!   from `LastEvaluatedKey` if it is inside the box, else jump with BIGMIN.
 //! - **adaptive**: see `adaptive.rs`; sizes each request from the density
 //!   observed so far, so it behaves like precise on dense data and like naive

@@ -97,7 +97,7 @@ impl<'a, T: SortedTable + ?Sized> Reader<'a, T> {
         }
     }
 
-    /// Where page-jump goes after a page that stopped at `last` (seed 000,
+    /// Where page-jump goes after a page that stopped at `last` (Z-order part 1,
     /// steps 5-6): on from `last` while it is inside the box, else to the
     /// box's next address after it (BIGMIN), or nowhere.
     pub fn after_page(&self, last: Vec<u8>) -> Result<Next, QueryError> {

@@ -142,7 +142,7 @@ proptest! {
 
 #[test]
 fn precise_scans_only_matches_and_naive_scans_the_span() {
-    // Seed 000's box on a full 3+3-bit grid: every address holds one item.
+    // Z-order part 1's box on a full 3+3-bit grid: every address holds one item.
     let layout = Arc::new(Layout::new(&[3, 3]).unwrap());
     let table = MemoryTable::new();
     let items = (0..64u128).map(|z| Item::new("p", vec![z as u8])).collect();

@@ -1,4 +1,4 @@
-//! Order-preserving encodings (seed 001): each maps a value to an unsigned
+//! Order-preserving encodings (Z-order part 2): each maps a value to an unsigned
 //! integer of the dimension's width such that value order is unsigned order
 //! (weakly, for the lossy ones: truncated strings, quantized floats).
 //!

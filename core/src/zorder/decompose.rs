@@ -175,7 +175,7 @@ mod tests {
     use std::sync::Arc;
 
     fn seed_box() -> ZBox {
-        // Seed 000: x in 1..=3, y in 3..=4, three bits each, y interleaved first.
+        // Z-order part 1: x in 1..=3, y in 3..=4, three bits each, y interleaved first.
         let layout = Arc::new(Layout::new(&[3, 3]).unwrap());
         ZBox::new(layout, vec![3, 1], vec![4, 3]).unwrap()
     }

@@ -2,7 +2,7 @@
 //!
 //! Bits are dealt round-robin from the most significant end, one per
 //! dimension per round, in schema order; a dimension whose bits run out drops
-//! out of the rotation (MSB-aligned interleaving, seed 000). Every bit
+//! out of the rotation (MSB-aligned interleaving, Z-order part 1). Every bit
 //! position records its owner and which bit of the owner it carries, so all
 //! algorithms work for unequal widths — nothing assumes `bit % dims`.
 //!

@@ -96,7 +96,7 @@ impl ZBox {
         self.lo.iter().zip(&self.hi).map(|(&l, &h)| (h - l) as f64 + 1.0).product()
     }
 
-    /// Seed 001's estimate of the addresses a query visits: `n^((a-b)/a)`
+    /// Z-order part 2's estimate of the addresses a query visits: `n^((a-b)/a)`
     /// with `n = 2^bits`, `a` dimensions and `b` the bound dimensions, each
     /// counted by the share of its bits the bound fixes
     /// (`1 - log2(range) / width`; 1 for an exact value, 0 for unbound).

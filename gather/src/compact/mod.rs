@@ -1,4 +1,4 @@
-//! `gather compact`: seed 003's asynchronous re-gather. The partials of
+//! `gather compact`: the GSI write-scaling article's asynchronous re-gather. The partials of
 //! closed buckets — every scatter prefix's items of one key and bucket,
 //! each carrying its writers' marks — are folded into one item per key in
 //! one partition per (projection, rollup, bin), which a report then reads

@@ -1,11 +1,13 @@
 //! Output formats of a [`Report`]: a text table, CSV, JSON, and for time
 //! series a chart (SVG or PNG).
 
+#[cfg(feature = "charts")]
 mod chart;
 mod csv;
 mod json;
 mod table;
 
+#[cfg(feature = "charts")]
 pub use chart::{write_chart, ChartFormat, ChartMeasure};
 
 use crate::error::Result;

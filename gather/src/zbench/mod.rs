@@ -1,9 +1,9 @@
 //! `gather zbench`: try a Z-index schema on your own data before you deploy it.
 //!
 //! Loads points from CSV under a schema, builds the Z-index and a
-//! single-attribute index (seed 000's timestamp index) in memory, runs each
+//! single-attribute index (Z-order part 1's timestamp index) in memory, runs each
 //! box query of a query file with every strategy, and reports per query and
-//! strategy the items returned and scanned, requests, RCU, and seed 001's
+//! strategy the items returned and scanned, requests, RCU, and Z-order part 2's
 //! search-space estimate. Every run of a query must return the same items;
 //! a difference is reported as an error, not a number.
 
@@ -63,7 +63,7 @@ pub struct QueryReport {
     pub name: String,
     /// Z-boxes planned (one per time bin for binned schemas; 0 if empty).
     pub boxes: usize,
-    /// Seed 001: Z-addresses to visit, n^((a-b)/a), summed over boxes.
+    /// Z-order part 2: Z-addresses to visit, n^((a-b)/a), summed over boxes.
     pub seed_001_estimate: f64,
     /// Exact number of Z-addresses inside the box(es).
     pub box_volume: f64,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 000's experiment: 300,000 generated weather reports, the blog's three
+# Z-order part 1's experiment: 300,000 generated weather reports, the blog's three
 # queries, every strategy, beside a timestamp index. Extra arguments go to
 # `gather zbench` (e.g. --json, --garbage 1); SCHEMA=path picks another schema
 # (schema-weekly.toml bins the timestamp by week into the partition key).

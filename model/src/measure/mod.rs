@@ -14,14 +14,16 @@
 //! | `sum` | an integer or decimal field | N, exact | `ADD` |
 //! | `min`, `max` | an integer or decimal field | N | guarded `SET` |
 //! | `distinct` | any field, by a HyperLogLog sketch ([`crate::hll`]) | B, in its own item | versioned read-merge-write |
+//! | `quantile` | an integer or decimal field, by a DDSketch ([`quantile`]) | B, in its own item | versioned read-merge-write under the lane's mark |
 //!
-//! A distinct count's sketch lives in an item of its own next to the
-//! key's item (same partition, sort key + `#` + measure index: any query
-//! that reads the item reads it too), so the counters' item stays small and
-//! a flush that adds nothing new to a sketch does not rewrite it. Merging
-//! sketches is idempotent (register-wise max), so a replayed or zombie
-//! flush that merges again changes nothing; concurrent writers are ordered
-//! by the item's version (`update::plan_sketch_update`).
+//! A sketch lives in an item of its own next to the key's item (same
+//! partition, sort key + `#` + measure index: any query that reads the
+//! item reads it too), so the counters' item stays small and a flush that
+//! adds nothing new to a sketch does not rewrite it. Concurrent writers are
+//! ordered by the item's version (`update::plan_sketch_update`). Merging
+//! HyperLogLogs is idempotent (register-wise max), so a replayed or zombie
+//! flush that merges again changes nothing; a DDSketch's merge adds bucket
+//! counts, so its update is guarded by the lane's mark, as a counter's `ADD`.
 //!
 //! Every kind takes an optional `where` (see [`condition`]). Derived
 //! ratios (`[[ratio]]`, e.g. `ctr = clicks / impressions`) are computed by

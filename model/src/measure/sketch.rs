@@ -1,5 +1,5 @@
 //! The sketch family: measures whose value is a mergeable sketch, kept in
-//! an item of its own beside the key's item (seed 004's vertical
+//! an item of its own beside the key's item (the vertical-partitioning article's vertical
 //! partitioning: the counters' item stays small, and a flush that adds
 //! nothing to a sketch does not rewrite it).
 //!

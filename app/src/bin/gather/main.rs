@@ -26,7 +26,7 @@ use zbench_cmd::{zbench_cmd, ZbenchArgs};
 #[derive(Parser)]
 #[command(
     name = "gather",
-    version,
+    version = zigzag_app::VERSION,
     about = "Reports over Zigzag aggregates (time series, top N, CTR, totals); benchmark Z-index schemas",
     after_help = "Windows: --last 15m|1h|7d (ends at now rounded up to the step, or to the finest rollup), \
 or --from/--to as RFC 3339, a UTC date or epoch ms, on boundaries of the finest rollup. \
@@ -96,7 +96,8 @@ enum Command {
     /// Compare query strategies (and a single-attribute index) on your data
     Zbench(ZbenchArgs),
     /// Fold the scatter partials of closed buckets into one item per key
-    /// (seed 003's asynchronous re-gather): seal the table at --before
+    /// (a bucket no flush adds to any more is read with one query, not one
+    /// per scatter prefix): seal the table at --before
     /// (from then on every worker dead-letters events before it, reason
     /// `sealed`), wait until every worker acknowledged, fold each bin that
     /// ended by then into a partition of its own (reports switch to it),
@@ -117,9 +118,10 @@ enum Command {
         #[arg(long, default_value_t = 16)]
         concurrency: usize,
     },
-    /// The scatter prefixes each projection and rollup needs by seed 003's
-    /// write-rate formula, from the items per bucket the table's statistics
-    /// measured, against those it has
+    /// The scatter prefixes each projection and rollup needs (enough that
+    /// every partition takes at most half of a partition's 1,000 writes/s:
+    /// items per bucket x workers / flush interval / 500), from the items
+    /// per bucket the table's statistics measured, against those it has
     Scatter {
         /// Workers writing at once (each writes an item once per flush)
         #[arg(long, default_value_t = 1)]

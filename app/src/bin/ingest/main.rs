@@ -27,7 +27,7 @@ mod startup;
 #[derive(Parser)]
 #[command(
     name = "ingest",
-    version,
+    version = zigzag_app::VERSION,
     about = "Consume click/impression events into Z-indexed aggregates, exactly once",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true

@@ -30,7 +30,7 @@ use zigzag_model::Config;
 #[derive(Parser)]
 #[command(
     name = "loadgen",
-    version,
+    version = zigzag_app::VERSION,
     about = "Deterministic synthetic traffic for any declared schema, with a ground truth"
 )]
 struct Cli {

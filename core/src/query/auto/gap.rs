@@ -82,7 +82,7 @@ mod tests {
     fn a_page_stops_before_a_gap_only_where_the_gap_is_expected_to_hold_the_rest_of_it() {
         use crate::zorder::Layout;
         use std::sync::Arc;
-        // Seed 000's box: runs 11, 14-15, 33, 36-37 of a 6-bit space.
+        // Z-order part 1's box: runs 11, 14-15, 33, 36-37 of a 6-bit space.
         let zbox = ZBox::new(Arc::new(Layout::new(&[3, 3]).unwrap()), vec![3, 1], vec![4, 3]).unwrap();
         let at = |v| ZAddress::from_u128(v, 6);
         // A quarter of an item per address, a Limit of 4: the page reaches

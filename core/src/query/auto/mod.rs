@@ -59,7 +59,7 @@
 //!   are saved without another request; where the density misleads
 //!   (clumped data), it costs one. Where pages do find the box's items,
 //!   the bound is not placed: there it cost up to 12 % more RCU on the
-//!   demo store's reports (`gap_density`). On seed 000's Q2 this is a
+//!   demo store's reports (`gap_density`). On Z-order part 1's Q2 this is a
 //!   fifth fewer items scanned;
 //! - **learned, where the partition looks even**: after [`LEARN_PAGES`]
 //!   full one-unit probes whose densities (items per address spanned) lie
