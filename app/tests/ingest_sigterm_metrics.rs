@@ -142,27 +142,9 @@ fn check_metrics(response: &str) {
         body.contains("# HELP zigzag_ingest_records_total Records the shard readers"),
         "described from docs/METRICS.md: {body}"
     );
-    let promtool = Command::new("promtool").arg("--version").output();
-    if !promtool.is_ok_and(|o| o.status.success()) {
-        assert!(std::env::var("ZIGZAG_REQUIRE_EMULATORS").map_or(true, |v| v != "1"), "promtool is not installed");
-        eprintln!("skipped promtool check metrics: promtool not installed");
-        return;
+    if let Err(e) = zigzag_testkit::promtool_check_metrics(body) {
+        panic!("promtool check metrics:\n{e}");
     }
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn probe(addr: &str, path: &str) -> std::process::Output {

@@ -16,8 +16,8 @@ pub enum ServeError {
     #[error("{0}")]
     Unsupported(String),
     /// A limit of the server's refused the query (window, series, RCU).
-    #[error("{0}")]
-    Limit(String),
+    #[error("{1}")]
+    Limit(Limit, String),
     /// The query is valid but cannot be evaluated on these series (e.g. a
     /// one-to-one match that finds several series).
     #[error("{0}")]
@@ -48,7 +48,45 @@ pub enum ServeError {
     Unauthorized,
 }
 
+/// The limits a query may be refused by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `--max-buckets`: buckets one read spans.
+    Buckets,
+    /// `--max-series`: series in a result.
+    Series,
+    /// `--rcu-budget`: the planner's estimated RCU of a query.
+    Rcu,
+    /// `--max-queries`: queries evaluated at once.
+    QuerySlots,
+    /// `--query-timeout`, or the request's `timeout`.
+    Timeout,
+}
+
+impl Limit {
+    /// Its label value in `zigzag_serve_queries_refused_total`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::Buckets => "buckets",
+            Limit::Series => "series",
+            Limit::Rcu => "rcu",
+            Limit::QuerySlots => "query_slots",
+            Limit::Timeout => "timeout",
+        }
+    }
+}
+
 impl ServeError {
+    /// The limit that refused the query, if one did.
+    pub fn limit(&self) -> Option<Limit> {
+        match self {
+            ServeError::Limit(l, _) => Some(*l),
+            ServeError::Busy(_) => Some(Limit::QuerySlots),
+            ServeError::Timeout(_) => Some(Limit::Timeout),
+            _ => None,
+        }
+    }
+
     /// The Prometheus API's `errorType`.
     pub fn error_type(&self) -> &'static str {
         match self {

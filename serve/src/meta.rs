@@ -159,7 +159,12 @@ impl Engine {
             }
         }
         Err(last.map_or_else(
-            || ServeError::Limit(format!("the window spans more than {} buckets", self.limits.max_buckets)),
+            || {
+                ServeError::Limit(
+                    crate::error::Limit::Buckets,
+                    format!("the window spans more than {} buckets", self.limits.max_buckets),
+                )
+            },
             ServeError::from,
         ))
     }

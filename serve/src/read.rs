@@ -18,7 +18,7 @@
 
 use crate::cache::{CachedRead, SliceCache};
 use crate::catalog::Catalog;
-use crate::error::{Result, ServeError};
+use crate::error::{Limit, Result, ServeError};
 use crate::query::{Leaf, Metric, OverTime, Query};
 use crate::recent::Recent;
 use crate::samples::Samples;
@@ -211,7 +211,7 @@ pub async fn read_leaves(
         let to = ends.iter().max().copied().unwrap_or_default();
         let buckets = (to - from) / unit;
         if buckets > limits.max_buckets {
-            return Err(ServeError::Limit(format!(
+            return Err(ServeError::Limit(Limit::Buckets, format!(
                 "{} reads {buckets} buckets of {} (the server's limit is {}): narrow the time range, shorten [..], or \
                  raise --max-buckets",
                 leaf.text,
@@ -271,7 +271,7 @@ pub async fn read_leaves(
         planned.push((p, req, first.group.clone()));
     }
     if estimated > limits.max_rcu {
-        return Err(ServeError::Limit(format!(
+        return Err(ServeError::Limit(Limit::Rcu, format!(
             "the query would read about {estimated:.0} RCU (the server's budget is {:.0} per query): narrow the time \
              range or the matchers, or raise --rcu-budget",
             limits.max_rcu
@@ -353,7 +353,7 @@ pub async fn read_leaves(
 }
 
 pub(crate) fn too_many_series(n: usize, limits: &Limits) -> ServeError {
-    ServeError::Limit(format!(
+    ServeError::Limit(Limit::Series, format!(
         "{n} series (the server's limit is {}): aggregate them (sum by (...)), narrow the matchers, or raise \
          --max-series",
         limits.max_series

@@ -8,6 +8,9 @@
 //!
 //! [`sources`]: the workspace's own sources, for tests that read the code.
 //!
+//! [`promtool_check_metrics`]: a scrape checked by Prometheus's own
+//! linter.
+//!
 //! [`Reaped`]: a child process killed and waited for when dropped. std's
 //! `Child` is neither on drop, so a test that panicked between spawning a
 //! worker and waiting for it left the worker running (seen: debug `ingest`
@@ -34,6 +37,35 @@ impl Reaped {
     /// Waits for it to exit, with what it wrote to piped stdout and stderr.
     pub fn wait_with_output(mut self) -> io::Result<Output> {
         self.0.take().expect("present until consumed").wait_with_output()
+    }
+}
+
+/// Runs `promtool check metrics` on a scrape's text: Err with what it
+/// says when it finds a problem; Ok(false) when promtool is not installed
+/// (a failure under `ZIGZAG_REQUIRE_EMULATORS=1`, which `test.sh` sets after
+/// installing it).
+pub fn promtool_check_metrics(body: &str) -> Result<bool, String> {
+    use std::io::Write;
+    let installed = Command::new("promtool").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !installed {
+        if std::env::var("ZIGZAG_REQUIRE_EMULATORS").is_ok_and(|v| v == "1") {
+            return Err("promtool is not installed".into());
+        }
+        eprintln!("skipped promtool check metrics: promtool not installed");
+        return Ok(false);
+    }
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    child.stdin.take().expect("piped").write_all(body.as_bytes()).map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    match out.status.success() {
+        true => Ok(true),
+        false => Err(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))),
     }
 }
 

@@ -42,7 +42,7 @@ pub fn install(prometheus: bool, emf: &EmfArgs, stream: &str) -> Result<Telemetr
     let mut telemetry = Telemetry::default();
     let mut fanout = FanoutBuilder::default();
     if prometheus {
-        let recorder = PrometheusBuilder::new().build_recorder();
+        let recorder = histogram_buckets(PrometheusBuilder::new())?.build_recorder();
         telemetry.prometheus = Some(recorder.handle());
         fanout = fanout.add_recorder(recorder);
     }
@@ -58,6 +58,20 @@ pub fn install(prometheus: bool, emf: &EmfArgs, stream: &str) -> Result<Telemetr
         describe_metrics();
     }
     Ok(telemetry)
+}
+
+/// Histograms are served as Prometheus histograms (`_bucket`, `_sum`,
+/// `_count`: aggregatable across processes, unlike a summary's quantiles),
+/// in buckets of what each measures.
+fn histogram_buckets(builder: PrometheusBuilder) -> Result<PrometheusBuilder> {
+    use metrics_exporter_prometheus::Matcher;
+    // Seconds: from a cached answer (ms) to a flush or query at its limit.
+    const SECONDS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+    // Read units: from one request (0.5) to the default --rcu-budget (5,000) and past it.
+    const READ_UNITS: &[f64] = &[0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0, 10_000.0];
+    Ok(builder
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)?
+        .set_buckets_for_metric(Matcher::Suffix("_capacity_units".into()), READ_UNITS)?)
 }
 
 /// docs/METRICS.md: the one source of what each metric means, so the

@@ -3,7 +3,9 @@
 //! with Prometheus's response shapes (`status`, `data`, `infos`;
 //! `errorType` + `error` on failure). Every request is authenticated
 //! (when a token is set), bounded in time and counted against the
-//! server's query slots.
+//! server's query slots, and observed ([`observe`]: requests by handler and
+//! code, their duration; queries in flight, refused by each limit, and the
+//! RCU each read: docs/METRICS.md).
 
 mod params;
 
@@ -82,6 +84,7 @@ impl Server {
     /// dropped connection.
     async fn bounded<T>(&self, params: &Params, work: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         let _slot = self.slots.try_acquire().map_err(|_| ServeError::Busy(self.options.max_queries))?;
+        let _in_flight = InFlight::start();
         let limit = match params.duration("timeout")? {
             Some(ms) if ms > 0 => self.options.timeout.min(Duration::from_millis(ms as u64)),
             _ => self.options.timeout,
@@ -92,6 +95,39 @@ impl Server {
             Ok(Err(_)) => Err(ServeError::Internal),
         }
     }
+}
+
+/// A query holding a slot, counted in `zigzag_serve_queries_in_flight`
+/// until it is dropped (answered, failed, timed out or cancelled).
+struct InFlight;
+
+impl InFlight {
+    fn start() -> InFlight {
+        metrics::gauge!("zigzag_serve_queries_in_flight").increment(1.0);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        metrics::gauge!("zigzag_serve_queries_in_flight").decrement(1.0);
+    }
+}
+
+/// Counts every request by the route it matched and its status code, and
+/// times it.
+async fn observe(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let handler = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "other".to_string(), |p| p.as_str().to_string());
+    let t0 = std::time::Instant::now();
+    let response = next.run(req).await;
+    let code = response.status().as_u16().to_string();
+    metrics::histogram!("zigzag_serve_http_request_duration_seconds", "handler" => handler.clone())
+        .record(t0.elapsed().as_secs_f64());
+    metrics::counter!("zigzag_serve_http_requests_total", "handler" => handler, "code" => code).increment(1);
+    response
 }
 
 /// The API's routes.
@@ -112,6 +148,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/-/healthy", get(|| async { "Zigzag gather serve is Healthy.\n" }))
         .route("/-/ready", get(|| async { "Zigzag gather serve is Ready.\n" }))
         .fallback(|| async { error(ServeError::NotFound) })
+        .layer(axum::middleware::from_fn(observe))
         .with_state(server)
 }
 
@@ -127,6 +164,9 @@ fn success(data: Json, infos: &[String]) -> Response {
 }
 
 fn error(e: ServeError) -> Response {
+    if let Some(limit) = e.limit() {
+        metrics::counter!("zigzag_serve_queries_refused_total", "limit" => limit.name()).increment(1);
+    }
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
     let body = json!({"status": "error", "errorType": e.error_type(), "error": e.to_string()});
     (status, axum::Json(body)).into_response()
@@ -200,7 +240,9 @@ impl axum::extract::FromRequest<Arc<Server>> for Authorized {
 }
 
 impl Server {
+    /// Logs a query's plans, and records the RCU its reads cost.
     fn log_plans(&self, text: &str, a: &Answer) {
+        metrics::histogram!("zigzag_serve_query_read_capacity_units").record(a.report.rcu);
         if self.options.explain {
             for plan in &a.report.explain {
                 tracing::info!(query = text, "plan:\n{plan}");
