@@ -141,8 +141,17 @@ fn top_ctr_and_explain() {
     let best = want.iter().max_by_key(|(k, m)| (m.impressions, std::cmp::Reverse(k.1.clone()))).unwrap();
     let first_row = out.lines().skip_while(|l| !l.starts_with('╞')).nth(1).unwrap_or_default();
     assert!(first_row.contains(&best.0 .1[0]), "{out}");
-    for part in ["rollups:  hour (auto", "read:     base hour", "queries:  8", "requests:", "scanned:", "returned:", "RCU:", "cost:", "wall:"]
-    {
+    for part in [
+        "rollups:  hour (auto",
+        "read:     base hour",
+        "queries:  8",
+        "requests:",
+        "scanned:",
+        "returned:",
+        "RCU:",
+        "cost:",
+        "wall:",
+    ] {
         assert!(out.contains(part), "explain lacks {part:?}:\n{out}");
     }
     let out = ok(&["ctr", "--from", FROM, "--to", TO, "--group-by", "country", "--format", "json"]);

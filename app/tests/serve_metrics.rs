@@ -46,12 +46,15 @@ fn the_server_counts_requests_refusals_in_flight_and_rcu_in_a_scrape_promtool_pa
         .output()
         .unwrap();
     assert!(out.status.success(), "loadgen: {}", String::from_utf8_lossy(&out.stderr));
-    let (_server, addr) = spawn_listening(
-        Command::new(env!("CARGO_BIN_EXE_gather"))
-            .arg("--db")
-            .arg(&db)
-            .args(["serve", "--listen", "127.0.0.1:0", "--rcu-budget", "40", "--max-buckets", "5000"]),
-    )
+    let (_server, addr) = spawn_listening(Command::new(env!("CARGO_BIN_EXE_gather")).arg("--db").arg(&db).args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--rcu-budget",
+        "40",
+        "--max-buckets",
+        "5000",
+    ]))
     .unwrap();
     // 2026-11-20T00:00Z + 2h of events.
     let (start, end) = (1_795_132_800i64, 1_795_132_800i64 + 7_200);
@@ -93,7 +96,8 @@ fn the_server_counts_requests_refusals_in_flight_and_rcu_in_a_scrape_promtool_pa
     let timed = value(&metrics, "zigzag_serve_http_request_duration_seconds_count{handler=\"/api/v1/query_range\"}");
     assert_eq!(timed, 3.0, "{metrics}");
     assert!(
-        metrics.contains("zigzag_serve_http_request_duration_seconds_bucket{handler=\"/api/v1/query_range\",le=\"0.1\"}"),
+        metrics
+            .contains("zigzag_serve_http_request_duration_seconds_bucket{handler=\"/api/v1/query_range\",le=\"0.1\"}"),
         "a histogram, not a summary: {metrics}"
     );
     assert_eq!(value(&metrics, "zigzag_serve_query_read_capacity_units_count"), 3.0, "one per answered query");

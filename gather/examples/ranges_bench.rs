@@ -38,8 +38,18 @@ struct Kind {
 
 const KINDS: [Kind; 4] = [
     Kind { name: "totals by campaign", group_by: &["campaign"], measures: None, timeseries: false },
-    Kind { name: "top 20 referrers by clicks", group_by: &["referrer"], measures: Some(&["clicks"]), timeseries: false },
-    Kind { name: "ctr by country", group_by: &["country"], measures: Some(&["clicks", "impressions"]), timeseries: false },
+    Kind {
+        name: "top 20 referrers by clicks",
+        group_by: &["referrer"],
+        measures: Some(&["clicks"]),
+        timeseries: false,
+    },
+    Kind {
+        name: "ctr by country",
+        group_by: &["country"],
+        measures: Some(&["clicks", "impressions"]),
+        timeseries: false,
+    },
     Kind { name: "clicks time series", group_by: &[], measures: None, timeseries: true },
 ];
 
@@ -79,7 +89,10 @@ fn request(from: i64, to: i64, now: i64, kind: &Kind, mixed: bool, complete: Com
         timeseries: kind.timeseries,
         filters: FilterSet::default(),
         now,
-        source: SourceRequest { projection: None, measures: kind.measures.map(|m| m.iter().map(|s| s.to_string()).collect()) },
+        source: SourceRequest {
+            projection: None,
+            measures: kind.measures.map(|m| m.iter().map(|s| s.to_string()).collect()),
+        },
         mixed,
         complete,
     }
@@ -115,9 +128,8 @@ async fn ideal(table: &SqliteTable, config: &Config, projection: &str, req: Plan
     let plan = plan_source(km, req).expect("the greedy decomposition");
     let group_by: Vec<String> = kind.group_by.iter().map(|s| s.to_string()).collect();
     let fresh = || Aggregation::new(plan.step, group_by.clone(), km.measures().clone());
-    let (groups, actual) = execute_fresh(table, &plan, &ExecOptions::default(), fresh, |a, i| a.add_item(i))
-        .await
-        .expect("read");
+    let (groups, actual) =
+        execute_fresh(table, &plan, &ExecOptions::default(), fresh, |a, i| a.add_item(i)).await.expect("read");
     Measured {
         items: actual.stats.returned,
         rcu: actual.stats.rcu,

@@ -167,7 +167,8 @@ where
     let t0 = Instant::now();
     let paced = Paced::new(table, opts.rcu_per_sec);
     let paced = &paced;
-    let routed = futures::future::try_join_all(plan.reads.iter().map(|r| crate::compact::route::route(paced, r))).await?;
+    let routed =
+        futures::future::try_join_all(plan.reads.iter().map(|r| crate::compact::route::route(paced, r))).await?;
     // The futures made first: a stream holding the closure that makes them
     // is not `Send` for every lifetime (rust-lang/rust#110338), which a
     // server on a multi-threaded runtime needs. They start when polled.

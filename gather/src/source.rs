@@ -264,7 +264,9 @@ pub async fn choose<T: SortedTable + ?Sized>(
     let mut exact_plans: Vec<(usize, Plan)> = Vec::new();
     for (km, planned) in projections.iter().zip(plans) {
         match planned {
-            Err(why) => candidates.push(Candidate { projection: km.name().to_string(), verdict: Err(why), chosen: false }),
+            Err(why) => {
+                candidates.push(Candidate { projection: km.name().to_string(), verdict: Err(why), chosen: false })
+            }
             Ok(alternatives) => {
                 for plan in alternatives {
                     let e = estimate(config, km, &plan, &stats, opts.concurrency);
@@ -326,8 +328,11 @@ pub async fn choose<T: SortedTable + ?Sized>(
     plan.statistics_cost = (stats.requests + lease_requests, stats.rcu + lease_rcu);
     route::prefetched_into(markers, &mut plan.reads);
     for read in &mut plan.reads {
-        read.bin_items =
-            read.boxes.iter().map(|b| b.bin_start.and_then(|bin| stats.bin_items(&read.projection, read.rollup, bin))).collect();
+        read.bin_items = read
+            .boxes
+            .iter()
+            .map(|b| b.bin_start.and_then(|bin| stats.bin_items(&read.projection, read.rollup, bin)))
+            .collect();
         read.box_share = read
             .boxes
             .iter()

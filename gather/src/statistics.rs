@@ -88,7 +88,9 @@ pub async fn load<T: SortedTable + ?Sized>(table: &T, reads: &[&Read]) -> Result
             *e = (e.0.min(bin), e.1.max(bin));
         }
     }
-    let reads = ranges.into_iter().map(|((projection, rollup), (first, last))| read(table, stats_range(projection, rollup, first, last)));
+    let reads = ranges
+        .into_iter()
+        .map(|((projection, rollup), (first, last))| read(table, stats_range(projection, rollup, first, last)));
     let mut stats = Statistics::default();
     for read in futures::future::try_join_all(reads).await? {
         stats.requests += read.requests;

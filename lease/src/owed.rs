@@ -180,7 +180,11 @@ async fn partition(
 /// What a range leaves apart, if anything.
 fn apart_after(r: &ShardRange) -> Option<Apart> {
     let checkpoint = r.completed();
-    (!checkpoint.is_uniform()).then(|| Apart { shard: r.shard.clone(), checkpoint: Some(checkpoint), owed: r.owed.clone() })
+    (!checkpoint.is_uniform()).then(|| Apart {
+        shard: r.shard.clone(),
+        checkpoint: Some(checkpoint),
+        owed: r.owed.clone(),
+    })
 }
 
 #[cfg(test)]

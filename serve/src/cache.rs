@@ -301,9 +301,8 @@ impl SliceCache {
         // Slices are of one rollup: a plan of several is read as it is.
         let rollup = plan.single_rollup().unwrap_or(zigzag_model::Rollup::Minute);
         let slice = changes::slice_ms(rollup);
-        let cacheable = self.capacity > 0
-            && plan.single_rollup().is_some()
-            && plan.step.is_some_and(|s| s > 0 && slice % s == 0);
+        let cacheable =
+            self.capacity > 0 && plan.single_rollup().is_some() && plan.step.is_some_and(|s| s > 0 && slice % s == 0);
         if !cacheable {
             let Gathered { plan, aggregation, actual } = planned.read(recent, opts).await?;
             return Ok(CachedRead { plan, actual, aggregation: Arc::new(aggregation), used: Use::default() });

@@ -211,13 +211,16 @@ pub async fn read_leaves(
         let to = ends.iter().max().copied().unwrap_or_default();
         let buckets = (to - from) / unit;
         if buckets > limits.max_buckets {
-            return Err(ServeError::Limit(Limit::Buckets, format!(
+            return Err(ServeError::Limit(
+                Limit::Buckets,
+                format!(
                 "{} reads {buckets} buckets of {} (the server's limit is {}): narrow the time range, shorten [..], or \
                  raise --max-buckets",
                 leaf.text,
                 format_duration(unit),
                 limits.max_buckets
-            )));
+            ),
+            ));
         }
         let shared = reads.iter_mut().find(|r| {
             let first = &query.leaves[r.leaves[0]];
@@ -271,11 +274,14 @@ pub async fn read_leaves(
         planned.push((p, req, first.group.clone()));
     }
     if estimated > limits.max_rcu {
-        return Err(ServeError::Limit(Limit::Rcu, format!(
+        return Err(ServeError::Limit(
+            Limit::Rcu,
+            format!(
             "the query would read about {estimated:.0} RCU (the server's budget is {:.0} per query): narrow the time \
              range or the matchers, or raise --rcu-budget",
             limits.max_rcu
-        )));
+        ),
+        ));
     }
     let config = Arc::new(catalog.config.clone());
     let gathered = futures::future::try_join_all(planned.into_iter().map(|(p, req, group)| {
@@ -353,11 +359,14 @@ pub async fn read_leaves(
 }
 
 pub(crate) fn too_many_series(n: usize, limits: &Limits) -> ServeError {
-    ServeError::Limit(Limit::Series, format!(
-        "{n} series (the server's limit is {}): aggregate them (sum by (...)), narrow the matchers, or raise \
+    ServeError::Limit(
+        Limit::Series,
+        format!(
+            "{n} series (the server's limit is {}): aggregate them (sum by (...)), narrow the matchers, or raise \
          --max-series",
-        limits.max_series
-    ))
+            limits.max_series
+        ),
+    )
 }
 
 /// A planner refusal, with what a PromQL user can change.

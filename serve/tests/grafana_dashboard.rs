@@ -77,7 +77,8 @@ async fn every_panel_of_the_shipped_dashboard_is_answered() {
     assert_eq!(values["data"], serde_json::json!(["DE", "FR", "GB", "US"]));
     let country = "DE";
 
-    let panels = dashboard["panels"].as_array().unwrap();
+    let panels: Vec<&Json> =
+        dashboard["panels"].as_array().unwrap().iter().filter(|p| p["datasource"]["uid"] == "zigzag").collect();
     assert_eq!(panels.len(), 4, "totals, the 5-minute series, top referrers by CTR, CTR by campaign");
     for panel in panels {
         for target in panel["targets"].as_array().unwrap() {
@@ -105,5 +106,52 @@ async fn every_panel_of_the_shipped_dashboard_is_answered() {
                 assert!(result.len() <= 20 && result.iter().all(|r| r["metric"]["referrer"].is_string()), "{answer}");
             }
         }
+    }
+}
+
+/// The dashboard's server row reads `gather serve`'s own metrics through
+/// a Prometheus that scrapes them: every expression parses, and every
+/// metric it names is one the server emits, as docs/METRICS.md lists it
+/// (a histogram's `_bucket` and `_sum` of a histogram).
+#[test]
+fn the_server_row_reads_metrics_the_server_documents() {
+    let dashboard: Json = serde_json::from_str(&deploy("dashboards/zigzag.json")).unwrap();
+    let datasource = deploy("provisioning/datasources/zigzag.yaml");
+    assert!(datasource.contains("uid: zigzag-metrics"), "the server row's data source is provisioned");
+    let doc =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/METRICS.md")).unwrap();
+    let documented = |name: &str| -> Option<String> {
+        let row = doc.lines().find(|l| l.starts_with(&format!("| `{name}` |")))?;
+        row.split('|').nth(2).map(|t| t.trim().to_string())
+    };
+    let row: Vec<&Json> =
+        dashboard["panels"].as_array().unwrap().iter().filter(|p| p["datasource"]["uid"] == "zigzag-metrics").collect();
+    assert!(row.len() >= 5, "requests, durations, in flight and refused, RCU, cache");
+    let mut seen = std::collections::BTreeSet::new();
+    for panel in row {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            promql_parser::parser::parse(expr).unwrap_or_else(|e| panic!("{}: {expr}: {e}", panel["title"]));
+            for name in
+                expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("zigzag_"))
+            {
+                let (base, kind) = match ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)) {
+                    Some(base) if documented(name).is_none() => (base, "histogram"),
+                    _ => (name, ""),
+                };
+                let documented = documented(base).unwrap_or_else(|| panic!("{name} is not in docs/METRICS.md"));
+                assert!(kind.is_empty() || documented == kind, "{name}: documented as a {documented}");
+                seen.insert(base.to_string());
+            }
+        }
+    }
+    for metric in [
+        "zigzag_serve_http_requests_total",
+        "zigzag_serve_http_request_duration_seconds",
+        "zigzag_serve_queries_in_flight",
+        "zigzag_serve_queries_refused_total",
+        "zigzag_serve_query_read_capacity_units",
+    ] {
+        assert!(seen.contains(metric), "the server row shows {metric}");
     }
 }

@@ -21,8 +21,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use zigzag_core::table::SortedTable;
 use zigzag_gather::execute::{execute_fresh, ExecOptions};
-use zigzag_gather::merge::Aggregation;
 use zigzag_gather::filter::FilterSet;
+use zigzag_gather::merge::Aggregation;
 use zigzag_gather::plan::PlanRequest;
 use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::WindowSpec;
@@ -136,8 +136,7 @@ async fn read_greedy(
     let km = projections.by_name(projection).unwrap();
     let plan = zigzag_gather::plan::plan_source(km, req).unwrap();
     let fresh = || Aggregation::new(plan.step, group.to_vec(), km.measures().clone());
-    let (a, _) =
-        execute_fresh(table, &plan, &ExecOptions::default(), fresh, |a, item| a.add_item(item)).await.unwrap();
+    let (a, _) = execute_fresh(table, &plan, &ExecOptions::default(), fresh, |a, item| a.add_item(item)).await.unwrap();
     (plan, a.groups)
 }
 
@@ -179,7 +178,9 @@ async fn compare(seed: u64, hour_ms: u64, day_ms: u64, kill_ms: u64, windows: us
     let mut seen = Seen::default();
     for _ in 0..windows {
         let (from, to, step, group) = window(&mut rng);
-        let what = format!("[{from}, {to}) step {step:?} by {group:?}, {hour_ms}/{day_ms} ms cadences, killed at {kill_ms} ms");
+        let what = format!(
+            "[{from}, {to}) step {step:?} by {group:?}, {hour_ms}/{day_ms} ms cadences, killed at {kill_ms} ms"
+        );
         // As the planner chooses (projection and decomposition by cost).
         let mixed = PlanRequest { complete: complete.clone(), ..request(from, to, step, None, None) };
         let g = zigzag_gather::gather(&table, &config, mixed, group.clone(), &opts).await.unwrap();
@@ -187,7 +188,12 @@ async fn compare(seed: u64, hour_ms: u64, day_ms: u64, kill_ms: u64, windows: us
         let minutes = request(from, to, step, Some(Rollup::Minute), Some(projection.clone()));
         let m = zigzag_gather::gather(&table, &config, minutes, group.clone(), &opts).await.unwrap();
         assert_eq!(m.plan.rollups(), "minute");
-        assert!(g.aggregation.groups == m.aggregation.groups, "{what}: read from {} != all minutes\n{}", g.plan.rollups(), g.plan);
+        assert!(
+            g.aggregation.groups == m.aggregation.groups,
+            "{what}: read from {} != all minutes\n{}",
+            g.plan.rollups(),
+            g.plan
+        );
         // The most coarse items the planner may ever read: the greedy
         // decomposition, whatever it costs.
         let greedy = PlanRequest { complete: complete.clone(), ..request(from, to, step, None, None) };

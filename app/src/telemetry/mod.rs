@@ -68,7 +68,8 @@ fn histogram_buckets(builder: PrometheusBuilder) -> Result<PrometheusBuilder> {
     // Seconds: from a cached answer (ms) to a flush or query at its limit.
     const SECONDS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
     // Read units: from one request (0.5) to the default --rcu-budget (5,000) and past it.
-    const READ_UNITS: &[f64] = &[0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0, 10_000.0];
+    const READ_UNITS: &[f64] =
+        &[0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0, 10_000.0];
     Ok(builder
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)?
         .set_buckets_for_metric(Matcher::Suffix("_capacity_units".into()), READ_UNITS)?)

@@ -30,7 +30,12 @@ fn ceil(r: Rollup, t: i64) -> i64 {
 /// `usable(rollup, bucket_start, bucket_end)`, everything else from the
 /// finer ones; `rollups[0]` reads what is left. Spans in time order, those
 /// of one rollup that touch joined.
-pub fn decompose(start: i64, end: i64, rollups: &[Rollup], usable: &mut dyn FnMut(Rollup, i64, i64) -> bool) -> Vec<Span> {
+pub fn decompose(
+    start: i64,
+    end: i64,
+    rollups: &[Rollup],
+    usable: &mut dyn FnMut(Rollup, i64, i64) -> bool,
+) -> Vec<Span> {
     let mut out = Vec::new();
     if !rollups.is_empty() {
         cover(start, end, rollups.len() - 1, rollups, usable, &mut out);

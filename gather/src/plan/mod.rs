@@ -348,11 +348,21 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
 
 fn same_spans(p: &Plan, spans: &[Span]) -> bool {
     p.reads.len() == spans.len()
-        && p.reads.iter().zip(spans).all(|(r, s)| r.rollup == s.rollup && (r.window.start, r.window.end) == (s.start, s.end))
+        && p.reads
+            .iter()
+            .zip(spans)
+            .all(|(r, s)| r.rollup == s.rollup && (r.window.start, r.window.end) == (s.start, s.end))
 }
 
 /// A plan of `spans` on `km`.
-fn assemble(km: &KeyModel, req: &PlanRequest, step: Option<i64>, window: Window, spans: &[Span], reason: String) -> Result<Plan> {
+fn assemble(
+    km: &KeyModel,
+    req: &PlanRequest,
+    step: Option<i64>,
+    window: Window,
+    spans: &[Span],
+    reason: String,
+) -> Result<Plan> {
     let reads = spans.iter().map(|s| read_of(km, req, s)).collect::<Result<Vec<_>>>()?;
     let schema = km.schema(spans[0].rollup).ok_or_else(|| GatherError::Config("no schema for the rollup".into()))?;
     Ok(Plan {
@@ -493,7 +503,11 @@ mod tests {
         assert_eq!(p.single_rollup().unwrap(), Rollup::Day);
         assert_eq!((p.reads[0].boxes.len(), p.queries()), (1, 16), "one month bin x 16 prefixes");
         let p = plan_source(&km, req(day, day + 48 * H, None, true)).unwrap();
-        assert_eq!((p.step, p.single_rollup().unwrap()), (Some(H), Rollup::Hour), "48 h: hourly points, not 2880 minutes");
+        assert_eq!(
+            (p.step, p.single_rollup().unwrap()),
+            (Some(H), Rollup::Hour),
+            "48 h: hourly points, not 2880 minutes"
+        );
         let p = plan_source(&km, req(T, T + 2 * H, None, true)).unwrap();
         assert_eq!((p.step, p.single_rollup().unwrap()), (Some(60_000), Rollup::Minute));
         let p = plan_source(&km, req(T + 60_000, T + 5 * H + 60_000, Some(H), true)).unwrap();
@@ -504,7 +518,11 @@ mod tests {
         let mut r = req(day - H, day + H, None, false);
         r.rollup = Some(Rollup::Minute);
         let p = plan_source(&km, r).unwrap();
-        assert_eq!((p.single_rollup().unwrap(), p.reads[0].boxes.len(), p.queries()), (Rollup::Minute, 2, 32), "two day bins");
+        assert_eq!(
+            (p.single_rollup().unwrap(), p.reads[0].boxes.len(), p.queries()),
+            (Rollup::Minute, 2, 32),
+            "two day bins"
+        );
         assert_eq!(p.reads[0].queries[16].pk, "000#minute#2025-11-21");
     }
 
