@@ -3,10 +3,10 @@
 //! buckets of each step's range are folded into one sample.
 //!
 //! A leaf at step `t` with range `r` and offset `o` holds the buckets that
-//! end in `(t - o - r, t - o]`: with `B = floor(t - o)` to the sample
-//! bucket, the time span `[B - r, B)`. It is read at the coarsest rollup
-//! unit that divides `r` and every `B` (so each span is whole buckets of
-//! it), when the leaf's function is the measure's own merge (`sum` of
+//! end in `(t - o - r, t - o]`, any `r`: the time span
+//! `[floor(t - o - r), floor(t - o))` to the sample bucket ([`spans`]). It
+//! is read at the coarsest rollup unit both ends of every span lie on (so
+//! each span is whole buckets of it), when the leaf's function is the measure's own merge (`sum` of
 //! counts, `min` of minima, ...); other functions (`count_over_time`,
 //! `avg_over_time`, `last_over_time`) need the sample buckets themselves.
 //! Leaves with the same filters, grouping and span share one read.
@@ -138,13 +138,19 @@ pub(crate) fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
     })
 }
 
-/// The sample-bucket ends `B` of a leaf at each step.
-pub(crate) fn ends(leaf: &Leaf, ts: &[i64], sample: i64) -> Vec<i64> {
-    ts.iter().map(|t| floor(t - leaf.offset_ms, sample)).collect()
+/// The buckets a leaf holds at each step, as the span `[start, end)` of
+/// their starts: the sample buckets whose end lies in `(t - o - r, t - o]`,
+/// whatever `r` is (`[75577s]`, Grafana's `$__range` under "Today so far",
+/// holds the buckets ending in its last 75,577 seconds, as Prometheus's
+/// range holds the samples stamped in it).
+pub(crate) fn spans(leaf: &Leaf, ts: &[i64], sample: i64) -> Vec<(i64, i64)> {
+    ts.iter()
+        .map(|t| (floor(t - leaf.offset_ms - leaf.range_ms, sample), floor(t - leaf.offset_ms, sample)))
+        .collect()
 }
 
 /// The coarsest unit a leaf can be read at.
-fn unit_of(leaf: &Leaf, ends: &[i64], catalog: &Catalog) -> i64 {
+fn unit_of(leaf: &Leaf, spans: &[(i64, i64)], catalog: &Catalog) -> i64 {
     let kind = match &leaf.metric {
         Metric::Measure(m) => catalog.kind(m),
         Metric::Ratio(_) => None,
@@ -155,7 +161,7 @@ fn unit_of(leaf: &Leaf, ends: &[i64], catalog: &Catalog) -> i64 {
         .iter()
         .copied()
         .find(|&u| {
-            (u == catalog.sample_ms || coarse) && leaf.range_ms % u == 0 && ends.iter().all(|b| b.rem_euclid(u) == 0)
+            (u == catalog.sample_ms || coarse) && spans.iter().all(|(a, b)| a.rem_euclid(u) == 0 && b.rem_euclid(u) == 0)
         })
         .unwrap_or(catalog.sample_ms)
 }
@@ -205,10 +211,10 @@ pub async fn read_leaves(
         if leaf.empty || ts.is_empty() {
             continue;
         }
-        let ends = ends(leaf, ts, catalog.sample_ms);
-        let unit = unit_of(leaf, &ends, catalog);
-        let from = ends.iter().min().copied().unwrap_or_default() - leaf.range_ms;
-        let to = ends.iter().max().copied().unwrap_or_default();
+        let spans = spans(leaf, ts, catalog.sample_ms);
+        let unit = unit_of(leaf, &spans, catalog);
+        let from = spans.iter().map(|s| s.0).min().unwrap_or_default();
+        let to = spans.iter().map(|s| s.1).max().unwrap_or_default();
         let buckets = (to - from) / unit;
         if buckets > limits.max_buckets {
             return Err(ServeError::Limit(

@@ -6,7 +6,7 @@
 
 use crate::error::{Result, ServeError};
 use crate::query::{Leaf, Metric, OverTime};
-use crate::read::{ends, merges, too_many_series, Limits};
+use crate::read::{merges, spans, too_many_series, Limits};
 use crate::series::{Labels, Vector, NAME};
 use lru::LruCache;
 use std::collections::BTreeMap;
@@ -91,7 +91,7 @@ fn fold(read: &Aggregation, leaves: &[&Leaf], ts: &[i64], sample_ms: i64, limits
     let mut out = Vec::with_capacity(leaves.len());
     for leaf in leaves {
         let pick = Pick::new(&leaf.metric, &read.set)?;
-        let ends = ends(leaf, ts, sample_ms);
+        let spans = spans(leaf, ts, sample_ms);
         let mut v = Vector::default();
         for (values, buckets) in &groups {
             let mut labels: Labels = leaf
@@ -104,9 +104,9 @@ fn fold(read: &Aggregation, leaves: &[&Leaf], ts: &[i64], sample_ms: i64, limits
             if leaf.keeps_name {
                 labels.insert(NAME.into(), leaf.metric.name().to_string());
             }
-            let samples: Vec<Option<f64>> = ends
+            let samples: Vec<Option<f64>> = spans
                 .iter()
-                .map(|&b| pick.fold(leaf.func, buckets.range(b - leaf.range_ms..b).map(|(_, v)| *v)))
+                .map(|&(start, end)| pick.fold(leaf.func, buckets.range(start..end).map(|(_, v)| *v)))
                 .collect();
             if samples.iter().any(Option::is_some) {
                 v.series.insert(labels, samples);

@@ -182,6 +182,15 @@ fn minutes(ms: i64) -> String {
     format!("{}m", ms / MINUTE)
 }
 
+/// A range as PromQL writes it: whole minutes as `Nm`, any other as
+/// whole seconds (`[75577s]`, as Grafana writes `$__range`).
+fn range_text(ms: i64) -> String {
+    match ms % MINUTE {
+        0 => minutes(ms),
+        _ => format!("{}s", ms / 1000),
+    }
+}
+
 impl Selector {
     /// The query text.
     pub fn text(&self) -> String {
@@ -199,7 +208,7 @@ impl Selector {
         let m: Vec<String> = self.matchers.iter().map(|(f, m)| m.text(*f)).collect();
         let sel = format!("{}{{{}}}", self.metric.name(), m.join(", "));
         let off = if self.offset != 0 { format!(" offset {}", minutes(self.offset)) } else { String::new() };
-        let range = if closed { format!("{}ms", self.range - 1) } else { minutes(self.range) };
+        let range = if closed { format!("{}ms", self.range - 1) } else { range_text(self.range) };
         match self.func {
             Func::Bare => format!("{sel}{off}"),
             f => {
@@ -218,8 +227,10 @@ impl Selector {
     /// Per series, the sample at `t` (the oracle).
     pub fn at(&self, w: &Samples, t: i64) -> BTreeMap<Labels, f64> {
         let mut out = BTreeMap::new();
+        // The buckets (stamped at their end) ending in (t - o - r, t - o].
         let b = (t - self.offset).div_euclid(MINUTE) * MINUTE;
         let range = if self.func == Func::Bare { MINUTE } else { self.range };
+        let first = t - self.offset - range + 1;
         for (key, buckets) in w {
             let passes = self.matchers.iter().all(|(f, m)| {
                 let i = FIELDS.iter().position(|x| x == f).unwrap();
@@ -228,7 +239,7 @@ impl Selector {
             if !passes {
                 continue;
             }
-            let xs: Vec<f64> = buckets.range(b - range + 1..=b).filter_map(|(_, m)| self.metric.value(m)).collect();
+            let xs: Vec<f64> = buckets.range(first..=b).filter_map(|(_, m)| self.metric.value(m)).collect();
             if xs.is_empty() {
                 continue;
             }
@@ -359,7 +370,9 @@ fn selector(metric: impl Strategy<Value = Metric>) -> impl Strategy<Value = Sele
         metric,
         prop::collection::vec(matcher(), 0..3),
         prop::sample::select(vec![Func::Bare, Func::Sum, Func::Min, Func::Max, Func::Count, Func::Avg]),
-        prop::sample::select(vec![MINUTE, 5 * MINUTE, HOUR, 2 * HOUR, DAY]),
+        // Whole minutes and hours, and ranges that are not (90 s; Grafana's
+        // `$__range` in whole seconds, 20 h 59 m 37 s under "Today so far").
+        prop::sample::select(vec![MINUTE, 5 * MINUTE, HOUR, 2 * HOUR, DAY, 90_000, 75_577_000]),
         prop::sample::select(vec![0, 0, 0, 10 * MINUTE, HOUR]),
     )
         .prop_map(|(metric, matchers, func, range, offset)| Selector { metric, matchers, func, range, offset })

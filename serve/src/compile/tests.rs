@@ -55,10 +55,16 @@ fn matchers_become_filters() {
 }
 
 #[test]
+fn a_range_of_any_length_is_the_buckets_ending_in_it() {
+    let query = q("sum_over_time(clicks[75577s])").unwrap();
+    assert_eq!(query.leaves[0].range_ms, 75_577_000, "Grafana's $__range under Today so far");
+    assert!(matches!(q("sum_over_time(clicks[90s])"), Ok(_)));
+}
+
+#[test]
 fn refusals_say_what_to_write_instead() {
     refused("rate(clicks[5m])", "sum_over_time(clicks[5m])");
     refused("increase(clicks[1h])", "not a running total");
-    refused("sum_over_time(clicks[90s])", "write [1m]");
     refused("sum by (campaign) (ctr)", "sum by (...) (clicks) / sum by (...) (impressions)");
     refused("sum_over_time(ctr[1h])", "sum_over_time(clicks[..]) / sum_over_time(impressions[..])");
     refused("clicks[5m]", "sum_over_time(clicks[5m])");
