@@ -107,18 +107,20 @@ struct Measured {
     groups: Aggregation,
 }
 
-async fn gather(table: &SqliteTable, config: &Config, req: PlanRequest, kind: &Kind) -> Measured {
+async fn gather(table: &SqliteTable, config: &Config, req: PlanRequest, kind: &Kind) -> Result<Measured, String> {
     let t0 = Instant::now();
     let group_by: Vec<String> = kind.group_by.iter().map(|s| s.to_string()).collect();
-    let g = zigzag_gather::gather(table, config, req, group_by, &ExecOptions::default()).await.expect("a report");
-    Measured {
+    let g = zigzag_gather::gather(table, config, req, group_by, &ExecOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Measured {
         items: g.actual.stats.returned,
         rcu: g.actual.stats.rcu + g.plan.statistics_cost.1,
         ms: t0.elapsed().as_secs_f64() * 1e3,
         rollups: g.plan.rollups(),
         projection: g.plan.projection.clone(),
         groups: g.aggregation,
-    }
+    })
 }
 
 async fn ideal(table: &SqliteTable, config: &Config, projection: &str, req: PlanRequest, kind: &Kind) -> Measured {
@@ -168,10 +170,25 @@ fn main() {
         for kind in &extra {
             rows.push(("--last 30d", end - 30 * D, end, kind));
         }
+        let (mut worst, mut answered, mut equal) = (0.0f64, 0, 0);
         for (option, from, to, kind) in rows {
             let before = gather(&table, &config, request(from, to, now, kind, false, Completeness::unchecked()), kind).await;
             let after = gather(&table, &config, request(from, to, now, kind, true, complete.clone()), kind).await;
+            let (before, after) = match (before, after) {
+                (Ok(b), Ok(a)) => (b, a),
+                (b, a) => {
+                    let said = |r: &Result<Measured, String>| match r {
+                        Ok(m) => format!("{}, {}, {:.1}, {:.0}", m.rollups, m.items, m.rcu, m.ms),
+                        Err(e) => format!("refused: {}", e.chars().take(90).collect::<String>()),
+                    };
+                    println!("| {option} | {} | | {} | {} | | | | |", kind.name, said(&b), said(&a));
+                    continue;
+                }
+            };
             let best = ideal(&table, &config, &after.projection, request(from, to, now, kind, true, complete.clone()), kind).await;
+            worst = worst.max(after.items as f64 / best.items.max(1) as f64);
+            answered += 1;
+            equal += usize::from(before.groups.groups == after.groups.groups);
             println!(
                 "| {option} | {} | {} | {}, {}, {:.1}, {:.0} | {}, {}, {:.1}, {:.0} | {} ({}) | {:.2} | {:.1}x | {} |",
                 kind.name,
@@ -197,5 +214,7 @@ fn main() {
                 },
             );
         }
+        println!();
+        println!("{answered} answered: the most items read against the ideal decomposition's {worst:.2}x; {equal} of {answered} answers equal to before's");
     });
 }

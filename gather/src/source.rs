@@ -263,19 +263,43 @@ pub async fn choose<T: SortedTable + ?Sized>(
     let mut candidates = Vec::new();
     let mut exact_plans: Vec<(usize, Plan)> = Vec::new();
     for (km, planned) in projections.iter().zip(plans) {
-        match planned {
+        let alternatives = match planned {
             Err(why) => {
-                candidates.push(Candidate { projection: km.name().to_string(), verdict: Err(why), chosen: false })
+                let verdict = Err(format!("not exact: {why}"));
+                candidates.push(Candidate { projection: km.name().to_string(), verdict, chosen: false });
+                continue;
             }
-            Ok(alternatives) => {
-                for plan in alternatives {
-                    let e = estimate(config, km, &plan, &stats, opts.concurrency);
-                    if forced.is_none_or(|f| f == km.name()) {
-                        exact_plans.push((candidates.len(), plan));
-                    }
-                    candidates.push(Candidate { projection: km.name().to_string(), verdict: Ok(e), chosen: false });
+            Ok(alternatives) => alternatives,
+        };
+        // A projection's decompositions are weighed by the items they read
+        // (the statistics count them well), then by their queries: a
+        // Z-range estimate of a time slab of a coarse rollup's month-long
+        // partition runs several times what it reads (BENCHMARKS.md, "Time
+        // ranges"), and would rank an hour's 480 items below its 3,874
+        // minutes. The fewest is then weighed against other projections.
+        let estimated: Vec<(Plan, Estimate)> = alternatives
+            .into_iter()
+            .map(|p| {
+                let e = estimate(config, km, &p, &stats, opts.concurrency);
+                (p, e)
+            })
+            .collect();
+        let key = |e: &Estimate| (e.rcu, e.queries);
+        let best = (0..estimated.len()).min_by(|&a, &b| {
+            key(&estimated[a].1).partial_cmp(&key(&estimated[b].1)).unwrap_or(std::cmp::Ordering::Equal)
+        });
+        let (best_rollups, best_items) = best.map_or(("", 0.0), |i| (estimated[i].1.rollups, estimated[i].1.items));
+        for (i, (plan, e)) in estimated.into_iter().enumerate() {
+            let verdict = match Some(i) == best {
+                true => Ok(e),
+                false => {
+                    Err(format!("{}: ~{:.0} items, more than {best_rollups} (~{best_items:.0})", e.rollups, e.items))
                 }
+            };
+            if verdict.is_ok() && forced.is_none_or(|f| f == km.name()) {
+                exact_plans.push((candidates.len(), plan));
             }
+            candidates.push(Candidate { projection: km.name().to_string(), verdict, chosen: false });
         }
     }
     // Every candidate's two ways, in the order ties go: fewer queries,
@@ -382,7 +406,7 @@ pub fn describe(candidates: &[Candidate], reason: &str) -> String {
                     way(&e.readings[1]),
                 )
             }
-            Err(why) => writeln!(s, "    {:<16} not exact: {why}", c.projection),
+            Err(why) => writeln!(s, "    {:<16} {why}", c.projection),
         };
     }
     let _ = writeln!(s, "  chosen (*): {reason}");

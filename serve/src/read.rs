@@ -144,9 +144,7 @@ pub(crate) fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
 /// holds the buckets ending in its last 75,577 seconds, as Prometheus's
 /// range holds the samples stamped in it).
 pub(crate) fn spans(leaf: &Leaf, ts: &[i64], sample: i64) -> Vec<(i64, i64)> {
-    ts.iter()
-        .map(|t| (floor(t - leaf.offset_ms - leaf.range_ms, sample), floor(t - leaf.offset_ms, sample)))
-        .collect()
+    ts.iter().map(|t| (floor(t - leaf.offset_ms - leaf.range_ms, sample), floor(t - leaf.offset_ms, sample))).collect()
 }
 
 /// The coarsest unit a leaf can be read at.
@@ -161,7 +159,8 @@ fn unit_of(leaf: &Leaf, spans: &[(i64, i64)], catalog: &Catalog) -> i64 {
         .iter()
         .copied()
         .find(|&u| {
-            (u == catalog.sample_ms || coarse) && spans.iter().all(|(a, b)| a.rem_euclid(u) == 0 && b.rem_euclid(u) == 0)
+            (u == catalog.sample_ms || coarse)
+                && spans.iter().all(|(a, b)| a.rem_euclid(u) == 0 && b.rem_euclid(u) == 0)
         })
         .unwrap_or(catalog.sample_ms)
 }
