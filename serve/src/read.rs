@@ -4,7 +4,7 @@
 //!
 //! A leaf at step `t` with range `r` and offset `o` holds the buckets that
 //! end in `(t - o - r, t - o]`, any `r`: the time span
-//! `[floor(t - o - r), floor(t - o))` to the sample bucket ([`spans`]). It
+//! `[floor(t - o - r), floor(t - o))` to the sample bucket (`spans`). It
 //! is read at the coarsest rollup unit both ends of every span lie on (so
 //! each span is whole buckets of it), when the leaf's function is the measure's own merge (`sum` of
 //! counts, `min` of minima, ...); other functions (`count_over_time`,

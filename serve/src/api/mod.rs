@@ -3,7 +3,7 @@
 //! with Prometheus's response shapes (`status`, `data`, `infos`;
 //! `errorType` + `error` on failure). Every request is authenticated
 //! (when a token is set), bounded in time and counted against the
-//! server's query slots, and observed ([`observe`]: requests by handler and
+//! server's query slots, and observed (`observe`: requests by handler and
 //! code, their duration; queries in flight, refused by each limit, and the
 //! RCU each read: docs/METRICS.md).
 
