@@ -46,7 +46,7 @@ const BEYOND_THE_SCENARIO: &[(&str, &str, &str, &str)] = &[
 /// resources (logical ids) it may name.
 const ROLES: &[(&str, &str, &[&str])] = &[
     ("IngestTaskRole", "ingest", &["Stream", "AggregateTable", "LeaseTable"]),
-    ("GatherRole", "gather", &["AggregateTable"]),
+    ("GatherRole", "gather", &["AggregateTable", "LeaseTable"]),
     ("ServeTaskRole", "serve", &["AggregateTable"]),
     ("OperatorRole", "operator", &["AggregateTable", "LeaseTable"]),
     ("CompactorRole", "compact", &["AggregateTable", "LeaseTable"]),
