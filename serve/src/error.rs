@@ -130,8 +130,80 @@ impl ServeError {
     }
 }
 
+/// A planner refusal of `subject` (a selector's text) in a PromQL
+/// user's words: what in the query to change, never a `gather` flag (the planner's errors name its flags:
+/// `--step`, `--from`, `--where`).
+pub(crate) fn refusal(e: GatherError, subject: &str) -> ServeError {
+    use GatherError as G;
+    let advice = "aggregate to the labels a projection keeps (sum by (...)), or use a range, step and time range of \
+                  whole buckets of a rollup it has (e.g. sum_over_time(clicks[1h]) at a 1h step)";
+    match e {
+        G::Projection(why) | G::Rollup(why) => {
+            ServeError::Unsupported(format!("{}: {why}. To read it, {advice}", subject))
+        }
+        G::Window { arg, text, why } => {
+            let what = match arg {
+                "--step" => format!("a step or range of {text}"),
+                "--from" => "the start of the time range".to_string(),
+                "--to" => "the end of the time range".to_string(),
+                _ => format!("the time range {text}"),
+            };
+            // The planner's "try <instant>" hint is a flag value: dropped.
+            let why = why.split("; try ").next().unwrap_or(&why).to_string();
+            ServeError::Unsupported(format!(
+                "{}: {what}: {why} of the projections that keep its labels. To read it, {advice}",
+                subject
+            ))
+        }
+        G::Filter { expr, why } => ServeError::BadData(format!("{}: the matcher on {expr}: {why}", subject)),
+        G::GroupBy { field, why } => ServeError::BadData(format!("{}: by ({field}): {why}", subject)),
+        other => ServeError::Gather(other),
+    }
+}
+
 pub type Result<T, E = ServeError> = std::result::Result<T, E>;
 
 pub(crate) fn unsupported(msg: impl Into<String>) -> ServeError {
     ServeError::Unsupported(msg.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The planner's refusals name `gather`'s flags; the HTTP API's say
+    /// what to change in the query.
+    #[test]
+    fn a_planner_refusal_speaks_promql_and_names_no_flag() {
+        let refusals = [
+            GatherError::Window {
+                arg: "--step",
+                text: "1m".into(),
+                why: "is not a multiple of 1h, the finest configured rollup".into(),
+            },
+            GatherError::Window {
+                arg: "--from",
+                text: "1795899300000".into(),
+                why: "2026-11-28T20:55:00Z is not on a boundary of the finest rollup (1h); try 2026-11-28T20:00:00Z"
+                    .into(),
+            },
+            GatherError::Filter { expr: "country".into(), why: "cannot narrow the index: out of range".into() },
+            GatherError::GroupBy { field: "x".into(), why: "not a dimension".into() },
+            GatherError::Projection("no projection answers this report exactly".into()),
+        ];
+        for e in refusals {
+            let said = refusal(e, "sum_over_time(clicks[5m])").to_string();
+            assert!(!said.contains("--"), "{said}");
+            assert!(said.starts_with("sum_over_time(clicks[5m]): "), "{said}");
+        }
+        let step = refusal(
+            GatherError::Window { arg: "--step", text: "1m".into(), why: "is not a multiple of 1h".into() },
+            "topk(20, x)",
+        );
+        assert!(matches!(step, ServeError::Unsupported(_)));
+        assert!(
+            step.to_string().contains("a step or range of 1m")
+                && step.to_string().contains("sum_over_time(clicks[1h]) at a 1h step")
+        );
+    }
 }

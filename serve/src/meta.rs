@@ -165,7 +165,7 @@ impl Engine {
                     format!("the window spans more than {} buckets", self.limits.max_buckets),
                 )
             },
-            ServeError::from,
+            |e| crate::error::refusal(e, "the series' time range"),
         ))
     }
 }

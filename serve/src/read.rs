@@ -264,7 +264,7 @@ pub async fn read_leaves(
         let p =
             zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req.clone(), first.group.clone(), opts)
                 .await
-                .map_err(|e| explain_refusal(e, first))?;
+                .map_err(|e| crate::error::refusal(e, &first.text))?;
         // Counted from ingest's statistics; a bin without any was never
         // written (the declared schema's guess is a bound for tables from
         // before statistics, far above what an empty bin costs).
@@ -372,19 +372,6 @@ pub(crate) fn too_many_series(n: usize, limits: &Limits) -> ServeError {
             limits.max_series
         ),
     )
-}
-
-/// A planner refusal, with what a PromQL user can change.
-fn explain_refusal(e: zigzag_gather::GatherError, leaf: &Leaf) -> ServeError {
-    use zigzag_gather::GatherError as G;
-    match e {
-        G::Projection(why) | G::Rollup(why) => ServeError::Unsupported(format!(
-            "{}: {why}. Aggregate to the labels a projection keeps (sum by (...)), or use a range and step of whole \
-             buckets of a rollup it has (e.g. sum_over_time(clicks[1h]) at a 1h step)",
-            leaf.text
-        )),
-        other => ServeError::Gather(other),
-    }
 }
 
 /// The measures a metric is read from.
