@@ -190,8 +190,7 @@ fn totals_are_exact_after_repeated_kill_9() {
             now: 0,
 
             source: Default::default(),
-            mixed: false,
-            complete: Default::default(),
+            mixing: None,
         };
         let snapshot = rt.block_on(gather(&reader, &config, hour, vec![], &ExecOptions::default()));
         assert!(snapshot.is_ok(), "a read during ingestion failed: {:?}", snapshot.err());

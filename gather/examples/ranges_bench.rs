@@ -17,7 +17,7 @@ use std::time::Instant;
 use zigzag_gather::execute::{execute_fresh, ExecOptions};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::merge::Aggregation;
-use zigzag_gather::plan::{plan_source, PlanRequest};
+use zigzag_gather::plan::{plan_source, Mixing, PlanRequest};
 use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::WindowSpec;
 use zigzag_gather::Completeness;
@@ -93,8 +93,7 @@ fn request(from: i64, to: i64, now: i64, kind: &Kind, mixed: bool, complete: Com
             projection: None,
             measures: kind.measures.map(|m| m.iter().map(|s| s.to_string()).collect()),
         },
-        mixed,
-        complete,
+        mixing: mixed.then(|| Mixing::complete(complete)),
     }
 }
 

@@ -203,8 +203,7 @@ async fn check_rollup<T: SortedTable + ?Sized>(
         filters,
         now,
         source: Default::default(),
-        mixed: false,
-        complete: Default::default(),
+        mixing: None,
     };
     let plan = plan_source(km, req)?;
     let fresh_total = || Aggregation::new(None, vec![], set.clone());

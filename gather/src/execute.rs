@@ -250,8 +250,7 @@ mod tests {
             filters: Default::default(),
             now: t,
             source: Default::default(),
-            mixed: false,
-            complete: Default::default(),
+            mixing: None,
         };
         let mut p = plan_source(&km, req).unwrap();
         p.reads[0].bin_items = vec![bin_items; p.reads[0].boxes.len()];

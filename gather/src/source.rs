@@ -348,7 +348,7 @@ pub async fn choose<T: SortedTable + ?Sized>(
         None => format!("the fastest read within {allowance}: {}", reading.way.name()),
     };
     plan.way = reading.way;
-    let (lease_requests, lease_rcu) = req.complete.cost();
+    let (lease_requests, lease_rcu) = req.mixing.as_ref().map_or((0, 0.0), |m| m.complete.cost());
     plan.statistics_cost = (stats.requests + lease_requests, stats.rcu + lease_rcu);
     route::prefetched_into(markers, &mut plan.reads);
     for read in &mut plan.reads {

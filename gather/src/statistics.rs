@@ -155,8 +155,7 @@ mod tests {
                 filters: crate::filter::FilterSet::parse(&[filter], &config).unwrap(),
                 now: T + 2 * DAY,
                 source: Default::default(),
-                mixed: false,
-                complete: Default::default(),
+                mixing: None,
             };
             plan_source(&km, req).unwrap().reads.remove(0)
         };

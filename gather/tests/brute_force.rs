@@ -176,8 +176,7 @@ fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
         now: 0,
 
         source: Default::default(),
-        mixed: false,
-        complete: Default::default(),
+        mixing: None,
     };
     let strategy = match c.strategy {
         0 => ZStrategy::Auto(AutoConfig::default()),
@@ -277,8 +276,7 @@ fn rcu_budget_paces_reads() {
         now: 0,
 
         source: Default::default(),
-        mixed: false,
-        complete: Default::default(),
+        mixing: None,
     };
     let strategy = ZStrategy::PageJump { limit: 3 };
     let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };

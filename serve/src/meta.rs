@@ -140,8 +140,7 @@ impl Engine {
                 filters: s.filters.clone(),
                 now,
                 source: SourceRequest { projection: projection.map(str::to_string), measures: measures.clone() },
-                mixed: false,
-                complete: Default::default(),
+                mixing: None,
             };
             match zigzag_gather::gather(self.table(), &catalog.config, req, dims.to_vec(), &self.opts).await {
                 Ok(g) => {

@@ -257,9 +257,7 @@ pub async fn read_leaves(
             filters: first.filters.clone(),
             now,
             source: SourceRequest { projection: None, measures: Some(names) },
-            // One rollup a read: the cache keeps time slices of one.
-            mixed: false,
-            complete: Default::default(),
+            mixing: None,
         };
         let p =
             zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req.clone(), first.group.clone(), opts)

@@ -143,8 +143,7 @@ async fn gather_bench(records: u64) {
         now: START + 3 * DAY,
 
         source: Default::default(),
-        mixed: false,
-        complete: Default::default(),
+        mixing: None,
     };
     println!("\none-day hourly report, 100 prefixes (DynamoDB Local, eventually consistent reads)");
     println!("{:<34} {:>9} {:>9} {:>11} {:>10}", "gatherer", "wall s", "requests", "items read", "RCU");

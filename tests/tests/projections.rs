@@ -236,8 +236,7 @@ fn request(r: &Report, config: &Config, projection: Option<&str>) -> PlanRequest
         filters: FilterSet::parse(&exprs, config).expect("filters on dimensions"),
         now: 0,
         source: SourceRequest { projection: projection.map(String::from), measures: r.measures.clone() },
-        mixed: false,
-        complete: Default::default(),
+        mixing: None,
     }
 }
 

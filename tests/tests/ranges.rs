@@ -23,7 +23,7 @@ use zigzag_core::table::SortedTable;
 use zigzag_gather::execute::{execute_fresh, ExecOptions};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::merge::Aggregation;
-use zigzag_gather::plan::PlanRequest;
+use zigzag_gather::plan::{Mixing, PlanRequest};
 use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::WindowSpec;
 use zigzag_gather::Completeness;
@@ -118,8 +118,7 @@ fn request(from: i64, to: i64, step: Option<i64>, rollup: Option<Rollup>, projec
         filters: FilterSet::default(),
         now: START + SPAN,
         source: SourceRequest { projection, measures: None },
-        mixed: true,
-        complete: Completeness::unchecked(),
+        mixing: Some(Mixing::complete(Completeness::unchecked())),
     }
 }
 
@@ -182,7 +181,8 @@ async fn compare(seed: u64, hour_ms: u64, day_ms: u64, kill_ms: u64, windows: us
             "[{from}, {to}) step {step:?} by {group:?}, {hour_ms}/{day_ms} ms cadences, killed at {kill_ms} ms"
         );
         // As the planner chooses (projection and decomposition by cost).
-        let mixed = PlanRequest { complete: complete.clone(), ..request(from, to, step, None, None) };
+        let mixed =
+            PlanRequest { mixing: Some(Mixing::complete(complete.clone())), ..request(from, to, step, None, None) };
         let g = zigzag_gather::gather(&table, &config, mixed, group.clone(), &opts).await.unwrap();
         let projection = g.plan.projection.clone();
         let minutes = request(from, to, step, Some(Rollup::Minute), Some(projection.clone()));
@@ -196,7 +196,8 @@ async fn compare(seed: u64, hour_ms: u64, day_ms: u64, kill_ms: u64, windows: us
         );
         // The most coarse items the planner may ever read: the greedy
         // decomposition, whatever it costs.
-        let greedy = PlanRequest { complete: complete.clone(), ..request(from, to, step, None, None) };
+        let greedy =
+            PlanRequest { mixing: Some(Mixing::complete(complete.clone())), ..request(from, to, step, None, None) };
         let (plan, greedy) = read_greedy(&table, &config, &projection, greedy, &group).await;
         assert!(greedy == m.aggregation.groups, "{what}: greedy read from {} != all minutes\n{plan}", plan.rollups());
         seen.windows += 1;

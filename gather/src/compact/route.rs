@@ -172,8 +172,7 @@ mod tests {
             filters: Default::default(),
             now: T,
             source: Default::default(),
-            mixed: false,
-            complete: Default::default(),
+            mixing: None,
         };
         plan_source(&km, req).unwrap().reads.remove(0)
     }
@@ -276,8 +275,7 @@ mod tests {
             filters: crate::filter::FilterSet::parse(&["country=DE".to_string()], &config).unwrap(),
             now: T + 2 * DAY,
             source: Default::default(),
-            mixed: false,
-            complete: Default::default(),
+            mixing: None,
         };
         let plan = plan_source(&km, req).unwrap().reads.remove(0);
         assert!(!plan.compactable);

@@ -17,7 +17,7 @@
 //!    deleted is refused, never answered short). Each coarsest rollup
 //!    allowed gives one decomposition; the planner weighs them as it weighs
 //!    projections (`source.rs`). `--rollup` reads the window from one
-//!    rollup, aligned with it, as does a request that is not `mixed`.
+//!    rollup, aligned with it, as does a request without `mixing`.
 //! 4. **Queries**: `Schema::plan_boxes` gives one Z-box per partition time
 //!    bin (a day of minutes, a month of hours or days) from a read's span
 //!    and the filters; each box is read in each of the P scatter prefixes.
@@ -58,12 +58,27 @@ pub struct PlanRequest {
     pub now: i64,
     /// The projection asked for, and the measures needed.
     pub source: SourceRequest,
-    /// The window may be read from several rollups (else from the
-    /// coarsest one aligned with it, as `gather serve`'s cache of time
-    /// slices reads).
-    pub mixed: bool,
+    /// How the window may be read from several rollups (None: from one,
+    /// the coarsest aligned with it).
+    pub mixing: Option<Mixing>,
+}
+
+/// What lets a window be read from several rollups.
+#[derive(Debug, Clone, Default)]
+pub struct Mixing {
     /// Which coarse buckets may stand for their finer items.
     pub complete: Completeness,
+    /// Instants no coarse bucket read may straddle: the ends of the spans
+    /// a caller folds the buckets into (`gather serve`'s ranges), so that
+    /// each span is whole buckets of what it is read from.
+    pub cuts: Vec<i64>,
+}
+
+impl Mixing {
+    /// Mixed reads where `complete` says coarse buckets are complete.
+    pub fn complete(complete: Completeness) -> Mixing {
+        Mixing { complete, cuts: Vec::new() }
+    }
 }
 
 /// One Z-range query: a box of one time bin in one scatter prefix.
@@ -216,7 +231,7 @@ fn aligned(w: &Window, r: Rollup) -> bool {
 }
 
 /// One rollup for the whole window: `--rollup`, checked, or (a request
-/// that is not mixed) the coarsest aligned with it.
+/// without `mixing`) the coarsest aligned with it.
 fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>) -> Result<(Rollup, String)> {
     let (_, rollups) = units(km)?;
     let divides = |r: Rollup| step.is_none_or(|s| s % r.unit_ms() == 0);
@@ -301,15 +316,15 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
 }
 
 /// Every way to read `req` from `km`: one read of one rollup (`--rollup`,
-/// or a request that is not mixed); else one decomposition per coarsest
+/// or a request without `mixing`); else one decomposition per coarsest
 /// rollup allowed, coarsest first, those that differ.
 pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
     let (step, window, rollups) = step_and_window(km, &req)?;
-    if req.rollup.is_some() || !req.mixed {
+    let Some(mixing) = req.mixing.as_ref().filter(|_| req.rollup.is_none()) else {
         let (rollup, reason) = choose_rollup(km, &req, &window, step)?;
         let spans = [Span { rollup, start: window.start, end: window.end }];
         return Ok(vec![assemble(km, &req, step, window, &spans, reason)?]);
-    }
+    };
     let usable: Vec<Rollup> = rollups.iter().copied().filter(|r| step.is_none_or(|s| s % r.unit_ms() == 0)).collect();
     let finest = usable[0];
     let projection = km.name();
@@ -317,7 +332,9 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
     let mut first_error = None;
     for cap in (0..usable.len()).rev() {
         let mut may_stand = |r: Rollup, lo: i64, hi: i64| {
-            km.retention().readable(r, lo, req.now).is_ok() && req.complete.complete(projection, r, finest, lo, hi)
+            !mixing.cuts.iter().any(|&c| lo < c && c < hi)
+                && km.retention().readable(r, lo, req.now).is_ok()
+                && mixing.complete.complete(projection, r, finest, lo, hi)
         };
         let spans = decompose(window.start, window.end, &usable[..=cap], &mut may_stand);
         if alternatives.iter().any(|p| same_spans(p, &spans)) {
@@ -490,8 +507,7 @@ mod tests {
             filters: FilterSet::default(),
             now: T,
             source: SourceRequest::default(),
-            mixed: false,
-            complete: Completeness::unchecked(),
+            mixing: None,
         }
     }
 
@@ -551,6 +567,46 @@ mod tests {
         // This morning's minutes are read as ever.
         let p = plan_source(&km, req(T - 2 * H, T - H, Some(60_000), true)).unwrap();
         assert_eq!(p.single_rollup().unwrap(), Rollup::Minute);
+    }
+
+    #[test]
+    fn a_mixed_window_reads_days_hours_and_minutes_and_no_coarse_bucket_across_a_cut() {
+        let km = KeyModel::new(&Config::default()).unwrap();
+        let day = T - 10 * H; // 2025-11-21T00:00Z
+        let m = 60_000;
+        let (from, to) = (day - 2 * 24 * H - 3 * H - 5 * m, day + 5 * H + 7 * m);
+        let mut r = req(from, to, None, false);
+        r.mixing = Some(Mixing::default());
+        let spans = |p: &Plan| p.reads.iter().map(|r| (r.rollup, r.window.start, r.window.end)).collect::<Vec<_>>();
+        let p = plan_source(&km, r.clone()).unwrap();
+        assert_eq!(
+            spans(&p),
+            vec![
+                (Rollup::Minute, from, day - 2 * 24 * H - 3 * H),
+                (Rollup::Hour, day - 2 * 24 * H - 3 * H, day - 2 * 24 * H),
+                (Rollup::Day, day - 2 * 24 * H, day),
+                (Rollup::Hour, day, day + 5 * H),
+                (Rollup::Minute, day + 5 * H, to),
+            ]
+        );
+        assert_eq!(p.rollups(), "day+hour+minute");
+        // A cut inside the second day and one inside an hour: the buckets
+        // around them are read finer, the rest as before.
+        let cuts = vec![day - 24 * H + 90 * m, day + 2 * H + 30 * m];
+        r.mixing = Some(Mixing { cuts: cuts.clone(), ..Mixing::default() });
+        let p = plan_source(&km, r).unwrap();
+        for read in &p.reads {
+            for c in &cuts {
+                let unit = read.rollup.unit_ms();
+                let mut b = read.window.start;
+                while b < read.window.end {
+                    assert!(!(b < *c && *c < b + unit), "{:?} bucket at {b} straddles the cut {c}", read.rollup);
+                    b += unit;
+                }
+            }
+        }
+        assert_eq!(spans(&p)[2], (Rollup::Day, day - 2 * 24 * H, day - 24 * H), "one day, then the cut day's hours");
+        assert_eq!(p.reads.iter().map(|r| r.window.len_ms()).sum::<i64>(), to - from, "the whole window, once");
     }
 
     #[test]

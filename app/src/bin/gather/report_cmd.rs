@@ -12,7 +12,7 @@ use zigzag_core::query::Strategy;
 use zigzag_core::table::SortedTable;
 use zigzag_gather::execute::{ExecOptions, DEFAULT_CONCURRENCY};
 use zigzag_gather::filter::FilterSet;
-use zigzag_gather::plan::PlanRequest;
+use zigzag_gather::plan::{Mixing, PlanRequest};
 use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
 use zigzag_gather::report::{self, RankBy};
 use zigzag_gather::source::SourceRequest;
@@ -214,12 +214,13 @@ async fn prepare(
         filters: FilterSet::parse(&c.filters, config)?,
         now: now_ms(c.now.as_deref())?,
         source: SourceRequest { projection: c.projection.clone(), measures: needed },
-        mixed: true,
         // Which hour and day items hold all their minutes: the lease table
         // says what the slower cadences have not written yet.
-        complete: Completeness::read(config, leases)
-            .await
-            .context("reading the lease table (which hour and day items hold all their minutes)")?,
+        mixing: Some(Mixing::complete(
+            Completeness::read(config, leases)
+                .await
+                .context("reading the lease table (which hour and day items hold all their minutes)")?,
+        )),
     };
     let group_by = merge::parse_group_by(&c.group_by, config)?;
     if matches!(kind, Kind::Top { .. }) && group_by.is_empty() {
