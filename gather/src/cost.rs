@@ -172,13 +172,13 @@ pub fn readings(reads: &[ReadHeld<'_>], item_bytes: f64, concurrency: usize) -> 
                 let held = Held { window: per_query, rest };
                 let naive = naive(&b.zbox, held, item_bytes);
                 // What `auto` reads whole (`execute::strategy_for`): a box no
-                // filter narrows that holds most of its partition, a
-                // partition of a few units. (A box no filter narrows over an
-                // hour of a month's partition is read range by range.)
+                // filter narrows, a partition of a few units. (Estimated so
+                // even where `strategy_for` probes a box holding a small share
+                // of its partition: `auto`'s estimate of such a time slab
+                // runs several times what it reads, BENCHMARKS.md "Time
+                // ranges", and would make the planner read it naively.)
                 let partition = held.window + held.rest.unwrap_or(0.0);
-                let share = if partition > 0.0 { held.window / partition } else { 1.0 };
-                let whole = (plan.spans_all_but_time.get(i).copied().unwrap_or(false)
-                    && share >= crate::execute::WHOLE_BOX_SHARE)
+                let whole = plan.spans_all_but_time.get(i).copied().unwrap_or(false)
                     || partition * item_bytes <= crate::execute::WHOLE_PARTITION_BYTES;
                 match whole {
                     true => (naive, naive),

@@ -49,6 +49,15 @@ impl Planned {
         &self.group_by
     }
 
+    /// Its `i`-th read as a plan of its own (the window that read's span):
+    /// a reader that keeps time slices of one rollup reads a plan of
+    /// several piece by piece.
+    pub fn piece(&self, i: usize) -> Option<Planned> {
+        let read = self.plan.reads.get(i)?.clone();
+        let plan = Plan { window: read.window, reads: vec![read], ..self.plan.clone() };
+        Some(Planned { plan, projections: self.projections.clone(), group_by: self.group_by.clone() })
+    }
+
     /// An empty aggregation of what the plan reads (its step, grouping and
     /// the measures of its projection).
     pub fn empty(&self) -> Aggregation {

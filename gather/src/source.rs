@@ -54,6 +54,10 @@ pub struct SourceRequest {
 pub const UNKNOWN_CARDINALITY: f64 = 1_000.0;
 /// Items per bucket are assumed at most this (a partition's time bin).
 const MAX_ITEMS_PER_BUCKET: f64 = 1e7;
+/// A finer decomposition of a projection's window is read instead of a
+/// coarser one only when its estimate is below the coarser's by more than
+/// this share (statistics are sketches; coarser reads fewer buckets).
+const DECOMPOSITION_MARGIN: f64 = 0.1;
 /// A read unit: 4 KB, half a unit eventually consistent.
 const READ_UNIT_BYTES: f64 = 4096.0;
 
@@ -284,10 +288,16 @@ pub async fn choose<T: SortedTable + ?Sized>(
                 (p, e)
             })
             .collect();
-        let key = |e: &Estimate| (e.rcu, e.queries);
-        let best = (0..estimated.len()).min_by(|&a, &b| {
-            key(&estimated[a].1).partial_cmp(&key(&estimated[b].1)).unwrap_or(std::cmp::Ordering::Equal)
-        });
+        // Coarsest first: a finer one is taken only when clearly cheaper
+        // (the statistics' counts are sketches: a few percent apart is
+        // the same, and then fewer, coarser buckets are read).
+        let mut best = (!estimated.is_empty()).then_some(0);
+        for i in 1..estimated.len() {
+            let (e, b) = (&estimated[i].1, &estimated[best.unwrap_or(0)].1);
+            if e.rcu < b.rcu * (1.0 - DECOMPOSITION_MARGIN) || (e.rcu <= b.rcu && e.queries < b.queries) {
+                best = Some(i);
+            }
+        }
         let (best_rollups, best_items) = best.map_or(("", 0.0), |i| (estimated[i].1.rollups, estimated[i].1.items));
         for (i, (plan, e)) in estimated.into_iter().enumerate() {
             let verdict = match Some(i) == best {

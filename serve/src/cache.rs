@@ -47,7 +47,7 @@ use zigzag_gather::execute::{Actual, ExecOptions};
 use zigzag_gather::merge::{bucket_of, Aggregation, GroupKey};
 use zigzag_gather::{GatherError, Gathered, Planned};
 use zigzag_model::changes::{self, SliceMarks};
-use zigzag_model::MeasureValues;
+use zigzag_model::{MeasureValues, Rollup};
 
 /// Fill turns kept before the ones no read holds are dropped.
 const TURNS_KEPT: usize = 1024;
@@ -97,8 +97,14 @@ impl Entry {
 /// (what was read: table, projection, rollup, step, filters, grouping; slice start)
 type Key = (Arc<str>, i64);
 
+/// Parts of one slice kept at once: a part read is kept beside other parts
+/// of the slice (two pieces of one mixed plan, the hours before and after
+/// an owed one, each have theirs), unless one it covers.
+const PARTS_KEPT: usize = 4;
+
 struct State {
-    entries: LruCache<Key, Arc<Entry>>,
+    /// Per slice, the parts read, newest last.
+    entries: LruCache<Key, Vec<Arc<Entry>>>,
     bytes: usize,
     /// Whole reads served from memory, assembled (by identity and window).
     assembled: LruCache<String, Assembled>,
@@ -160,6 +166,11 @@ pub struct SliceCache {
 }
 
 impl SliceCache {
+    /// Its bound, bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// A cache of at most `capacity` bytes (0: none; every read reads).
     pub fn new(capacity: usize) -> SliceCache {
         SliceCache {
@@ -188,8 +199,9 @@ impl SliceCache {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn get(&self, key: &Key) -> Option<Arc<Entry>> {
-        self.lock().entries.get(key).cloned()
+    /// The parts of a slice kept.
+    fn get(&self, key: &Key) -> Vec<Arc<Entry>> {
+        self.lock().entries.get(key).cloned().unwrap_or_default()
     }
 
     /// The read `key` assembled before from exactly the entries `served`.
@@ -253,10 +265,18 @@ impl SliceCache {
         for s in slices {
             let (a, b) = part(s);
             let now = marks.get(&s).unwrap_or(&unmarked);
-            let entry = self.get(&(identity.clone(), s));
-            match entry.as_ref().map_or(Answers::No, |e| e.answers(a, b, now, at, recheck)) {
-                Answers::No => missing.push(s),
-                answers => served.extend(entry.map(|e| (e, answers))),
+            let answered = self
+                .get(&(identity.clone(), s))
+                .into_iter()
+                .rev()
+                .map(|e| {
+                    let answers = e.answers(a, b, now, at, recheck);
+                    (e, answers)
+                })
+                .find(|(_, answers)| *answers != Answers::No);
+            match answered {
+                None => missing.push(s),
+                Some(found) => served.push(found),
             }
         }
     }
@@ -268,13 +288,21 @@ impl SliceCache {
         }
         let entry = Arc::new(entry);
         let mut s = self.lock();
-        s.bytes += entry.bytes;
-        if let Some(old) = s.entries.put(key, entry.clone()) {
-            s.bytes -= old.bytes;
+        let mut parts = s.entries.pop(&key).unwrap_or_default();
+        let before: usize = parts.iter().map(|e| e.bytes).sum();
+        // The parts it covers are older than it: dropped; and the oldest
+        // beyond the bound.
+        parts.retain(|e| !(entry.from <= e.from && e.to <= entry.to));
+        if parts.len() >= PARTS_KEPT {
+            parts.drain(..=parts.len() - PARTS_KEPT);
         }
+        parts.push(entry.clone());
+        let after: usize = parts.iter().map(|e| e.bytes).sum();
+        s.bytes = s.bytes + after - before;
+        s.entries.put(key, parts);
         while s.bytes > self.capacity {
             match s.entries.pop_lru() {
-                Some((_, e)) => s.bytes -= e.bytes,
+                Some((_, parts)) => s.bytes -= parts.iter().map(|e| e.bytes).sum::<usize>(),
                 None => break,
             }
         }
@@ -292,14 +320,57 @@ impl SliceCache {
         recent: &Recent,
         identity: &str,
         opts: &ExecOptions,
-        replan: impl FnOnce(i64, i64) -> F,
+        replan: impl Fn(i64, i64, Rollup) -> F,
+    ) -> Result<CachedRead, GatherError>
+    where
+        F: std::future::Future<Output = Result<Planned, GatherError>>,
+    {
+        if planned.plan.single_rollup().is_some() || self.capacity == 0 {
+            return self.read_one(planned, recent, identity, opts, &replan).await;
+        }
+        // Slices are of one rollup: a plan of several (whole days, edge
+        // hours, minutes) is read piece by piece, each from its rollup's
+        // slices, and the pieces' groups put together (their buckets are
+        // apart: the pieces are).
+        let mut pieces = Vec::with_capacity(planned.plan.reads.len());
+        for i in 0..planned.plan.reads.len() {
+            let piece = planned.piece(i).expect("a read of the plan");
+            pieces.push(self.read_one(piece, recent, identity, opts, &replan).await?);
+        }
+        let mut aggregation = planned.empty();
+        let (mut actual, mut used) = (Actual::default(), Use::default());
+        for piece in &pieces {
+            for (k, v) in &piece.aggregation.groups {
+                merge_into(&mut aggregation, k, v);
+            }
+            actual.queries += piece.actual.queries;
+            actual.stats.add(&piece.actual.stats);
+            actual.kept += piece.actual.kept;
+            actual.retries += piece.actual.retries;
+            actual.wall += piece.actual.wall;
+            used.hits += piece.used.hits;
+            used.read += piece.used.read;
+            used.before_flush += piece.used.before_flush;
+            used.kept += piece.used.kept;
+        }
+        let Planned { plan, .. } = planned;
+        Ok(CachedRead { plan, actual, aggregation: Arc::new(aggregation), used })
+    }
+
+    /// [`Self::read`] of a plan of one rollup.
+    async fn read_one<F>(
+        &self,
+        planned: Planned,
+        recent: &Recent,
+        identity: &str,
+        opts: &ExecOptions,
+        replan: &impl Fn(i64, i64, Rollup) -> F,
     ) -> Result<CachedRead, GatherError>
     where
         F: std::future::Future<Output = Result<Planned, GatherError>>,
     {
         let plan = &planned.plan;
-        // Slices are of one rollup: a plan of several is read as it is.
-        let rollup = plan.single_rollup().unwrap_or(zigzag_model::Rollup::Minute);
+        let rollup = plan.single_rollup().unwrap_or(Rollup::Minute);
         let slice = changes::slice_ms(rollup);
         let cacheable =
             self.capacity > 0 && plan.single_rollup().is_some() && plan.step.is_some_and(|s| s > 0 && slice % s == 0);
@@ -356,7 +427,7 @@ impl SliceCache {
             let (span_from, span_to) = (part(first).0, part(last).1);
             let span = match (span_from, span_to) == (from, to) {
                 true => planned.clone(),
-                false => replan(span_from, span_to).await?,
+                false => replan(span_from, span_to, rollup).await?,
             };
             // Strongly consistent: the items must hold every flush the
             // marks read before them say is done.

@@ -7,9 +7,9 @@ use crate::catalog::Catalog;
 use crate::compile::{compile, parse};
 use crate::error::{Result, ServeError};
 use crate::eval::{evaluate, Order};
-use crate::read::{read_leaves, too_many_series, Inflight, Limits, ReadReport, Reader};
+use crate::read::{read_leaves, too_many_series, Limits, ReadReport, Reader};
 use crate::recent::Recent;
-use crate::samples::{Memo, Samples};
+use crate::samples::Memo;
 use crate::series::Value;
 use crate::series::Vector;
 use std::sync::{Arc, RwLock};
@@ -55,6 +55,8 @@ pub struct Engine {
     pub limits: Limits,
     /// Reads in flight, the cache, the shared small reads.
     reader: Arc<Reader>,
+    /// The lease table, when given (`with_leases`).
+    leases: Option<Arc<dyn SortedTable>>,
     /// Answers evaluated from series still current.
     answers: Memo<Vec<Vector>, (Value, Order)>,
 }
@@ -62,12 +64,10 @@ pub struct Engine {
 impl Engine {
     pub fn new(table: Arc<dyn SortedTable>, catalog: Catalog, opts: ExecOptions, limits: Limits) -> Engine {
         let base = catalog.config.clone();
-        let reader = Arc::new(Reader {
-            recent: Arc::new(Recent::new(table.clone(), Duration::ZERO)),
-            inflight: Inflight::default(),
-            cache: SliceCache::new(DEFAULT_CACHE_BYTES),
-            samples: Samples::default(),
-        });
+        let reader = Arc::new(Reader::new(
+            Arc::new(Recent::new(table.clone(), Duration::ZERO)),
+            SliceCache::new(DEFAULT_CACHE_BYTES),
+        ));
         Engine {
             table,
             catalog: RwLock::new(Arc::new(catalog)),
@@ -76,6 +76,7 @@ impl Engine {
             opts,
             limits,
             reader,
+            leases: None,
             answers: Memo::new(ANSWERS_KEPT),
         }
     }
@@ -84,12 +85,24 @@ impl Engine {
     /// statistics, change marks) shared for `recheck` (0: each query reads
     /// them, concurrent ones once).
     pub fn with_cache(mut self, bytes: usize, recheck: Duration) -> Engine {
-        self.reader = Arc::new(Reader {
-            recent: Arc::new(Recent::new(self.table.clone(), recheck)),
-            inflight: Inflight::default(),
-            cache: SliceCache::new(bytes),
-            samples: Samples::default(),
-        });
+        let leases = self.leases.clone();
+        self.reader = Arc::new(
+            Reader::new(Arc::new(Recent::new(self.table.clone(), recheck)), SliceCache::new(bytes)).with_leases(leases),
+        );
+        self
+    }
+
+    /// Reads which hour and day items hold all their minutes from this
+    /// lease table, so that a long range is read from them (without one,
+    /// every coarse bucket is taken as complete).
+    pub fn with_leases(mut self, leases: Arc<dyn SortedTable>) -> Engine {
+        self.leases = Some(leases.clone());
+        let recheck = self.reader.recent.recheck();
+        let bytes = self.reader.cache.capacity();
+        self.reader = Arc::new(
+            Reader::new(Arc::new(Recent::new(self.table.clone(), recheck)), SliceCache::new(bytes))
+                .with_leases(Some(leases)),
+        );
         self
     }
 

@@ -27,10 +27,10 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use zigzag_gather::execute::ExecOptions;
-use zigzag_gather::plan::PlanRequest;
+use zigzag_gather::plan::{Mixing, PlanRequest};
 use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::{format_duration, WindowSpec};
-use zigzag_gather::GatherError;
+use zigzag_gather::{Completeness, GatherError};
 use zigzag_model::measure::MeasureKind;
 
 /// What one query may cost before it is refused.
@@ -104,6 +104,51 @@ pub struct Reader {
     pub inflight: Inflight,
     pub cache: SliceCache,
     pub samples: Samples,
+    /// The lease table: which hour and day items hold all their minutes
+    /// (None: every coarse bucket is taken as complete, as for a table
+    /// written without one).
+    leases: Option<Arc<dyn zigzag_core::table::SortedTable>>,
+    /// Its last reading and when it began, shared for `recheck`.
+    complete: tokio::sync::Mutex<Option<(std::time::Instant, Completeness)>>,
+}
+
+impl Reader {
+    pub fn new(recent: Arc<Recent>, cache: SliceCache) -> Reader {
+        Reader {
+            recent,
+            inflight: Inflight::default(),
+            cache,
+            samples: Samples::default(),
+            leases: None,
+            complete: Default::default(),
+        }
+    }
+
+    /// Reads which coarse buckets are complete from `leases`.
+    pub fn with_leases(mut self, leases: Option<Arc<dyn zigzag_core::table::SortedTable>>) -> Reader {
+        self.leases = leases;
+        self
+    }
+
+    /// Which coarse buckets hold all their finer items: the lease table's
+    /// reading begun at most `recheck` before this call (each call reads
+    /// it when `recheck` is 0; concurrent calls then wait for one another).
+    pub async fn completeness(&self, config: &zigzag_model::Config) -> Result<Completeness> {
+        let Some(leases) = &self.leases else { return Ok(Completeness::unchecked()) };
+        let asked = std::time::Instant::now();
+        let mut slot = self.complete.lock().await;
+        if let Some((at, c)) = slot.as_ref() {
+            if asked.saturating_duration_since(*at) <= self.recent.recheck() && *at + self.recent.recheck() >= asked {
+                return Ok(c.clone());
+            }
+        }
+        let began = std::time::Instant::now();
+        let c = Completeness::read(config, leases.as_ref()).await.map_err(|e| {
+            ServeError::Layout(format!("reading the lease table (which coarse items are complete): {e}"))
+        })?;
+        *slot = Some((began, c.clone()));
+        Ok(c)
+    }
 }
 
 /// What reading cost, and what a user should know about it.
@@ -122,6 +167,12 @@ struct Read {
     unit: i64,
     from: i64,
     to: i64,
+    /// Every leaf folds its range by the measure's merge: coarser items
+    /// than `unit` may stand for its buckets where whole (`gather`'s mixed
+    /// plans), never across `cuts`.
+    mixed: bool,
+    /// The ends of every leaf's span at every step.
+    cuts: Vec<i64>,
 }
 
 fn floor(t: i64, unit: i64) -> i64 {
@@ -147,13 +198,17 @@ pub(crate) fn spans(leaf: &Leaf, ts: &[i64], sample: i64) -> Vec<(i64, i64)> {
     ts.iter().map(|t| (floor(t - leaf.offset_ms - leaf.range_ms, sample), floor(t - leaf.offset_ms, sample))).collect()
 }
 
-/// The coarsest unit a leaf can be read at.
-fn unit_of(leaf: &Leaf, spans: &[(i64, i64)], catalog: &Catalog) -> i64 {
-    let kind = match &leaf.metric {
+/// The kind of the measure a leaf reads (None: a ratio).
+fn catalog_kind(leaf: &Leaf, catalog: &Catalog) -> Option<MeasureKind> {
+    match &leaf.metric {
         Metric::Measure(m) => catalog.kind(m),
         Metric::Ratio(_) => None,
-    };
-    let coarse = merges(leaf.func, kind);
+    }
+}
+
+/// The coarsest unit a leaf can be read at.
+fn unit_of(leaf: &Leaf, spans: &[(i64, i64)], catalog: &Catalog) -> i64 {
+    let coarse = merges(leaf.func, catalog_kind(leaf, catalog));
     catalog
         .units_ms
         .iter()
@@ -214,8 +269,10 @@ pub async fn read_leaves(
         let unit = unit_of(leaf, &spans, catalog);
         let from = spans.iter().map(|s| s.0).min().unwrap_or_default();
         let to = spans.iter().map(|s| s.1).max().unwrap_or_default();
+        let mixed = merges(leaf.func, catalog_kind(leaf, catalog));
         let buckets = (to - from) / unit;
-        if buckets > limits.max_buckets {
+        // A mixed read's buckets are counted once planned (whole days are one each).
+        if buckets > limits.max_buckets && !mixed {
             return Err(ServeError::Limit(
                 Limit::Buckets,
                 format!(
@@ -229,13 +286,31 @@ pub async fn read_leaves(
         }
         let shared = reads.iter_mut().find(|r| {
             let first = &query.leaves[r.leaves[0]];
-            r.unit == unit && r.from == from && r.to == to && first.filters == leaf.filters && first.group == leaf.group
+            r.unit == unit
+                && r.from == from
+                && r.to == to
+                && r.mixed == mixed
+                && first.filters == leaf.filters
+                && first.group == leaf.group
         });
+        let cuts = spans.iter().flat_map(|&(a, b)| [a, b]);
         match shared {
-            Some(r) => r.leaves.push(i),
-            None => reads.push(Read { leaves: vec![i], unit, from, to }),
+            Some(r) => {
+                r.leaves.push(i);
+                r.cuts.extend(cuts);
+            }
+            None => reads.push(Read { leaves: vec![i], unit, from, to, mixed, cuts: cuts.collect() }),
         }
     }
+    for r in &mut reads {
+        r.cuts.sort_unstable();
+        r.cuts.dedup();
+    }
+    // Which coarse buckets hold all their minutes, when a read may use them.
+    let complete = match reads.iter().any(|r| r.mixed) {
+        true => reader.completeness(&catalog.config).await?,
+        false => Default::default(),
+    };
     // Plan every read first: the RCU budget refuses before anything is read.
     let mut planned = Vec::with_capacity(reads.len());
     let mut estimated = 0.0;
@@ -257,12 +332,23 @@ pub async fn read_leaves(
             filters: first.filters.clone(),
             now,
             source: SourceRequest { projection: None, measures: Some(names) },
-            mixing: None,
+            mixing: r.mixed.then(|| Mixing { complete: complete.clone(), cuts: r.cuts.clone() }),
         };
         let p =
             zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req.clone(), first.group.clone(), opts)
                 .await
                 .map_err(|e| crate::error::refusal(e, &first.text))?;
+        let buckets: i64 = p.plan.reads.iter().map(|r| r.window.len_ms() / r.rollup.unit_ms()).sum();
+        if buckets > limits.max_buckets {
+            return Err(ServeError::Limit(
+                Limit::Buckets,
+                format!(
+                    "{} reads {buckets} buckets (the server's limit is {}): narrow the time range, shorten [..], or \
+                     raise --max-buckets",
+                    first.text, limits.max_buckets
+                ),
+            ));
+        }
         // Counted from ingest's statistics; a bin without any was never
         // written (the declared schema's guess is a bound for tables from
         // before statistics, far above what an empty bin costs).
@@ -304,14 +390,18 @@ pub async fn read_leaves(
         reader.inflight.read(key, move || {
             async move {
                 let projection = p.plan.projection.clone();
-                // The slices not cached, planned again over their span on the same projection.
-                let replan = |from: i64, to: i64| {
+                // The slices not cached, planned again over their span on
+                // the same projection and rollup.
+                let replan = |from: i64, to: i64, rollup: zigzag_model::Rollup| {
                     let req = PlanRequest {
                         window: WindowSpec::Absolute { from: from.to_string(), to: to.to_string() },
-                        source: SourceRequest { projection: Some(projection), ..req.source.clone() },
+                        source: SourceRequest { projection: Some(projection.clone()), ..req.source.clone() },
+                        // Its cuts still say the buckets are folded into spans.
+                        rollup: Some(rollup),
                         ..req.clone()
                     };
-                    let (recent, opts, config) = (reader2.recent.clone(), opts.clone(), config.clone());
+                    let (recent, opts, config, group) =
+                        (reader2.recent.clone(), opts.clone(), config.clone(), group.clone());
                     async move { zigzag_gather::plan_report(recent.as_ref(), &config, req, group, &opts).await }
                 };
                 reader2.cache.read(p, &reader2.recent, &identity, &opts, replan).await

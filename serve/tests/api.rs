@@ -482,3 +482,28 @@ async fn identical_reads_in_flight_are_read_once() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(engine.reader().inflight.started.load(Ordering::SeqCst), 2, "a later query is read afresh");
 }
+
+/// "Last 24 hours" at an instant off every edge (Grafana's `time` is now,
+/// to the millisecond), and `$__range` in whole seconds: the range is read
+/// from the hour items it holds whole and the minutes at its edges, and
+/// the total is the events' in the buckets ending in it.
+#[tokio::test]
+async fn a_long_range_at_any_instant_reads_whole_hours_from_hour_items() {
+    let app = app(table().await, ServerOptions::default());
+    let events = fixture::events(5, 1_500);
+    let t = T0 + DAY + 10 * HOUR + 17 * 60_000 + 23_456;
+    for range in ["1d", "86400s", "75577s"] {
+        let r = zigzag_gather::window::parse_duration("range", range).unwrap();
+        let q = format!("sum(sum_over_time(clicks[{range}]))");
+        let (status, body) =
+            call(&app, post("/api/v1/query", &[("query", &q), ("time", &format!("{}.456", t / 1000))])).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        // The buckets (a minute each) ending in (t - r, t].
+        let minute = 60_000;
+        let (start, end) = ((t - r).div_euclid(minute) * minute, t.div_euclid(minute) * minute);
+        let clicks = events.iter().filter(|e| e.click && start <= e.t && e.t < end).count();
+        assert_eq!(body["data"]["result"][0]["value"][1], clicks.to_string(), "{range}: {body}");
+        let info = body["infos"][0].as_str().unwrap();
+        assert!(info.contains("hour+minute buckets"), "{range}: whole hours from hour items: {info}");
+    }
+}

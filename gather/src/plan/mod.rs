@@ -68,9 +68,11 @@ pub struct PlanRequest {
 pub struct Mixing {
     /// Which coarse buckets may stand for their finer items.
     pub complete: Completeness,
-    /// Instants no coarse bucket read may straddle: the ends of the spans
-    /// a caller folds the buckets into (`gather serve`'s ranges), so that
-    /// each span is whole buckets of what it is read from.
+    /// The ends of the spans a caller folds the buckets into, one value
+    /// each (`gather serve`'s ranges). No coarse bucket read straddles one,
+    /// and, since only the spans' sums are shown, a bucket may then be
+    /// coarser than the step. Empty: the buckets are the step's, and only
+    /// rollups dividing it are read.
     pub cuts: Vec<i64>,
 }
 
@@ -234,7 +236,10 @@ fn aligned(w: &Window, r: Rollup) -> bool {
 /// without `mixing`) the coarsest aligned with it.
 fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>) -> Result<(Rollup, String)> {
     let (_, rollups) = units(km)?;
-    let divides = |r: Rollup| step.is_none_or(|s| s % r.unit_ms() == 0);
+    // Folded into spans by the caller (`Mixing::cuts`): a bucket need not
+    // divide the step.
+    let folded = req.mixing.as_ref().is_some_and(|m| !m.cuts.is_empty());
+    let divides = |r: Rollup| folded || step.is_none_or(|s| s % r.unit_ms() == 0);
     let kept = |r: Rollup| km.retention().readable(r, w.start, req.now);
     if let Some(r) = req.rollup {
         let names: Vec<&str> = rollups.iter().map(|r| r.name()).collect();
@@ -325,7 +330,9 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
         let spans = [Span { rollup, start: window.start, end: window.end }];
         return Ok(vec![assemble(km, &req, step, window, &spans, reason)?]);
     };
-    let usable: Vec<Rollup> = rollups.iter().copied().filter(|r| step.is_none_or(|s| s % r.unit_ms() == 0)).collect();
+    let folded = !mixing.cuts.is_empty();
+    let usable: Vec<Rollup> =
+        rollups.iter().copied().filter(|r| folded || step.is_none_or(|s| s % r.unit_ms() == 0)).collect();
     let finest = usable[0];
     let projection = km.name();
     let mut alternatives: Vec<Plan> = Vec::new();

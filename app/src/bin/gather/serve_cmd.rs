@@ -152,8 +152,13 @@ pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: Se
         ..ExecOptions::default()
     };
     let limits = Limits { max_buckets: args.max_buckets, max_series: args.max_series, max_rcu: args.rcu_budget };
-    let engine =
-        Arc::new(Engine::new(table, catalog, opts, limits).with_base(given).with_cache(args.cache_bytes, args.recheck));
+    let leases = store.open_leases().await?;
+    let engine = Arc::new(
+        Engine::new(table, catalog, opts, limits)
+            .with_base(given)
+            .with_cache(args.cache_bytes, args.recheck)
+            .with_leases(leases),
+    );
     let options =
         ServerOptions { token, max_queries: args.max_queries, timeout: args.query_timeout, explain: args.explain };
     let metrics = telemetry.prometheus.clone().context("the Prometheus recorder")?;
