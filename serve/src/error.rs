@@ -143,16 +143,16 @@ pub(crate) fn refusal(e: GatherError, subject: &str) -> ServeError {
         }
         G::Window { arg, text, why } => {
             let what = match arg {
-                "--step" => format!("a step or range of {text}"),
+                "--step" => format!("its ranges' ends at the query's times lie on {text} edges, and {text}"),
                 "--from" => "the start of the time range".to_string(),
                 "--to" => "the end of the time range".to_string(),
                 _ => format!("the time range {text}"),
             };
             // The planner's "try <instant>" hint is a flag value: dropped.
             let why = why.split("; try ").next().unwrap_or(&why).to_string();
+            let sep = if arg == "--step" { " " } else { ": " };
             ServeError::Unsupported(format!(
-                "{}: {what}: {why} of the projections that keep its labels. To read it, {advice}",
-                subject
+                "{subject}: {what}{sep}{why} of the projections that keep its labels. To read it, {advice}"
             ))
         }
         G::Filter { expr, why } => ServeError::BadData(format!("{}: the matcher on {expr}: {why}", subject)),
@@ -201,9 +201,8 @@ mod tests {
             "topk(20, x)",
         );
         assert!(matches!(step, ServeError::Unsupported(_)));
-        assert!(
-            step.to_string().contains("a step or range of 1m")
-                && step.to_string().contains("sum_over_time(clicks[1h]) at a 1h step")
-        );
+        let said = step.to_string();
+        assert!(said.contains("lie on 1m edges, and 1m is not a multiple of 1h"), "{said}");
+        assert!(said.contains("sum_over_time(clicks[1h]) at a 1h step"), "{said}");
     }
 }
