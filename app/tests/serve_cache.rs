@@ -8,19 +8,13 @@
 //! time, and at the end both equal the generator's truth.
 
 use rand::{Rng, SeedableRng};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use zigzag_testkit::{spawn_listening, Reaped};
 
 fn get(addr: SocketAddr, path: &str) -> String {
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).unwrap();
-    answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
+    zigzag_testkit::http_get(addr, path).unwrap().1
 }
 
 /// The result of a query (status checked), and whether the answer shows

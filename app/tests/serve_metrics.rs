@@ -3,21 +3,13 @@
 //! flight, and the RCU each query read as a histogram, in a scrape that
 //! `promtool check metrics` passes.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::Command;
-use std::time::Duration;
 use zigzag_testkit::spawn_listening;
 
 /// (status code, body).
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).unwrap();
-    let code = answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    zigzag_testkit::http_get(addr, path).unwrap()
 }
 
 /// The value of the sample line that starts with `series` (labels in the

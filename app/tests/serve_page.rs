@@ -6,10 +6,8 @@
 //! (`test.sh` installs it).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 use zigzag_model::ScatterMode;
 use zigzag_sqlite::SqliteTable;
 use zigzag_testkit::fixture::{self, DAY, T0};
@@ -51,12 +49,7 @@ fn headless(chromium: &str, profile: &std::path::Path, args: &[&str], url: &str)
 }
 
 fn get(addr: SocketAddr, path: &str) -> String {
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).unwrap();
-    answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
+    zigzag_testkit::http_get(addr, path).unwrap().1
 }
 
 /// The table cells the page rendered: group → value.

@@ -19,8 +19,7 @@
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use zigzag_model::ScatterMode;
@@ -114,14 +113,7 @@ fn wait_ready(addr: SocketAddr, path: &str) {
 
 /// One HTTP/1.0 GET: status and body.
 fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    conn.set_read_timeout(Some(Duration::from_secs(60)))?;
-    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer)?;
-    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Ok((status, body))
+    zigzag_testkit::http_get(addr, path)
 }
 
 fn enc(s: &str) -> String {

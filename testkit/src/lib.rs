@@ -8,6 +8,8 @@
 //!
 //! [`sources`]: the workspace's own sources, for tests that read the code.
 //!
+//! [`http_get`]: one request to a server a test started on loopback.
+//!
 //! [`promtool_check_metrics`]: a scrape checked by Prometheus's own
 //! linter.
 //!
@@ -67,6 +69,19 @@ pub fn promtool_check_metrics(body: &str) -> Result<bool, String> {
         true => Ok(true),
         false => Err(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))),
     }
+}
+
+/// One HTTP/1.0 GET on loopback: the status and the body.
+pub fn http_get(addr: SocketAddr, path: &str) -> io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer)?;
+    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((status, body))
 }
 
 /// A server that says where it listens on its first line of stderr
