@@ -5,11 +5,20 @@
 //! flushes of the slowest class, a shard's hour and day items lack records
 //! its minute items already hold. A reader may let a coarse item stand for
 //! its bucket only when no such record lies in that bucket, so every range
-//! of an intent records, for the checkpoint it leaves
-//! ([`ShardRange::completed`]), the event times of the records between the
-//! earliest set's position and the furthest's ([`ShardRange::owed`]: whole
-//! buckets of the layout's finest rollup, as at most [`MAX_SPANS`] spans).
-//! A range that leaves every set at one position owes nothing.
+//! of an intent records the event times of the records between the
+//! earliest set's position before it and its end ([`ShardRange::owed`]:
+//! whole buckets of the layout's finest rollup, as at most [`MAX_SPANS`]
+//! spans): when the checkpoint it leaves ([`ShardRange::completed`]) has
+//! sets apart, those records hold every one the sets behind lack. A range
+//! that leaves every set at one position owes nothing.
+//!
+//! A flush in flight writes its items in no particular order: until it is
+//! committed, any of its sets may hold some of its records and not others.
+//! A range's spans cover every record it writes too (they run from the
+//! earliest set's position before it), and a reader takes them as owed by
+//! every coarse set while its intent is in flight: there coarse and fine
+//! items alike are read from the finest, which shows the flush as far as
+//! its writes went.
 //!
 //! Completing a range writes its spans on the lease beside the checkpoint
 //! (`owed`), prefixed with that checkpoint's text: spans left beside
@@ -30,8 +39,48 @@ use zigzag_core::table::SortedTable;
 pub const MAX_SPANS: usize = 8;
 
 /// Event-time spans `[lo, hi)` (ms since the epoch), sorted and disjoint.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// In an intent's JSON, a string: `START+LEN` in minutes when both ends
+/// lie on minutes (always, for buckets of a rollup), else `LO..HI` in ms,
+/// comma-separated: a lane item holds one per range, up to 500 ranges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Owed(Vec<(i64, i64)>);
+
+const MINUTE_MS: i64 = 60_000;
+
+impl Serialize for Owed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let spans: Vec<String> = self
+            .0
+            .iter()
+            .map(|&(lo, hi)| match lo % MINUTE_MS == 0 && hi % MINUTE_MS == 0 {
+                true => format!("{}+{}", lo / MINUTE_MS, (hi - lo) / MINUTE_MS),
+                false => format!("{lo}..{hi}"),
+            })
+            .collect();
+        s.serialize_str(&spans.join(","))
+    }
+}
+
+impl<'de> Deserialize<'de> for Owed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Owed, D::Error> {
+        let text = String::deserialize(d)?;
+        let bad = || serde::de::Error::custom(format!("owed spans {text:?}"));
+        let mut owed = Owed::default();
+        for span in text.split(',').filter(|s| !s.is_empty()) {
+            let (lo, hi) = match (span.split_once('+'), span.split_once("..")) {
+                (Some((start, len)), _) => {
+                    let start: i64 = start.parse().map_err(|_| bad())?;
+                    let len: i64 = len.parse().map_err(|_| bad())?;
+                    (start * MINUTE_MS, (start + len) * MINUTE_MS)
+                }
+                (None, Some((lo, hi))) => (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?),
+                _ => return Err(bad()),
+            };
+            owed.add(lo, hi);
+        }
+        Ok(owed)
+    }
+}
 
 impl Owed {
     /// The buckets starting at `starts`, each `unit_ms` long.
@@ -156,7 +205,7 @@ pub async fn read(leases: &dyn SortedTable) -> Result<(Vec<Apart>, (u64, f64)), 
             for r in &intent.ranges {
                 apart.extend(apart_after(r));
                 if in_flight {
-                    apart.push(Apart { shard: r.shard.clone(), checkpoint: None, owed: r.writes.clone() });
+                    apart.push(Apart { shard: r.shard.clone(), checkpoint: None, owed: r.owed.clone() });
                 }
             }
         }
@@ -230,6 +279,17 @@ mod tests {
         let writing = Apart { checkpoint: None, ..known };
         assert!(writing.differs(1, 0, 0, 100), "a flush in flight: every set, where it writes");
         assert!(!writing.differs(1, 0, 10, 100), "and nowhere else");
+    }
+
+    #[test]
+    fn spans_read_back_from_an_intent_s_compact_text() {
+        let o = Owed::of_buckets([1_795_899_480_000, 1_795_899_540_000, 1_795_903_200_000], 60_000);
+        let json = serde_json::to_string(&o).unwrap();
+        assert_eq!(json, "\"29931658+2,29931720+1\"");
+        assert_eq!(serde_json::from_str::<Owed>(&json).unwrap(), o);
+        let odd = Owed::of_buckets([1_500], 1_000);
+        assert_eq!(serde_json::from_str::<Owed>(&serde_json::to_string(&odd).unwrap()).unwrap(), odd);
+        assert!(serde_json::from_str::<Owed>("\"x+1\"").is_err());
     }
 
     proptest! {

@@ -138,7 +138,6 @@ mod tests {
             ends: false,
             behind_ms: None,
             owed: None,
-            writes: None,
         };
         let lanes = vec![
             Lane {

@@ -86,7 +86,6 @@ fn first_range(shard: &str, lease: u64) -> ShardRange {
         ends: false,
         behind_ms: None,
         owed: None,
-        writes: None,
     }
 }
 
@@ -159,7 +158,6 @@ async fn a_lane_freed_by_another_streams_worker_completes_its_committed_ranges_f
         ends: false,
         behind_ms: None,
         owed: None,
-        writes: None,
     };
     let began = d.begin(vec![range], "L").await.unwrap();
     d.commit(&began).await.unwrap();

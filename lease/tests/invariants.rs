@@ -251,7 +251,6 @@ impl World {
                 ends: false,
                 behind_ms: None,
                 owed: None,
-                writes: None,
             })
             .collect();
         if ranges.is_empty() {

@@ -171,17 +171,13 @@ impl Pipeline {
                 behind_ms: p.behind_ms,
                 seal: batch.seal,
                 owed: None,
-                writes: None,
             };
-            // It writes this generation's records of the shard (by their
-            // finest buckets) and, in the sets behind it writes, what they
-            // owed; sets left behind owe what they owed and these records.
+            // The records from the earliest set's position on: this
+            // generation's records of the shard (by their finest buckets)
+            // and what the sets behind owed. They hold all it writes, and,
+            // if it leaves sets apart, all those sets lack.
             let read = zigzag_lease::owed::Owed::of_buckets(batch.gen.shard_buckets(index), finest_ms);
-            let with_owed = s.owed.as_ref().map(|o| o.union(&read));
-            range.writes = with_owed.clone();
-            if !range.completed().is_uniform() {
-                range.owed = with_owed;
-            }
+            range.owed = s.owed.as_ref().map(|o| o.union(&read));
             ranges.push((index, range));
         }
         Some(FlushJob::new(batch, ranges, due))
@@ -243,7 +239,6 @@ impl Pipeline {
                     behind_ms: None,
                     seal: s.seal,
                     owed: None,
-                    writes: None,
                 };
                 Some((*index, range))
             })

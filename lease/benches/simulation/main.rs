@@ -68,7 +68,6 @@ async fn flush(c: &Coordinator, reading: &Reading) {
                 ends: false,
                 behind_ms: None,
                 owed: None,
-                writes: None,
             }
         })
         .collect();

@@ -155,7 +155,6 @@ fn intents_in_flight_block_their_shards_and_committed_ranges_get_completed() {
         ends: false,
         behind_ms: None,
         owed: None,
-        writes: None,
     };
     let mut other = lane(1, "old");
     other.intent = Some(Intent { k: 4, state: IntentState::Valid, ranges: vec![range.clone()], layout: "L".into() });

@@ -52,15 +52,12 @@ pub struct ShardRange {
     /// were refused, and are refused again when the range is read again.
     #[serde(rename = "z", default, skip_serializing_if = "is_zero_ms")]
     pub seal: i64,
-    /// When [`Self::completed`] leaves sets apart: the event times of the
-    /// records the sets behind do not hold yet (`owed.rs`; None: unknown).
+    /// The event times of the records between the earliest set's
+    /// position before it and its end (`owed.rs`; None: unknown): every
+    /// record it writes, in any set, and, when [`Self::completed`] leaves
+    /// sets apart, every record the sets behind do not hold yet.
     #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
     pub owed: Option<crate::owed::Owed>,
-    /// The event times of every record it writes, in any set (`owed.rs`:
-    /// a reader takes them as changing while the intent is in flight;
-    /// None: unknown).
-    #[serde(rename = "v", default, skip_serializing_if = "Option::is_none")]
-    pub writes: Option<crate::owed::Owed>,
 }
 
 fn is_zero_ms(ms: &i64) -> bool {

@@ -13,7 +13,13 @@ const ITEM_LIMIT: usize = 400 * 1024;
 #[test]
 fn an_intent_over_the_most_shards_a_worker_holds_fits_in_one_item() {
     // Kinesis sequence numbers are up to 56 digits; a shard id up to 128
-    // characters; sets apart, the first record, and the lag all given.
+    // characters; sets apart, the first record, and the lag all given;
+    // the owed and written event times at their most spans.
+    let spans = crate::owed::Owed::of_buckets(
+        (0..2 * crate::owed::MAX_SPANS as i64).map(|k| 1_795_899_480_000 + k * 7_200_000),
+        60_000,
+    );
+    assert_eq!(spans.spans().len(), crate::owed::MAX_SPANS);
     let seq = |i: usize| format!("{:0>56}", 49_000_000_000_000_000_000u128 + i as u128);
     let pos = |i: usize, sub: u32| -> Position { format!("{}.{sub}", seq(i)).parse().expect("a position") };
     let ranges: Vec<ShardRange> = (0..MAX_SHARDS_PER_WORKER)
@@ -30,8 +36,7 @@ fn an_intent_over_the_most_shards_a_worker_holds_fits_in_one_item() {
             to: pos(i + 4, 65_000),
             ends: true,
             behind_ms: Some(86_400_000),
-            owed: None,
-            writes: None,
+            owed: Some(spans.clone()),
         })
         .collect();
     let me = "a-long-host-name-0123456789abcdef~1795534537453.fb619fc5";

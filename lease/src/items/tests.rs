@@ -21,7 +21,6 @@ fn range(shard: &str, from: Option<u64>, to: u64) -> ShardRange {
         ends: false,
         behind_ms: None,
         owed: None,
-        writes: None,
     }
 }
 

@@ -30,7 +30,6 @@ fn range(shard: &str, from: u64, to: u64, seal: i64) -> ShardRange {
         behind_ms: None,
         seal,
         owed: None,
-        writes: None,
     }
 }
 
