@@ -51,7 +51,7 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
     }
     if !plan.candidates.is_empty() {
         let _ = writeln!(s, "  candidates (projection, rollup, estimate):");
-        s.push_str(&crate::source::describe(&plan.candidates, &plan.source_reason));
+        s.push_str(&crate::choice::describe(&plan.candidates, &plan.source_reason));
         let (requests, rcu) = plan.statistics_cost;
         if requests > 0 {
             let _ = writeln!(s, "  statistics read: {requests} requests, {rcu} RCU (not in the actual cost below)");

@@ -3,7 +3,7 @@
 //! A request goes through small steps, one module each:
 //! - [`window`]: `--from/--to` or `--last`, and durations (`--step`);
 //! - [`filter`]: `--where` expressions → Z-box constraints + exact tests;
-//! - [`source`]: the projection that answers the report exactly, read the
+//! - [`choice`]: the projection that answers the report exactly, read the
 //!   fastest way within an RCU allowance ([`cost`]: requests, sequential
 //!   round trips and units of each way), costed from [`statistics`] ingest
 //!   keeps;
@@ -25,6 +25,7 @@
 //! the schema workbench.
 
 pub mod check;
+pub mod choice;
 pub mod compact;
 pub mod complete;
 pub mod cost;
@@ -38,7 +39,6 @@ pub mod render;
 pub mod report;
 pub mod run;
 pub mod scatter;
-pub mod source;
 pub mod statistics;
 pub mod throttle;
 pub mod window;

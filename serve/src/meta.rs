@@ -9,9 +9,9 @@ use crate::error::{Result, ServeError};
 use crate::query::Metric;
 use crate::series::{Labels, NAME};
 use std::collections::BTreeSet;
+use zigzag_gather::choice::SourceRequest;
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::PlanRequest;
-use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::WindowSpec;
 use zigzag_gather::GatherError;
 

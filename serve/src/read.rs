@@ -26,9 +26,9 @@ use crate::series::Vector;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use zigzag_gather::choice::SourceRequest;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_gather::plan::{Mixing, PlanRequest};
-use zigzag_gather::source::SourceRequest;
 use zigzag_gather::window::{format_duration, WindowSpec};
 use zigzag_gather::{Completeness, GatherError};
 use zigzag_model::measure::MeasureKind;
@@ -356,7 +356,7 @@ pub async fn read_leaves(
         // Every item of the time range, or the way chosen's estimate if
         // lower (the ways' estimates run high on sparse boxes: a refusal
         // should not rest on them alone).
-        let rcu = |e: &zigzag_gather::source::Estimate| {
+        let rcu = |e: &zigzag_gather::choice::Estimate| {
             e.readings.iter().find(|r| r.way == e.way).map_or(e.rcu, |r| r.rcu.min(e.rcu))
         };
         estimated += chosen.filter(|e| e.measured).map_or(p.plan.estimate().min_rcu, rcu);

@@ -16,7 +16,7 @@
 //!    it is read finer. The finest spans must be kept (a window partly
 //!    deleted is refused, never answered short). Each coarsest rollup
 //!    allowed gives one decomposition; the planner weighs them as it weighs
-//!    projections (`source.rs`). `--rollup` reads the window from one
+//!    projections (`choice.rs`). `--rollup` reads the window from one
 //!    rollup, aligned with it, as does a request without `mixing`.
 //! 4. **Queries**: `Schema::plan_boxes` gives one Z-box per partition time
 //!    bin (a day of minutes, a month of hours or days) from a read's span
@@ -26,11 +26,11 @@ mod decompose;
 
 pub use decompose::{decompose, Span};
 
+use crate::choice::{Candidate, SourceRequest};
 use crate::complete::Completeness;
 use crate::cost::Way;
 use crate::error::{GatherError, Result};
 use crate::filter::FilterSet;
-use crate::source::{Candidate, SourceRequest};
 use crate::window::{format_duration, Window, WindowSpec};
 use zigzag_core::schema::{BinnedBox, Constraint, Value};
 use zigzag_core::table::{Filter, SortedTable};
@@ -282,7 +282,7 @@ fn not_kept(w: &Window, deleted: Vec<String>) -> GatherError {
 }
 
 /// Plans a request on the cheapest projection and decomposition that
-/// answer it exactly (`source.rs`, which reads the statistics from
+/// answer it exactly (`choice.rs`, which reads the statistics from
 /// `table`), listing every candidate.
 pub async fn plan<T: SortedTable + ?Sized>(
     table: &T,
@@ -292,7 +292,7 @@ pub async fn plan<T: SortedTable + ?Sized>(
     group_by: &[String],
     opts: &crate::execute::ExecOptions,
 ) -> Result<Plan> {
-    crate::source::choose(table, config, projections, &req, group_by, opts).await
+    crate::choice::choose(table, config, projections, &req, group_by, opts).await
 }
 
 /// The step and window `req` asks of `km`.
@@ -453,7 +453,7 @@ fn read_of(km: &KeyModel, req: &PlanRequest, span: &Span) -> Result<Read> {
         spans_all_but_time: boxes.iter().map(|b| spans_all_but(&b.zbox, time)).collect(),
         box_share: vec![None; boxes.len()],
         items: None,
-        item_bytes: crate::source::item_bytes(km),
+        item_bytes: crate::choice::item_bytes(km),
         compactable: crate::compact::folds(km),
         markers: None,
         boxes,
