@@ -98,9 +98,11 @@ impl Entry {
 type Key = (Arc<str>, i64);
 
 /// Parts of one slice kept at once: a part read is kept beside other parts
-/// of the slice (two pieces of one mixed plan, the hours before and after
-/// an owed one, each have theirs), unless one it covers.
-const PARTS_KEPT: usize = 4;
+/// of the slice (the pieces of one mixed plan between its ranges' ends,
+/// the hours before and after an owed one, each have theirs), unless one
+/// it covers. An instant query makes at most three in a slice; a range
+/// query with far-apart steps, one per step's ends.
+const PARTS_KEPT: usize = 16;
 
 struct State {
     /// Per slice, the parts read, newest last.
