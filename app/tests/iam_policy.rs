@@ -47,7 +47,7 @@ const BEYOND_THE_SCENARIO: &[(&str, &str, &str, &str)] = &[
 const ROLES: &[(&str, &str, &[&str])] = &[
     ("IngestTaskRole", "ingest", &["Stream", "AggregateTable", "LeaseTable"]),
     ("GatherRole", "gather", &["AggregateTable", "LeaseTable"]),
-    ("ServeTaskRole", "serve", &["AggregateTable"]),
+    ("ServeTaskRole", "serve", &["AggregateTable", "LeaseTable"]),
     ("OperatorRole", "operator", &["AggregateTable", "LeaseTable"]),
     ("CompactorRole", "compact", &["AggregateTable", "LeaseTable"]),
     ("LoadgenRole", "loadgen", &["Stream"]),

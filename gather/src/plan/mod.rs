@@ -333,7 +333,8 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
     let folded = !mixing.cuts.is_empty();
     let usable: Vec<Rollup> =
         rollups.iter().copied().filter(|r| folded || step.is_none_or(|s| s % r.unit_ms() == 0)).collect();
-    let finest = usable[0];
+    // The finest rollup divides every step `step_and_window` accepts.
+    let Some(&finest) = usable.first() else { return Err(GatherError::Config("no rollup divides the step".into())) };
     let projection = km.name();
     let mut alternatives: Vec<Plan> = Vec::new();
     let mut first_error = None;
