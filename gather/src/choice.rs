@@ -71,10 +71,10 @@ pub struct Candidate {
 }
 
 /// A projection's estimated cost for a plan.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Estimate {
     /// The rollups it reads, coarsest first (`day+hour+minute`).
-    pub rollups: &'static str,
+    pub rollups: String,
     pub queries: usize,
     /// Items the plan's time range holds (before filters).
     pub items: f64,
@@ -154,7 +154,7 @@ fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics, con
         .collect();
     let readings = crate::cost::readings(&reads, item_bytes, concurrency);
     Estimate {
-        rollups: rollups_static(plan),
+        rollups: plan.rollups(),
         queries,
         items,
         requests: pages,
@@ -163,14 +163,6 @@ fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics, con
         readings,
         way: crate::cost::Way::Auto,
     }
-}
-
-/// The label of a plan's rollups, as a static string (three rollups make
-/// seven labels).
-fn rollups_static(plan: &Plan) -> &'static str {
-    const LABELS: [&str; 7] = ["day", "hour", "minute", "day+hour", "day+minute", "hour+minute", "day+hour+minute"];
-    let label = plan.rollups();
-    LABELS.iter().copied().find(|l| *l == label).unwrap_or("mixed")
 }
 
 /// Estimated bytes of one of `km`'s items: its key (~20 B pk, Z-address +
@@ -298,7 +290,8 @@ pub async fn choose<T: SortedTable + ?Sized>(
                 best = Some(i);
             }
         }
-        let (best_rollups, best_items) = best.map_or(("", 0.0), |i| (estimated[i].1.rollups, estimated[i].1.items));
+        let (best_rollups, best_items) =
+            best.map_or((String::new(), 0.0), |i| (estimated[i].1.rollups.clone(), estimated[i].1.items));
         for (i, (plan, e)) in estimated.into_iter().enumerate() {
             let verdict = match Some(i) == best {
                 true => Ok(e),

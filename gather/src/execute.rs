@@ -117,6 +117,21 @@ pub struct Actual {
     pub wall: Duration,
 }
 
+impl Actual {
+    /// Adds what another read cost (reads run one after another: their
+    /// walls add up).
+    pub fn add(&mut self, other: &Actual) {
+        self.queries += other.queries;
+        self.stats.add(&other.stats);
+        self.kept += other.kept;
+        self.retries += other.retries;
+        self.rereads += other.rereads;
+        self.compacted_bins += other.compacted_bins;
+        self.whole += other.whole;
+        self.wall += other.wall;
+    }
+}
+
 /// [`execute`] into a sink `fresh` makes, made and read again (up to 5
 /// times) when a bin read from its prefixes was compacted meanwhile
 /// (`compact::route`).

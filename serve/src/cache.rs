@@ -152,6 +152,15 @@ pub struct Use {
     pub kept: usize,
 }
 
+impl Use {
+    fn add(&mut self, other: &Use) {
+        self.hits += other.hits;
+        self.read += other.read;
+        self.before_flush += other.before_flush;
+        self.kept += other.kept;
+    }
+}
+
 pub struct SliceCache {
     capacity: usize,
     state: Mutex<State>,
@@ -345,15 +354,8 @@ impl SliceCache {
             for (k, v) in &piece.aggregation.groups {
                 merge_into(&mut aggregation, k, v);
             }
-            actual.queries += piece.actual.queries;
-            actual.stats.add(&piece.actual.stats);
-            actual.kept += piece.actual.kept;
-            actual.retries += piece.actual.retries;
-            actual.wall += piece.actual.wall;
-            used.hits += piece.used.hits;
-            used.read += piece.used.read;
-            used.before_flush += piece.used.before_flush;
-            used.kept += piece.used.kept;
+            actual.add(&piece.actual);
+            used.add(&piece.used);
         }
         let Planned { plan, .. } = planned;
         Ok(CachedRead { plan, actual, aggregation: Arc::new(aggregation), used })

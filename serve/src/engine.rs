@@ -85,10 +85,7 @@ impl Engine {
     /// statistics, change marks) shared for `recheck` (0: each query reads
     /// them, concurrent ones once).
     pub fn with_cache(mut self, bytes: usize, recheck: Duration) -> Engine {
-        let leases = self.leases.clone();
-        self.reader = Arc::new(
-            Reader::new(Arc::new(Recent::new(self.table.clone(), recheck)), SliceCache::new(bytes)).with_leases(leases),
-        );
+        self.reader = self.new_reader(bytes, recheck);
         self
     }
 
@@ -96,14 +93,16 @@ impl Engine {
     /// lease table, so that a long range is read from them (without one,
     /// every coarse bucket is taken as complete).
     pub fn with_leases(mut self, leases: Arc<dyn SortedTable>) -> Engine {
-        self.leases = Some(leases.clone());
-        let recheck = self.reader.recent.recheck();
-        let bytes = self.reader.cache.capacity();
-        self.reader = Arc::new(
-            Reader::new(Arc::new(Recent::new(self.table.clone(), recheck)), SliceCache::new(bytes))
-                .with_leases(Some(leases)),
-        );
+        self.leases = Some(leases);
+        self.reader = self.new_reader(self.reader.cache.capacity(), self.reader.recent.recheck());
         self
+    }
+
+    /// A reader of the table with a cache of `bytes`, its small reads
+    /// shared for `recheck`, and the lease table if given.
+    fn new_reader(&self, bytes: usize, recheck: Duration) -> Arc<Reader> {
+        let recent = Arc::new(Recent::new(self.table.clone(), recheck));
+        Arc::new(Reader::new(recent, SliceCache::new(bytes)).with_leases(self.leases.clone()))
     }
 
     /// How it reads: reads in flight, the cache, the shared small reads.

@@ -35,18 +35,23 @@ async fn post(app: &Router, uri: &str, form: &[(&str, &str)]) -> Json {
     json
 }
 
+/// The fixture's events in a table, and `gather serve`'s API over it.
+async fn served() -> (Vec<fixture::Event>, Router) {
+    let events = fixture::events(31, 3_000);
+    let config = fixture::config(4, ScatterMode::Random);
+    let table = MemoryTable::new();
+    fixture::write_store(&table, &config, &events).await;
+    let engine = Engine::new(Arc::new(table), Catalog::new(config).unwrap(), ExecOptions::default(), Limits::default());
+    (events, router(Server::new(Arc::new(engine), ServerOptions::default())))
+}
+
 #[tokio::test]
 async fn every_panel_of_the_shipped_dashboard_is_answered() {
     let datasource = deploy("provisioning/datasources/zigzag.yaml");
     assert!(datasource.contains("type: prometheus") && datasource.contains("timeInterval: 1m"), "{datasource}");
     let dashboard: Json = serde_json::from_str(&deploy("dashboards/zigzag.json")).unwrap();
 
-    let events = fixture::events(31, 3_000);
-    let config = fixture::config(4, ScatterMode::Random);
-    let table = MemoryTable::new();
-    fixture::write_store(&table, &config, &events).await;
-    let engine = Engine::new(Arc::new(table), Catalog::new(config).unwrap(), ExecOptions::default(), Limits::default());
-    let app = router(Server::new(Arc::new(engine), ServerOptions::default()));
+    let (events, app) = served().await;
 
     // Grafana's clock: in the middle of the data's second day.
     let now = T0 + DAY + 10 * HOUR + 1_234_567;
@@ -167,12 +172,7 @@ fn the_server_row_reads_metrics_the_server_documents() {
 #[tokio::test]
 async fn every_time_picker_option_answers_every_panel() {
     let dashboard: Json = serde_json::from_str(&deploy("dashboards/zigzag.json")).unwrap();
-    let events = fixture::events(31, 3_000);
-    let config = fixture::config(4, ScatterMode::Random);
-    let table = MemoryTable::new();
-    fixture::write_store(&table, &config, &events).await;
-    let engine = Engine::new(Arc::new(table), Catalog::new(config).unwrap(), ExecOptions::default(), Limits::default());
-    let app = router(Server::new(Arc::new(engine), ServerOptions::default()));
+    let (events, app) = served().await;
     let now = T0 + DAY + 10 * HOUR + 1_234_567;
     let options = [
         ("now-5m", "now"),
