@@ -388,3 +388,47 @@ fn compact_folds_closed_bins_and_reports_stay_exact() {
     let v: serde_json::Value = serde_json::from_str(&after).unwrap();
     assert_eq!(v["rows"][0]["clicks"].as_u64(), Some(want[&(None, vec![])].clicks));
 }
+
+/// On the shipped layout referrers are kept by the hour: a window off the
+/// hour grouped by referrer is refused naming `--snap`; `--snap out` reads
+/// the hours it touches and `--snap in` those inside it, each equal to the
+/// events' over that window and said on stderr; a report a minute
+/// projection answers reads the window asked, `--snap` or not.
+#[test]
+fn a_window_off_the_referrer_hours_is_refused_or_read_over_the_hours_snap_names() {
+    let f = fixture();
+    let db = f.dir.join("shipped.db");
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(write_recorded(&SqliteTable::open(&db).unwrap(), &zigzag_model::Config::shipped(), &f.events));
+    let run =
+        |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_gather")).arg("--db").arg(&db).args(args).output().unwrap();
+    let (from, to) = ("2026-10-31T06:30:00Z", "2026-11-01T18:30:00Z");
+    let by_referrer = ["totals", "--group-by", "referrer", "--from", from, "--to", to, "--format", "json"];
+    let refused = run(&by_referrer);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("--snap out") && stderr.contains("--snap in"), "{stderr}");
+    for (snap, start, end) in [("out", T0 + 6 * HOUR, T0 + 43 * HOUR), ("in", T0 + 7 * HOUR, T0 + 42 * HOUR)] {
+        let out = run(&[&by_referrer[..], &["--snap", snap]].concat());
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "--snap {snap}: {stderr}");
+        let read = zigzag_gather::window::Window { start, end };
+        let note = format!("note: read {read} (--snap {snap}): projection referrer_country keeps hours");
+        assert!(stderr.contains(&note), "--snap {snap}: {stderr}");
+        let want = brute(&f.events, start, end, None, &[Field::Referrer], |_| true);
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let rows = v["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), want.len(), "--snap {snap}: {stdout}");
+        for row in rows {
+            let m = &want[&(None, vec![row["referrer"].as_str().unwrap().to_string()])];
+            assert_eq!((row["clicks"].as_u64(), row["impressions"].as_u64()), (Some(m.clicks), Some(m.impressions)));
+        }
+    }
+    let by_campaign =
+        ["totals", "--group-by", "campaign", "--from", from, "--to", to, "--format", "json", "--snap", "out"];
+    let out = run(&by_campaign);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !stderr.contains("note:"), "{stderr}");
+    let want =
+        brute(&f.events, T0 + 6 * HOUR + 30 * MINUTE, T0 + 42 * HOUR + 30 * MINUTE, None, &[Field::Campaign], |_| true);
+    totals_equal(&String::from_utf8_lossy(&out.stdout), &want);
+}

@@ -94,6 +94,7 @@ fn request(from: i64, to: i64, now: i64, kind: &Kind, mixed: bool, complete: Com
             measures: kind.measures.map(|m| m.iter().map(|s| s.to_string()).collect()),
         },
         mixing: mixed.then(|| Mixing::complete(complete)),
+        snap: None,
     }
 }
 

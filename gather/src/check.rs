@@ -204,6 +204,7 @@ async fn check_rollup<T: SortedTable + ?Sized>(
         now,
         source: Default::default(),
         mixing: None,
+        snap: None,
     };
     let plan = plan_source(km, req)?;
     let fresh_total = || Aggregation::new(None, vec![], set.clone());

@@ -183,6 +183,21 @@ fn not_exact(km: &KeyModel, dims: &[String], measures: &[String]) -> Option<Stri
     (!missing.is_empty()).then(|| format!("does not keep the measure(s) {}", missing.join(", ")))
 }
 
+/// The finest rollup of the projections that answer exactly a report
+/// grouping or filtering by `dims` and reading `measures`, and the first
+/// of them (in layout order) that keeps it; None: no projection does.
+pub fn finest_answering<'p>(
+    projections: &'p Projections,
+    dims: &[String],
+    measures: &[String],
+) -> Option<(&'p KeyModel, zigzag_model::Rollup)> {
+    projections
+        .iter()
+        .filter(|km| not_exact(km, dims, measures).is_none())
+        .filter_map(|km| km.rollups().min_by_key(|r| r.unit_ms()).map(|r| (km, r)))
+        .min_by_key(|(_, r)| r.unit_ms())
+}
+
 /// Plans `req` on the cheapest exact projection and decomposition,
 /// listing every one considered (with its estimate, or why it is not
 /// exact), its reads' statistics and compaction markers filled in.
@@ -256,9 +271,21 @@ pub async fn choose<T: SortedTable + ?Sized>(
         .collect();
     let (stats, markers) =
         futures::try_join!(crate::statistics::load(table, &wanted), route::prefetch(table, &wanted))?;
+    // `--snap` moves a window's ends only where no projection keeps them:
+    // a projection that reads the window asked is taken before any that
+    // would read another.
+    let unmoved = |p: &Plan| p.window_note.is_none() && forced.is_none_or(|f| f == p.projection);
+    let some_unmoved = plans.iter().filter_map(|p| p.as_ref().ok()).flatten().any(unmoved);
     let mut candidates = Vec::new();
     let mut exact_plans: Vec<(usize, Plan)> = Vec::new();
     for (km, planned) in projections.iter().zip(plans) {
+        let planned = match planned {
+            Ok(alternatives) if some_unmoved && alternatives.iter().any(|p| p.window_note.is_some()) => Err(format!(
+                "would read {} (--snap): another projection reads the window asked",
+                alternatives[0].window
+            )),
+            other => other,
+        };
         let alternatives = match planned {
             Err(why) => {
                 let verdict = Err(format!("not exact: {why}"));

@@ -156,6 +156,7 @@ mod tests {
                 now: T + 2 * DAY,
                 source: Default::default(),
                 mixing: None,
+                snap: None,
             };
             plan_source(&km, req).unwrap().reads.remove(0)
         };

@@ -91,39 +91,95 @@ impl WindowSpec {
     }
 
     /// Resolves to `[start, end)`. `finest` is the finest rollup unit (both
-    /// ends must lie on its boundaries); `grain` (a multiple of it) is what
-    /// `--last` rounds now up to.
-    pub fn resolve(&self, now: i64, finest: i64, grain: i64) -> Result<Window> {
+    /// ends must lie on its boundaries, unless `snap` moves them there);
+    /// `grain` (a multiple of it) is what `--last` rounds now up to.
+    pub fn resolve(&self, now: i64, finest: i64, grain: i64, snap: Option<Snap>) -> Result<Window> {
+        let unit = format_duration(finest);
         match self {
             WindowSpec::Absolute { from, to } => {
                 let (start, end) = self.ends(now)?;
-                for (arg, text, t) in [("--from", from, start), ("--to", to, end)] {
+                let window = match snap {
+                    None => Window { start, end },
+                    Some(s) => s.apply(start, end, finest),
+                };
+                if window.end <= window.start {
+                    return Err(window_err(
+                        "--snap",
+                        "in",
+                        &format!(
+                            "no whole {unit} bucket lies inside [{}, {})",
+                            format_instant(start),
+                            format_instant(end)
+                        ),
+                    ));
+                }
+                for (arg, text, t) in [("--from", from, window.start), ("--to", to, window.end)] {
                     if t.rem_euclid(finest) != 0 {
                         let down = format_instant(t.div_euclid(finest) * finest);
+                        let up = format_instant(t.div_euclid(finest) * finest + finest);
                         return Err(window_err(
                             arg,
                             text,
                             &format!(
-                                "{} is not on a boundary of the finest rollup ({}); try {down}",
+                                "{} is not on a boundary of the finest rollup ({unit}); try {down} or {up}, or --snap \
+                                 out (the {unit} buckets the window touches) or --snap in (those inside it)",
                                 format_instant(t),
-                                format_duration(finest)
                             ),
                         ));
                     }
                 }
-                Ok(Window { start, end })
+                Ok(window)
             }
             WindowSpec::Last { text, ms } => {
-                if ms % finest != 0 {
-                    return Err(window_err(
-                        "--last",
-                        text,
-                        &format!("is not a whole number of {} (the finest rollup)", format_duration(finest)),
-                    ));
-                }
+                let ms = match snap {
+                    _ if ms % finest == 0 => *ms,
+                    None => {
+                        return Err(window_err(
+                            "--last",
+                            text,
+                            &format!(
+                                "is not a whole number of {unit} (the finest rollup); give one, or --snap out (round \
+                                 it up) or --snap in (down)"
+                            ),
+                        ))
+                    }
+                    Some(Snap::Out) => (ms.div_euclid(finest) + 1) * finest,
+                    Some(Snap::In) if *ms >= finest => ms.div_euclid(finest) * finest,
+                    Some(Snap::In) => {
+                        return Err(window_err("--last", text, &format!("is shorter than one {unit} bucket")))
+                    }
+                };
                 let end = now.div_euclid(grain) * grain + if now.rem_euclid(grain) == 0 { 0 } else { grain };
                 Ok(Window { start: end - ms, end })
             }
+        }
+    }
+}
+
+/// How a window whose ends are off a projection's buckets may be read:
+/// over the buckets it touches (`Out`, wider) or those inside it (`In`,
+/// narrower). Only when the request says so: never silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Snap {
+    Out,
+    In,
+}
+
+impl Snap {
+    pub fn name(self) -> &'static str {
+        match self {
+            Snap::Out => "out",
+            Snap::In => "in",
+        }
+    }
+
+    /// `[start, end)` moved to `unit`'s edges.
+    pub fn apply(self, start: i64, end: i64, unit: i64) -> Window {
+        let down = |t: i64| t.div_euclid(unit) * unit;
+        let up = |t: i64| down(t) + if t.rem_euclid(unit) == 0 { 0 } else { unit };
+        match self {
+            Snap::Out => Window { start: down(start), end: up(end) },
+            Snap::In => Window { start: up(start), end: down(end) },
         }
     }
 }
@@ -266,16 +322,16 @@ mod tests {
     #[test]
     fn absolute_windows_must_be_aligned() {
         let w = WindowSpec::from_args(Some("2025-11-21T10:00:00Z"), Some("2025-11-21"), None).unwrap();
-        let e = w.resolve(0, MINUTE, MINUTE).unwrap_err().to_string();
+        let e = w.resolve(0, MINUTE, MINUTE, None).unwrap_err().to_string();
         assert!(e.contains("--to") && e.contains("not after"), "{e}");
         let w = WindowSpec::from_args(Some("2025-11-21"), Some(&(T + 30_000).to_string()), None).unwrap();
-        let e = w.resolve(0, MINUTE, MINUTE).unwrap_err().to_string();
+        let e = w.resolve(0, MINUTE, MINUTE, None).unwrap_err().to_string();
         assert!(e.contains("--to") && e.contains("try 2025-11-21T10:00:00Z"), "{e}");
         let w = WindowSpec::from_args(Some("2025-11-21"), Some(&T.to_string()), None).unwrap();
-        assert_eq!(w.resolve(0, MINUTE, HOUR).unwrap(), Window { start: T - 10 * HOUR, end: T });
+        assert_eq!(w.resolve(0, MINUTE, HOUR, None).unwrap(), Window { start: T - 10 * HOUR, end: T });
         let e = WindowSpec::from_args(Some("tomorrow"), Some("2025-11-21"), None)
             .unwrap()
-            .resolve(0, MINUTE, MINUTE)
+            .resolve(0, MINUTE, MINUTE, None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("--from \"tomorrow\"") && e.contains("now-6h"), "{e}");
@@ -297,7 +353,7 @@ mod tests {
         assert_eq!(at("now/h", Round::Down), T);
         assert_eq!(at("now/w", Round::Down), day - 4 * DAY, "weeks start on Monday, 2025-11-17");
         let w = WindowSpec::from_args(Some("yesterday"), Some("yesterday"), None).unwrap();
-        assert_eq!(w.resolve(now, MINUTE, MINUTE).unwrap(), Window { start: day - DAY, end: day });
+        assert_eq!(w.resolve(now, MINUTE, MINUTE, None).unwrap(), Window { start: day - DAY, end: day });
         for bad in ["now*2", "now-", "now/y", "now-5x", "nowish"] {
             let e = parse_time_at("--from", bad, now, Round::Down).unwrap_err().to_string();
             assert!(e.contains("--from") && e.contains(&format!("{bad:?}")), "{bad}: {e}");
@@ -307,13 +363,43 @@ mod tests {
     #[test]
     fn last_rounds_now_up_to_the_grain() {
         let w = WindowSpec::from_args(None, None, Some("1h")).unwrap();
-        assert_eq!(w.resolve(T + 1, MINUTE, MINUTE).unwrap(), Window { start: T + MINUTE - HOUR, end: T + MINUTE });
-        assert_eq!(w.resolve(T, MINUTE, MINUTE).unwrap(), Window { start: T - HOUR, end: T });
-        assert_eq!(w.resolve(T + 1, MINUTE, DAY).unwrap().end, T + 14 * HOUR);
-        let e = WindowSpec::from_args(None, None, Some("90s")).unwrap().resolve(T, MINUTE, MINUTE).unwrap_err();
+        assert_eq!(
+            w.resolve(T + 1, MINUTE, MINUTE, None).unwrap(),
+            Window { start: T + MINUTE - HOUR, end: T + MINUTE }
+        );
+        assert_eq!(w.resolve(T, MINUTE, MINUTE, None).unwrap(), Window { start: T - HOUR, end: T });
+        assert_eq!(w.resolve(T + 1, MINUTE, DAY, None).unwrap().end, T + 14 * HOUR);
+        let e = WindowSpec::from_args(None, None, Some("90s")).unwrap().resolve(T, MINUTE, MINUTE, None).unwrap_err();
         assert!(e.to_string().contains("whole number of 1m"), "{e}");
         assert!(WindowSpec::from_args(Some("a"), None, Some("1h")).is_err());
         let none = WindowSpec::from_args(None, None, None).unwrap_err().to_string();
         assert!(none.starts_with("no time window") && !none.contains("\"\""), "names what is missing: {none}");
+    }
+
+    #[test]
+    fn snap_moves_the_ends_to_the_buckets_touched_or_inside_only_when_asked() {
+        let w = WindowSpec::from_args(
+            Some(&(T - DAY + 59 * MINUTE).to_string()),
+            Some(&(T + 59 * MINUTE).to_string()),
+            None,
+        )
+        .unwrap();
+        let e = w.resolve(0, HOUR, HOUR, None).unwrap_err().to_string();
+        assert!(e.contains("--from") && e.contains("--snap out") && e.contains("--snap in"), "{e}");
+        assert_eq!(w.resolve(0, HOUR, HOUR, Some(Snap::Out)).unwrap(), Window { start: T - DAY, end: T + HOUR });
+        assert_eq!(w.resolve(0, HOUR, HOUR, Some(Snap::In)).unwrap(), Window { start: T - DAY + HOUR, end: T });
+        assert_eq!(w.resolve(0, MINUTE, MINUTE, Some(Snap::In)).unwrap(), w.resolve(0, MINUTE, MINUTE, None).unwrap());
+        let short =
+            WindowSpec::from_args(Some(&(T + MINUTE).to_string()), Some(&(T + 2 * MINUTE).to_string()), None).unwrap();
+        let e = short.resolve(0, HOUR, HOUR, Some(Snap::In)).unwrap_err().to_string();
+        assert!(e.contains("no whole 1h bucket"), "{e}");
+        assert_eq!(short.resolve(0, HOUR, HOUR, Some(Snap::Out)).unwrap(), Window { start: T, end: T + HOUR });
+        let last = WindowSpec::from_args(None, None, Some("90m")).unwrap();
+        assert!(last.resolve(T + 1, HOUR, HOUR, None).unwrap_err().to_string().contains("--snap out"));
+        assert_eq!(
+            last.resolve(T + 1, HOUR, HOUR, Some(Snap::Out)).unwrap(),
+            Window { start: T - HOUR, end: T + HOUR }
+        );
+        assert_eq!(last.resolve(T + 1, HOUR, HOUR, Some(Snap::In)).unwrap(), Window { start: T, end: T + HOUR });
     }
 }

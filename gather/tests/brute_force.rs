@@ -177,6 +177,7 @@ fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
 
         source: Default::default(),
         mixing: None,
+        snap: None,
     };
     let strategy = match c.strategy {
         0 => ZStrategy::Auto(AutoConfig::default()),
@@ -277,6 +278,7 @@ fn rcu_budget_paces_reads() {
 
         source: Default::default(),
         mixing: None,
+        snap: None,
     };
     let strategy = ZStrategy::PageJump { limit: 3 };
     let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };

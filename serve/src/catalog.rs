@@ -20,7 +20,8 @@ pub struct Catalog {
     pub dims: Vec<String>,
     /// Dimensions stored as integers.
     pub numeric: Vec<String>,
-    /// The finest rollup's bucket: a bare selector's sample.
+    /// The finest rollup's bucket: a bare selector's sample, unless only
+    /// coarser projections keep its labels ([`Catalog::sample_of`]).
     pub sample_ms: i64,
     /// Every rollup unit some projection writes, coarsest first.
     pub units_ms: Vec<i64>,
@@ -79,6 +80,29 @@ impl Catalog {
     /// A measure's kind.
     pub fn kind(&self, measure: &str) -> Option<MeasureKind> {
         self.measures.position(measure).map(|i| self.measures.measures()[i].kind)
+    }
+
+    /// The measures a metric is read from.
+    pub fn measures_of(&self, metric: &crate::query::Metric) -> Vec<String> {
+        use crate::query::Metric;
+        match metric {
+            Metric::Measure(m) => vec![m.clone()],
+            Metric::Ratio(r) => self.ratio_parts(r).map_or_else(Vec::new, |(n, d)| vec![n.into(), d.into()]),
+        }
+    }
+
+    /// The sample bucket of a series told apart by (or filtered on) `dims`
+    /// of `metric`: the finest rollup of the projections keeping them, and,
+    /// when that is coarser than the table's finest, what keeps it so
+    /// (`projection referrer_country keeps hours`). With no such projection,
+    /// the finest (the read is refused, saying why, when planned).
+    pub fn sample_of(&self, dims: &[String], metric: &crate::query::Metric) -> (i64, Option<String>) {
+        match zigzag_gather::choice::finest_answering(&self.projections, dims, &self.measures_of(metric)) {
+            Some((km, r)) if r.unit_ms() > self.sample_ms => {
+                (r.unit_ms(), Some(format!("projection {} keeps {}s", km.name(), r.name())))
+            }
+            _ => (self.sample_ms, None),
+        }
     }
 
     pub fn is_dim(&self, label: &str) -> bool {

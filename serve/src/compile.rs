@@ -322,16 +322,15 @@ impl Compiler<'_> {
             )));
         }
         let metric = self.metric_of(vs)?;
-        let sample = self.catalog.sample_ms;
-        let range_ms = match r.range {
-            None => sample,
-            // Any positive range: the buckets ending in it (`read::spans`).
+        // Any positive range: the buckets ending in it (`read::spans`).
+        let range = match r.range {
+            None => None,
             Some(d) => {
                 let ms = duration_ms(&d, "a range")?;
                 if ms <= 0 {
                     return Err(ServeError::BadData(format!("{vs}: a range must be positive")));
                 }
-                ms
+                Some(ms)
             }
         };
         if let Metric::Ratio(ratio) = &metric {
@@ -358,15 +357,22 @@ impl Compiler<'_> {
             }
         }
         let group = group.unwrap_or_else(|| self.catalog.dims.clone());
-        let text = match r.range {
+        // The samples are the finest buckets a projection keeps them in: a
+        // bare selector is one of them, and a range holds those ending in it.
+        let mut dims = group.clone();
+        dims.extend(predicates.iter().map(|p| p.field.clone()).filter(|f| !group.contains(f)));
+        let (sample_ms, coarse) = self.catalog.sample_of(&dims, &metric);
+        let text = match range {
             None => vs.to_string(),
-            Some(_) => format!("{}({vs}[{}])", name_of(r.func), format_duration(range_ms)),
+            Some(ms) => format!("{}({vs}[{}])", name_of(r.func), format_duration(ms)),
         };
         self.leaves.push(Leaf {
             metric,
             filters: FilterSet { predicates },
             empty,
-            range_ms,
+            range_ms: range.unwrap_or(sample_ms),
+            sample_ms,
+            coarse,
             offset_ms: offset_ms(&vs.offset)?,
             func: r.func,
             keeps_name: r.keeps_name,

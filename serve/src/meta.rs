@@ -141,6 +141,7 @@ impl Engine {
                 now,
                 source: SourceRequest { projection: projection.map(str::to_string), measures: measures.clone() },
                 mixing: None,
+                snap: None,
             };
             match zigzag_gather::gather(self.table(), &catalog.config, req, dims.to_vec(), &self.opts).await {
                 Ok(g) => {

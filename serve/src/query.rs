@@ -238,6 +238,12 @@ pub struct Leaf {
     pub empty: bool,
     /// `[r]` in ms; the sample bucket for a bare selector.
     pub range_ms: i64,
+    /// The series' sample bucket: the finest rollup of the projections
+    /// that keep the leaf's labels and measures (`Catalog::sample_of`).
+    pub sample_ms: i64,
+    /// Why the samples are coarser than the table's finest rollup, if
+    /// they are (`projection referrer_country keeps hours`).
+    pub coarse: Option<String>,
     pub offset_ms: i64,
     pub func: OverTime,
     /// The metric name stays on the series (a bare selector).

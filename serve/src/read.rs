@@ -194,8 +194,9 @@ pub(crate) fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
 /// whatever `r` is (`[75577s]`, Grafana's `$__range` under "Today so far",
 /// holds the buckets ending in its last 75,577 seconds, as Prometheus's
 /// range holds the samples stamped in it).
-pub(crate) fn spans(leaf: &Leaf, ts: &[i64], sample: i64) -> Vec<(i64, i64)> {
-    ts.iter().map(|t| (floor(t - leaf.offset_ms - leaf.range_ms, sample), floor(t - leaf.offset_ms, sample))).collect()
+pub(crate) fn spans(leaf: &Leaf, ts: &[i64]) -> Vec<(i64, i64)> {
+    let (at, sample) = (|t: i64| t - leaf.offset_ms, leaf.sample_ms);
+    ts.iter().map(|&t| (floor(at(t) - leaf.range_ms, sample), floor(at(t), sample))).collect()
 }
 
 /// The kind of the measure a leaf reads (None: a ratio).
@@ -214,10 +215,10 @@ fn unit_of(leaf: &Leaf, spans: &[(i64, i64)], catalog: &Catalog) -> i64 {
         .iter()
         .copied()
         .find(|&u| {
-            (u == catalog.sample_ms || coarse)
+            (u == leaf.sample_ms || (coarse && u > leaf.sample_ms))
                 && spans.iter().all(|(a, b)| a.rem_euclid(u) == 0 && b.rem_euclid(u) == 0)
         })
-        .unwrap_or(catalog.sample_ms)
+        .unwrap_or(leaf.sample_ms)
 }
 
 /// Every leaf's series: per read, the leaves it serves and their series
@@ -265,10 +266,18 @@ pub async fn read_leaves(
         if leaf.empty || ts.is_empty() {
             continue;
         }
-        let spans = spans(leaf, ts, catalog.sample_ms);
+        let spans = spans(leaf, ts);
         let unit = unit_of(leaf, &spans, catalog);
         let from = spans.iter().map(|s| s.0).min().unwrap_or_default();
         let to = spans.iter().map(|s| s.1).max().unwrap_or_default();
+        if from >= to {
+            // No sample bucket ends in any step's range (a 5m range over
+            // hour samples): no series, nothing read.
+            if let Some(why) = &leaf.coarse {
+                report.infos.push(format!("{}: no whole bucket ends in its range: {why}", leaf.text));
+            }
+            continue;
+        }
         let mixed = merges(leaf.func, catalog_kind(leaf, catalog));
         let buckets = (to - from) / unit;
         // A mixed read's buckets are counted once planned (whole days are one each).
@@ -318,7 +327,7 @@ pub async fn read_leaves(
         let first = &query.leaves[r.leaves[0]];
         let mut names: Vec<String> = Vec::new();
         for &i in &r.leaves {
-            for m in measures_of(&query.leaves[i].metric, catalog) {
+            for m in catalog.measures_of(&query.leaves[i].metric) {
                 if !names.contains(&m) {
                     names.push(m);
                 }
@@ -333,6 +342,7 @@ pub async fn read_leaves(
             now,
             source: SourceRequest { projection: None, measures: Some(names) },
             mixing: r.mixed.then(|| Mixing { complete: complete.clone(), cuts: r.cuts.clone() }),
+            snap: None,
         };
         let p =
             zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req.clone(), first.group.clone(), opts)
@@ -422,6 +432,13 @@ pub async fn read_leaves(
             info.push_str(&format!(", last written {}", at.format("%Y-%m-%dT%H:%M:%SZ")));
         }
         report.infos.push(info);
+        // Samples coarser than the table's finest: say which window was read.
+        for &i in &r.leaves {
+            if let Some(why) = &query.leaves[i].coarse {
+                let read = zigzag_gather::window::Window { start: r.from, end: r.to };
+                report.infos.push(format!("{}: read {read} as whole buckets: {why}", query.leaves[i].text));
+            }
+        }
         if used.before_flush > 0 {
             report.infos.push(format!(
                 "{}: {} of {} time slices shown as they were before a flush now in progress (its events appear once \
@@ -445,7 +462,7 @@ pub async fn read_leaves(
         }
         report.explain.push(explain);
         let leaves: Vec<&Leaf> = r.leaves.iter().map(|&i| &query.leaves[i]).collect();
-        let vectors = reader.samples.vectors(&read.aggregation, &leaves, ts, catalog.sample_ms, limits)?;
+        let vectors = reader.samples.vectors(&read.aggregation, &leaves, ts, limits)?;
         out.push((r.leaves.clone(), vectors));
     }
     Ok((Leaves { reads: out, count: query.leaves.len() }, report))
@@ -460,12 +477,4 @@ pub(crate) fn too_many_series(n: usize, limits: &Limits) -> ServeError {
             limits.max_series
         ),
     )
-}
-
-/// The measures a metric is read from.
-fn measures_of(metric: &Metric, catalog: &Catalog) -> Vec<String> {
-    match metric {
-        Metric::Measure(m) => vec![m.clone()],
-        Metric::Ratio(r) => catalog.ratio_parts(r).map_or_else(Vec::new, |(n, d)| vec![n.into(), d.into()]),
-    }
 }

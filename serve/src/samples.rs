@@ -69,20 +69,19 @@ impl Samples {
         read: &Arc<Aggregation>,
         leaves: &[&Leaf],
         ts: &[i64],
-        sample_ms: i64,
         limits: &Limits,
     ) -> Result<Arc<Vec<Vector>>> {
         let key = format!("{leaves:?}|{ts:?}");
         if let Some(vectors) = self.kept.get(&key, &[read]) {
             return Ok(vectors);
         }
-        let vectors = Arc::new(fold(read, leaves, ts, sample_ms, limits)?);
+        let vectors = Arc::new(fold(read, leaves, ts, limits)?);
         self.kept.put(key, vec![read.clone()], vectors.clone());
         Ok(vectors)
     }
 }
 
-fn fold(read: &Aggregation, leaves: &[&Leaf], ts: &[i64], sample_ms: i64, limits: &Limits) -> Result<Vec<Vector>> {
+fn fold(read: &Aggregation, leaves: &[&Leaf], ts: &[i64], limits: &Limits) -> Result<Vec<Vector>> {
     // Per group, its buckets in time order.
     let mut groups: BTreeMap<&Vec<String>, BTreeMap<i64, &MeasureValues>> = BTreeMap::new();
     for (k, v) in &read.groups {
@@ -91,7 +90,7 @@ fn fold(read: &Aggregation, leaves: &[&Leaf], ts: &[i64], sample_ms: i64, limits
     let mut out = Vec::with_capacity(leaves.len());
     for leaf in leaves {
         let pick = Pick::new(&leaf.metric, &read.set)?;
-        let spans = spans(leaf, ts, sample_ms);
+        let spans = spans(leaf, ts);
         let mut v = Vector::default();
         for (values, buckets) in &groups {
             let mut labels: Labels = leaf

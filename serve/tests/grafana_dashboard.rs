@@ -1,6 +1,6 @@
 //! The shipped Grafana dashboard (`deploy/grafana/dashboards/zigzag.json`)
 //! and data source, played as Grafana plays them against `gather serve`:
-//! the dashboard's time range resolved (`now-24h/h` to `now/h`), its
+//! the dashboard's time range resolved (`now-24h` to `now`), its
 //! variable filled from `label_values(...)`, `$__range` substituted, each
 //! instant target asked at the range's end and each range target with the
 //! start and end aligned down to the step, by form POST. Every panel gets
@@ -35,10 +35,16 @@ async fn post(app: &Router, uri: &str, form: &[(&str, &str)]) -> Json {
     json
 }
 
-/// The fixture's events in a table, and `gather serve`'s API over it.
+/// The fixture's events in a table of the fixture's layout (every
+/// dimension, by the minute), and `gather serve`'s API over it.
 async fn served() -> (Vec<fixture::Event>, Router) {
+    served_on(fixture::config(4, ScatterMode::Random)).await
+}
+
+/// The fixture's events in a table of `config`'s layout, and `gather
+/// serve`'s API over it.
+async fn served_on(config: zigzag_model::Config) -> (Vec<fixture::Event>, Router) {
     let events = fixture::events(31, 3_000);
-    let config = fixture::config(4, ScatterMode::Random);
     let table = MemoryTable::new();
     fixture::write_store(&table, &config, &events).await;
     let engine = Engine::new(Arc::new(table), Catalog::new(config).unwrap(), ExecOptions::default(), Limits::default());
@@ -57,7 +63,7 @@ async fn every_panel_of_the_shipped_dashboard_is_answered() {
     let now = T0 + DAY + 10 * HOUR + 1_234_567;
     let from = parse_time_at("from", dashboard["time"]["from"].as_str().unwrap(), now, Round::Down).unwrap();
     let to = parse_time_at("to", dashboard["time"]["to"].as_str().unwrap(), now, Round::Up).unwrap();
-    assert_eq!((from % HOUR, to % HOUR, to - from), (0, 0, 25 * HOUR), "whole hours");
+    assert_eq!((from, to), (now - DAY, now), "Grafana's default: the last 24 hours");
     let range = format!("{}s", (to - from) / 1000);
     let secs = |ms: i64| (ms / 1000).to_string();
 
@@ -104,7 +110,10 @@ async fn every_panel_of_the_shipped_dashboard_is_answered() {
             let result = answer["data"]["result"].as_array().unwrap();
             assert!(!result.is_empty(), "{}: {expr}: {answer}", panel["title"]);
             if target["refId"] == "A" && panel["id"] == 1 {
-                let clicks = events.iter().filter(|e| e.click && from <= e.t && e.t < to).count();
+                // The minutes ending in (t - $__range, t], t the whole seconds sent.
+                let (t, minute) = (to / 1000 * 1000, 60_000);
+                let (start, end) = ((t - (to - from) / 1000 * 1000) / minute * minute, t / minute * minute);
+                let clicks = events.iter().filter(|e| e.click && start <= e.t && e.t < end).count();
                 assert_eq!(result[0]["value"][1], clicks.to_string(), "total clicks over the range");
             }
             if panel["id"] == 3 {
@@ -164,15 +173,24 @@ fn the_server_row_reads_metrics_the_server_documents() {
 /// Every option of Grafana's time picker, as Grafana 11 asks: `$__range`
 /// in whole seconds (rounded), instant targets at `time` = the range's end
 /// to the millisecond, range targets with start and end aligned down to
-/// the panel's interval. Every panel answers, and the totals are the
-/// events' in the buckets ending in `(time - $__range, time]`. (On the
-/// fixture's layout, which keeps minutes for every label; the shipped
-/// layout's `referrer_country` keeps hours, and its panel is answered on
-/// whole hours only: issue 46, item 2.)
+/// the panel's interval. Every panel answers, on the fixture's layout
+/// (every label by the minute) and on the shipped one, whose referrers are
+/// kept by the hour: the totals are the events' in the minutes ending in
+/// `(time - $__range, time]`, each referrer's CTR the events' in the hours
+/// ending in it, and `infos` says which window that was.
 #[tokio::test]
 async fn every_time_picker_option_answers_every_panel() {
+    for (layout, config) in
+        [("fixture", fixture::config(4, ScatterMode::Random)), ("shipped", zigzag_model::Config::shipped())]
+    {
+        time_picker_options_on(layout, config).await;
+    }
+}
+
+async fn time_picker_options_on(layout: &str, config: zigzag_model::Config) {
     let dashboard: Json = serde_json::from_str(&deploy("dashboards/zigzag.json")).unwrap();
-    let (events, app) = served().await;
+    let referrer_unit = if layout == "shipped" { HOUR } else { 60_000 };
+    let (events, app) = served_on(config).await;
     let now = T0 + DAY + 10 * HOUR + 1_234_567;
     let options = [
         ("now-5m", "now"),
@@ -192,11 +210,15 @@ async fn every_time_picker_option_answers_every_panel() {
     let panels: Vec<&Json> =
         dashboard["panels"].as_array().unwrap().iter().filter(|p| p["datasource"]["uid"] == "zigzag").collect();
     let ms = |t: i64| format!("{}.{:03}", t.div_euclid(1000), t.rem_euclid(1000));
+    let mut referrers_checked = 0;
     for (from_text, to_text) in options {
         let from = parse_time_at("from", from_text, now, Round::Down).unwrap();
         let to = parse_time_at("to", to_text, now, Round::Up).unwrap().min(now);
         let range_s = ((to - from) as f64 / 1000.0).round() as i64;
         let range = format!("{range_s}s");
+        let case = format!("{layout} layout, {from_text}..{to_text}");
+        // The buckets of `unit` ending in (to - range, to], as [start, end).
+        let ending_in = |unit: i64| ((to - range_s * 1000).div_euclid(unit) * unit, to.div_euclid(unit) * unit);
         for panel in &panels {
             for target in panel["targets"].as_array().unwrap() {
                 let expr = target["expr"].as_str().unwrap().replace("$__range", &range).replace("$country", "DE");
@@ -208,19 +230,52 @@ async fn every_time_picker_option_answers_every_panel() {
                     let form = [("query", expr.as_str()), ("start", &ms(start)), ("end", &ms(end)), ("step", "300")];
                     post(&app, "/api/v1/query_range", &form).await
                 };
-                assert_eq!(answer["status"], "success", "{from_text}..{to_text}: {expr}: {answer}");
+                assert_eq!(answer["status"], "success", "{case}: {expr}: {answer}");
                 if target["refId"] == "A" && panel["id"] == 1 {
-                    let minute = 60_000;
-                    let (start, end) =
-                        ((to - range_s * 1000).div_euclid(minute) * minute, to.div_euclid(minute) * minute);
+                    let (start, end) = ending_in(60_000);
                     let inside: Vec<_> = events.iter().filter(|e| start <= e.t && e.t < end).collect();
                     let clicks = inside.iter().filter(|e| e.click).count();
                     let got = answer["data"]["result"][0]["value"][1].as_str().map(str::to_string);
                     // A bucket with events has a sample (0 clicks included); none, no series.
                     let want = (!inside.is_empty()).then(|| clicks.to_string());
-                    assert_eq!(got, want, "{from_text}..{to_text}: total clicks over [{range}] at {}", ms(to));
+                    assert_eq!(got, want, "{case}: total clicks over [{range}] at {}", ms(to));
+                }
+                if panel["id"] == 3 {
+                    let (start, end) = ending_in(referrer_unit);
+                    let mut want = std::collections::BTreeMap::<&str, (u64, u64)>::new();
+                    for e in events.iter().filter(|e| start <= e.t && e.t < end && e.country == "DE") {
+                        let w = want.entry(e.referrer).or_default();
+                        // An event is a click or an impression.
+                        w.0 += e.click as u64;
+                        w.1 += !e.click as u64;
+                    }
+                    let got: std::collections::BTreeMap<&str, f64> = answer["data"]["result"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|r| {
+                            (
+                                r["metric"]["referrer"].as_str().unwrap(),
+                                r["value"][1].as_str().unwrap().parse().unwrap(),
+                            )
+                        })
+                        .collect();
+                    let want: std::collections::BTreeMap<&str, f64> = want
+                        .into_iter()
+                        .filter(|(_, (_, i))| *i > 0)
+                        .map(|(r, (c, i))| (r, c as f64 / i as f64))
+                        .collect();
+                    assert_eq!(got, want, "{case}: CTR by referrer over the {referrer_unit} ms buckets of [{range}]");
+                    referrers_checked += got.len();
+                    let said = answer["infos"].as_array().into_iter().flatten().any(|i| {
+                        let i = i.as_str().unwrap_or_default();
+                        i.contains(&format!("read {}", zigzag_gather::window::Window { start, end }))
+                            && i.contains("projection referrer_country keeps hours")
+                    });
+                    assert_eq!(said, layout == "shipped" && start < end, "{case}: infos say the window read: {answer}");
                 }
             }
         }
     }
+    assert!(referrers_checked > 20, "{layout}: referrers were compared ({referrers_checked})");
 }

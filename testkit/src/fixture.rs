@@ -11,7 +11,7 @@ use zigzag_core::table::{AttrValue, SortedTable, UpdateOutcome};
 use zigzag_model::measure::update::{plan_update, ItemWrite};
 use zigzag_model::stats::{plan_stats_update, BinStats};
 use zigzag_model::truth::Named;
-use zigzag_model::{Config, KeyModel, MeasureValue, MeasureValues, ScatterMode, Truth};
+use zigzag_model::{Config, KeyModel, MeasureValue, MeasureValues, Projections, ScatterMode, Truth};
 
 /// The shipped layout's dimensions, as these tests name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,9 +183,10 @@ pub enum Until {
     Done,
 }
 
-/// Writes flush `flush` of lane 1 of `events`, as a flusher does: begin
-/// marks, statistics, items, done marks ([`finish_flush`] writes the done
-/// marks of one stopped at [`Until::Items`]).
+/// Writes flush `flush` of lane 1 of `events`, as a flusher does, in
+/// every projection of the layout: begin marks, statistics, items, done
+/// marks ([`finish_flush`] writes the done marks of one stopped at
+/// [`Until::Items`]).
 pub async fn write_flush<T: SortedTable + ?Sized>(
     table: &T,
     config: &Config,
@@ -193,7 +194,16 @@ pub async fn write_flush<T: SortedTable + ?Sized>(
     flush: u64,
     until: Until,
 ) {
-    let km = KeyModel::new(config).unwrap();
+    for km in Projections::new(config).unwrap().iter() {
+        write_projection(table, km, events, flush).await;
+    }
+    if until == Until::Done {
+        finish_flush(table, config, events, flush).await;
+    }
+}
+
+/// One projection's part of [`write_flush`], up to its done marks.
+async fn write_projection<T: SortedTable + ?Sized>(table: &T, km: &KeyModel, events: &[&Event], flush: u64) {
     let fields: Vec<Field> = km.dims().iter().map(|d| Field::parse(&d.name)).collect();
     let mut partials: BTreeMap<(u8, i64, Vec<&'static str>), Measures> = BTreeMap::new();
     for e in events {
@@ -227,7 +237,7 @@ pub async fn write_flush<T: SortedTable + ?Sized>(
         }
     }
     // The change marks around the items, as a flush writes them.
-    let slices = touched(&km, events);
+    let slices = touched(km, events);
     for &(r, s) in &slices {
         table.update(&zigzag_model::changes::begin(km.name(), r, s, 1, flush)).await.unwrap();
     }
@@ -251,17 +261,15 @@ pub async fn write_flush<T: SortedTable + ?Sized>(
         };
         apply(table, &w).await;
     }
-    if until == Until::Done {
-        finish_flush(table, config, events, flush).await;
-    }
 }
 
 /// The done marks of flush `flush` of `events` (one written up to
 /// [`Until::Items`]).
 pub async fn finish_flush<T: SortedTable + ?Sized>(table: &T, config: &Config, events: &[&Event], flush: u64) {
-    let km = KeyModel::new(config).unwrap();
-    for (r, s) in touched(&km, events) {
-        table.update(&zigzag_model::changes::done(km.name(), r, s, 1, flush)).await.unwrap();
+    for km in Projections::new(config).unwrap().iter() {
+        for (r, s) in touched(km, events) {
+            table.update(&zigzag_model::changes::done(km.name(), r, s, 1, flush)).await.unwrap();
+        }
     }
 }
 

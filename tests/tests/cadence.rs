@@ -255,6 +255,7 @@ async fn the_shipped_layout_answers_the_readme_reports_exactly() {
                 measures: measures.map(|m| m.iter().map(|s| s.to_string()).collect()),
             },
             mixing: None,
+            snap: None,
         };
         let group_by: Vec<String> = group_by.iter().map(|s| s.to_string()).collect();
         let g = zigzag_gather::gather(&table, &config, req, group_by.clone(), &ExecOptions::default()).await.unwrap();

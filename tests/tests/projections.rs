@@ -237,6 +237,7 @@ fn request(r: &Report, config: &Config, projection: Option<&str>) -> PlanRequest
         now: 0,
         source: SourceRequest { projection: projection.map(String::from), measures: r.measures.clone() },
         mixing: None,
+        snap: None,
     }
 }
 

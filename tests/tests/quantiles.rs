@@ -105,6 +105,7 @@ async fn quantiles_are_exact_sketches_and_within_accuracy_in_check_reports_and_t
         now: end,
         source: Default::default(),
         mixing: None,
+        snap: None,
     };
     let mut g = zigzag_gather::gather(table.as_ref(), &config(), req, vec!["country".into()], &ExecOptions::default())
         .await

@@ -119,6 +119,7 @@ fn request(from: i64, to: i64, step: Option<i64>, rollup: Option<Rollup>, projec
         now: START + SPAN,
         source: SourceRequest { projection, measures: None },
         mixing: Some(Mixing::complete(Completeness::unchecked())),
+        snap: None,
     }
 }
 

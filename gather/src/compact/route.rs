@@ -173,6 +173,7 @@ mod tests {
             now: T,
             source: Default::default(),
             mixing: None,
+            snap: None,
         };
         plan_source(&km, req).unwrap().reads.remove(0)
     }
@@ -276,6 +277,7 @@ mod tests {
             now: T + 2 * DAY,
             source: Default::default(),
             mixing: None,
+            snap: None,
         };
         let plan = plan_source(&km, req).unwrap().reads.remove(0);
         assert!(!plan.compactable);

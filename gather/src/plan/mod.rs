@@ -31,7 +31,7 @@ use crate::complete::Completeness;
 use crate::cost::Way;
 use crate::error::{GatherError, Result};
 use crate::filter::FilterSet;
-use crate::window::{format_duration, Window, WindowSpec};
+use crate::window::{format_duration, Snap, Window, WindowSpec};
 use zigzag_core::schema::{BinnedBox, Constraint, Value};
 use zigzag_core::table::{Filter, SortedTable};
 use zigzag_core::zorder::{dim_max, ZBox};
@@ -61,6 +61,9 @@ pub struct PlanRequest {
     /// How the window may be read from several rollups (None: from one,
     /// the coarsest aligned with it).
     pub mixing: Option<Mixing>,
+    /// Whether a projection whose buckets the window's ends are not on may
+    /// read it over its buckets touched or inside (None: refused).
+    pub snap: Option<Snap>,
 }
 
 /// What lets a window be read from several rollups.
@@ -157,6 +160,9 @@ pub struct Plan {
     /// When a flush last wrote to the items read (the statistics'; ms).
     pub written_at: Option<i64>,
     pub window: Window,
+    /// The window read is not the one asked: `--snap` moved its ends to
+    /// the projection's buckets (said to the user, never silent).
+    pub window_note: Option<String>,
     pub step: Option<i64>,
     pub rollup_reason: String,
     /// The spans of the window and how each is read, in time order.
@@ -295,23 +301,34 @@ pub async fn plan<T: SortedTable + ?Sized>(
     crate::choice::choose(table, config, projections, &req, group_by, opts).await
 }
 
-/// The step and window `req` asks of `km`.
-fn step_and_window(km: &KeyModel, req: &PlanRequest) -> Result<(Option<i64>, Window, Vec<Rollup>)> {
+/// The step and window `req` asks of `km`, and, when `--snap` moved the
+/// window's ends to `km`'s buckets, a note saying so.
+fn step_and_window(km: &KeyModel, req: &PlanRequest) -> Result<(Option<i64>, Window, Option<String>, Vec<Rollup>)> {
     let (finest, rollups) = units(km)?;
     let step = match req.step {
         Some(s) if s % finest != 0 => {
             return Err(GatherError::Window {
                 arg: "--step",
                 text: format_duration(s),
-                why: format!("is not a multiple of {}, the finest configured rollup", format_duration(finest)),
+                why: format!(
+                    "is not a multiple of {}, the finest rollup of projection {}",
+                    format_duration(finest),
+                    km.name()
+                ),
             })
         }
         Some(s) => Some(s),
         None if req.timeseries => Some(default_step(req.window.len_ms(req.now)?, &rollups)),
         None => None,
     };
-    let window = req.window.resolve(req.now, finest, step.unwrap_or(finest))?;
-    Ok((step, window, rollups))
+    let grain = step.unwrap_or(finest);
+    let window = req.window.resolve(req.now, finest, grain, req.snap)?;
+    let moved = req.snap.is_some() && req.window.resolve(req.now, finest, grain, None).is_err();
+    let note = moved.then(|| {
+        let (snap, unit) = (req.snap.map_or("", Snap::name), rollups[0]);
+        format!("read {window} (--snap {snap}): projection {} keeps {unit}s", km.name())
+    });
+    Ok((step, window, note, rollups))
 }
 
 /// Plans a request on one projection: its cheapest decomposition by the
@@ -324,11 +341,11 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
 /// or a request without `mixing`); else one decomposition per coarsest
 /// rollup allowed, coarsest first, those that differ.
 pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
-    let (step, window, rollups) = step_and_window(km, &req)?;
+    let (step, window, note, rollups) = step_and_window(km, &req)?;
     let Some(mixing) = req.mixing.as_ref().filter(|_| req.rollup.is_none()) else {
         let (rollup, reason) = choose_rollup(km, &req, &window, step)?;
         let spans = [Span { rollup, start: window.start, end: window.end }];
-        return Ok(vec![assemble(km, &req, step, window, &spans, reason)?]);
+        return Ok(vec![assemble(km, &req, (step, window, note), &spans, reason)?]);
     };
     let folded = !mixing.cuts.is_empty();
     let usable: Vec<Rollup> =
@@ -363,7 +380,7 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
                 rollups_label(spans.iter().map(|s| s.rollup))
             ),
         };
-        alternatives.push(assemble(km, &req, step, window, &spans, reason)?);
+        alternatives.push(assemble(km, &req, (step, window, note.clone()), &spans, reason)?);
     }
     match (alternatives.is_empty(), first_error) {
         (true, Some(e)) => Err(e),
@@ -383,8 +400,7 @@ fn same_spans(p: &Plan, spans: &[Span]) -> bool {
 fn assemble(
     km: &KeyModel,
     req: &PlanRequest,
-    step: Option<i64>,
-    window: Window,
+    (step, window, window_note): (Option<i64>, Window, Option<String>),
     spans: &[Span],
     reason: String,
 ) -> Result<Plan> {
@@ -397,6 +413,7 @@ fn assemble(
         statistics_cost: (0, 0.0),
         written_at: None,
         window,
+        window_note,
         step,
         rollup_reason: reason,
         reads,
@@ -473,6 +490,9 @@ impl std::fmt::Display for Plan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "source:   projection {} ({})", self.projection, self.source_reason)?;
         writeln!(f, "window:   {} ({})", self.window, format_duration(self.window.len_ms()))?;
+        if let Some(note) = &self.window_note {
+            writeln!(f, "          {note}")?;
+        }
         if let Some(s) = self.step {
             writeln!(f, "step:     {}", format_duration(s))?;
         }

@@ -16,6 +16,7 @@ fn req(from: i64, to: i64, step: Option<i64>, timeseries: bool) -> PlanRequest {
         now: T,
         source: SourceRequest::default(),
         mixing: None,
+        snap: None,
     }
 }
 

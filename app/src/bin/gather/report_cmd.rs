@@ -16,7 +16,7 @@ use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::{Mixing, PlanRequest};
 use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
 use zigzag_gather::report::{self, RankBy};
-use zigzag_gather::window::{parse_duration, parse_time, WindowSpec};
+use zigzag_gather::window::{parse_duration, parse_time, Snap, WindowSpec};
 use zigzag_gather::{explain, merge, Completeness, Planned};
 use zigzag_model::measure::sketch::DEFAULT_QUANTILES;
 use zigzag_model::measure::ShowOptions;
@@ -33,6 +33,16 @@ enum RollupArg {
     Minute,
     Hour,
     Day,
+}
+
+/// `--snap`: how a window off the buckets of every projection that keeps
+/// what the report needs is read.
+#[derive(Clone, Copy, ValueEnum)]
+enum SnapArg {
+    /// Over the buckets the window touches (wider)
+    Out,
+    /// Over the buckets inside it (narrower)
+    In,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -53,6 +63,12 @@ pub(crate) struct Common {
     /// Window ending now: 15m, 1h, 7d, 2w ...
     #[arg(long)]
     last: Option<String>,
+    /// When no projection keeping what the report needs has buckets on the
+    /// window's ends (referrers are kept by the hour): read the buckets the
+    /// window touches (out) or those inside it (in); the window read is
+    /// printed. Unset: such a window is refused
+    #[arg(long, value_enum)]
+    snap: Option<SnapArg>,
     /// Rollup to read; auto = the coarsest that gives the step and fits the window
     #[arg(long, value_enum, default_value = "auto")]
     rollup: RollupArg,
@@ -221,6 +237,10 @@ async fn prepare(
                 .await
                 .context("reading the lease table (which hour and day items hold all their minutes)")?,
         )),
+        snap: c.snap.map(|s| match s {
+            SnapArg::Out => Snap::Out,
+            SnapArg::In => Snap::In,
+        }),
     };
     let group_by = merge::parse_group_by(&c.group_by, config)?;
     if matches!(kind, Kind::Top { .. }) && group_by.is_empty() {
@@ -303,6 +323,9 @@ pub(crate) async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Comm
         FormatArg::Json => Format::Json,
     };
     print!("{}", render(&report, format)?);
+    if let Some(note) = &g.plan.window_note {
+        eprintln!("note: {note}");
+    }
     if let (Kind::Timeseries { chart: Some(path), .. }, Some(m)) = (&kind, rank) {
         write_chart(&report, &ChartMeasure { name: m.name(&set, &show), ratio: m.is_ratio() }, path)?;
     }
