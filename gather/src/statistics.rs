@@ -77,6 +77,31 @@ impl Statistics {
     }
 }
 
+/// The buckets the table's items span, `[first bucket's start, last
+/// bucket's end)`, by the statistics of each projection's coarsest rollup
+/// (a few items a year each), and what reading them cost; None when there
+/// are none (nothing written, or a table from before statistics).
+pub async fn kept_span<T: SortedTable + ?Sized>(
+    table: &T,
+    projections: &zigzag_model::Projections,
+) -> Result<(Option<crate::window::Window>, u64, f64)> {
+    let (mut span, mut requests, mut rcu): (Option<crate::window::Window>, u64, f64) = (None, 0, 0.0);
+    for km in projections.iter() {
+        let Some(rollup) = km.rollups().max_by_key(|r| r.unit_ms()) else { continue };
+        let prefix = format!("{}#{rollup}#", km.name()).into_bytes();
+        let stats = read(table, SortKeyCondition::BeginsWith(prefix)).await?;
+        (requests, rcu) = (requests + stats.requests, rcu + stats.rcu);
+        for s in stats.by_sk.values() {
+            let (lo, hi) = (s.lo, s.hi + rollup.unit_ms());
+            span = Some(match span {
+                None => crate::window::Window { start: lo, end: hi },
+                Some(w) => crate::window::Window { start: w.start.min(lo), end: w.end.max(hi) },
+            });
+        }
+    }
+    Ok((span, requests, rcu))
+}
+
 /// The statistics of every read's projection, rollup and bins: one query
 /// per (projection, rollup) over the bins of all its reads, all at once (a
 /// report waits for one round trip, not one per candidate).
@@ -88,9 +113,10 @@ pub async fn load<T: SortedTable + ?Sized>(table: &T, reads: &[&Read]) -> Result
             *e = (e.0.min(bin), e.1.max(bin));
         }
     }
-    let reads = ranges
-        .into_iter()
-        .map(|((projection, rollup), (first, last))| read(table, stats_range(projection, rollup, first, last)));
+    let reads = ranges.into_iter().map(|((projection, rollup), (first, last))| {
+        let (lo, hi) = stats_range(projection, rollup, first, last);
+        read(table, SortKeyCondition::Between(lo, hi))
+    });
     let mut stats = Statistics::default();
     for read in futures::future::try_join_all(reads).await? {
         stats.requests += read.requests;
@@ -100,10 +126,10 @@ pub async fn load<T: SortedTable + ?Sized>(table: &T, reads: &[&Read]) -> Result
     Ok(stats)
 }
 
-/// Every statistics item between two sort keys, page after page.
-async fn read<T: SortedTable + ?Sized>(table: &T, (lo, hi): (Vec<u8>, Vec<u8>)) -> Result<Statistics> {
+/// Every statistics item whose sort key `sk` admits, page after page.
+async fn read<T: SortedTable + ?Sized>(table: &T, sk: SortKeyCondition) -> Result<Statistics> {
     let mut stats = Statistics::default();
-    let mut req = QueryRequest::new(STATS_PK, SortKeyCondition::Between(lo, hi));
+    let mut req = QueryRequest::new(STATS_PK, sk);
     loop {
         let page = table.query(&req).await.map_err(|e| GatherError::Query {
             pk: STATS_PK.into(),

@@ -239,20 +239,34 @@ fn entries<T: Serialize + PartialEq>(
 
 /// Records `layout` in the table if it has none; otherwise checks it is
 /// the same. Called by every writer before its first flush.
+///
+/// The writer that records it on a new table writes the value catalog from
+/// the table's first flush, and the item says so
+/// (`value_catalog::coverage`); on a table recorded before, the first
+/// writer that has the catalog says it is partial.
 pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<(), LayoutError> {
-    let req = UpdateRequest::new(LAYOUT_PK, LAYOUT_SK.to_vec())
-        .set_if_absent(TEXT, layout.canonical().as_str())
-        .set_if_absent(DIGEST, layout.digest().as_str());
-    let stored = match table.update(&req).await? {
-        UpdateOutcome::Applied(item) | UpdateOutcome::ConditionFailed(Some(item)) => Layout::from_item(&item)?,
+    use crate::value_catalog::{coverage, ON_LAYOUT};
+    // Only where no layout is recorded: its text is JSON ("{..."), never
+    // below "0".
+    let create = UpdateRequest::new(LAYOUT_PK, LAYOUT_SK.to_vec())
+        .set(TEXT, layout.canonical().as_str())
+        .set(DIGEST, layout.digest().as_str())
+        .set(ON_LAYOUT, coverage(true))
+        .guard(TEXT, zigzag_core::table::CmpOp::Lt, "0", true);
+    let item = match table.update(&create).await? {
+        UpdateOutcome::Applied(_) => return Ok(()),
+        UpdateOutcome::ConditionFailed(Some(item)) => item,
         UpdateOutcome::ConditionFailed(None) => return Err(LayoutError::Corrupt("refused without an item".into())),
     };
-    let differences = layout.differences(&stored);
-    if differences.is_empty() {
-        Ok(())
-    } else {
-        Err(LayoutError::Differs(differences))
+    let differences = layout.differences(&Layout::from_item(&item)?);
+    if !differences.is_empty() {
+        return Err(LayoutError::Differs(differences));
     }
+    if !item.attrs.contains_key(ON_LAYOUT) {
+        let partial = UpdateRequest::new(LAYOUT_PK, LAYOUT_SK.to_vec()).set_if_absent(ON_LAYOUT, coverage(false));
+        table.update(&partial).await?;
+    }
+    Ok(())
 }
 
 /// The table's layout, if a writer recorded one.
@@ -283,6 +297,30 @@ mod tests {
         let many = diffs(31);
         assert!(many.contains("d1; d2; d3; d4; d5; d6; and 25 more. Use"), "{many}");
         assert!(!many.contains("d7"), "{many}");
+    }
+
+    #[tokio::test]
+    async fn the_writer_recording_a_new_tables_layout_says_the_value_catalog_is_whole_and_one_after_an_older_writer_partial(
+    ) {
+        use crate::value_catalog::is_whole;
+        let layout = Layout::of(&Config::default());
+        let new = MemoryTable::new();
+        assert!(!is_whole(&new).await.unwrap(), "no layout: not written by ingest");
+        ensure(&new, &layout).await.unwrap();
+        ensure(&new, &layout).await.unwrap();
+        assert!(is_whole(&new).await.unwrap());
+        // A table whose layout a writer without the catalog recorded.
+        let old = MemoryTable::new();
+        let req = UpdateRequest::new(LAYOUT_PK, LAYOUT_SK.to_vec())
+            .set_if_absent(TEXT, layout.canonical().as_str())
+            .set_if_absent(DIGEST, layout.digest().as_str());
+        old.update(&req).await.unwrap();
+        ensure(&old, &layout).await.unwrap();
+        assert!(!is_whole(&old).await.unwrap(), "values from before are not in the catalog");
+        assert_eq!(load(&old).await.unwrap(), Some(layout.clone()), "the layout is kept");
+        let other = Layout::of(&Config { rollups: vec![crate::rollup::Rollup::Hour], ..Config::default() });
+        assert!(matches!(ensure(&new, &other).await, Err(LayoutError::Differs(_))), "another layout is refused");
+        assert_eq!(load(&new).await.unwrap(), Some(layout));
     }
 
     #[test]

@@ -27,6 +27,8 @@
 //!   time slice, so a reader knows whether a slice changed since it read it.
 //! - [`stats`]: items per projection, rollup and bin, kept by ingest for
 //!   gather's planner.
+//! - [`value_catalog`]: every value each dimension took, written by the
+//!   flush, for label values over all the data kept.
 //! - [`position`]: stream positions (sequence numbers up to 256 bits).
 //! - [`source`]: the contract of a replayable, sharded record source.
 //! - [`truth`]: a generator's ground truth, to check reports against.
@@ -51,6 +53,7 @@ pub mod shipped;
 pub mod source;
 pub mod stats;
 pub mod truth;
+pub mod value_catalog;
 
 pub use config::Config;
 pub use error::ConfigError;

@@ -11,6 +11,7 @@ use zigzag_core::table::{AttrValue, SortedTable, UpdateOutcome};
 use zigzag_model::measure::update::{plan_update, ItemWrite};
 use zigzag_model::stats::{plan_stats_update, BinStats};
 use zigzag_model::truth::Named;
+use zigzag_model::value_catalog;
 use zigzag_model::{Config, KeyModel, MeasureValue, MeasureValues, Projections, ScatterMode, Truth};
 
 /// The shipped layout's dimensions, as these tests name them.
@@ -194,11 +195,34 @@ pub async fn write_flush<T: SortedTable + ?Sized>(
     flush: u64,
     until: Until,
 ) {
-    for km in Projections::new(config).unwrap().iter() {
+    let projections = Projections::new(config).unwrap();
+    write_values(table, &projections, events).await;
+    for km in projections.iter() {
         write_projection(table, km, events, flush).await;
     }
     if until == Until::Done {
         finish_flush(table, config, events, flush).await;
+    }
+}
+
+/// The value catalog's entries of `events`, as a flush writes them before
+/// its items (`zigzag_model::value_catalog`).
+async fn write_values<T: SortedTable + ?Sized>(table: &T, projections: &Projections, events: &[&Event]) {
+    let Some(first) = projections.iter().next() else { return };
+    let rollups: Vec<_> = projections.iter().flat_map(|km| km.rollups()).collect();
+    let mut latest: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+    for km in projections.iter() {
+        for d in km.dims() {
+            for e in events {
+                let day = value_catalog::day_of(e.t);
+                let at = latest.entry((d.name.clone(), e.value(Field::parse(&d.name)))).or_insert(day);
+                *at = (*at).max(day);
+            }
+        }
+    }
+    for ((dim, value), day) in latest {
+        let expires = value_catalog::expires(first.retention(), &rollups, day);
+        table.update(&value_catalog::record(&dim, value, day, expires)).await.unwrap();
     }
 }
 

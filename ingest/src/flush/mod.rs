@@ -10,7 +10,8 @@
 //!
 //! A flush's items are bracketed by its change marks (`changes.rs`): every
 //! time slice it touches says, before the first item and after the last,
-//! that this lane's flush `k` is changing it.
+//! that this lane's flush `k` is changing it. Before its items too, the
+//! values of their keys go in the value catalog (`values.rs`).
 //!
 //! This is the pipeline's one retry loop for item writes: the store returns
 //! each item's result and only the failed items are sent again.
@@ -19,6 +20,7 @@ mod changes;
 mod chunk;
 mod merged;
 mod statistics;
+mod values;
 
 pub use merged::Merged;
 
@@ -82,6 +84,25 @@ pub struct FlushStats {
     pub statistics_writes: AtomicU64,
     /// Of `write_requests`, the change marks around items (`changes.rs`).
     pub change_writes: AtomicU64,
+    /// Of `write_requests`, the value catalog (`values.rs`).
+    pub value_writes: AtomicU64,
+}
+
+/// Writes that only move an attribute upwards: a refusal means the store
+/// has it already (a replay, or another worker's), never a failure.
+#[derive(Debug, Clone, Copy)]
+enum Upward {
+    ChangeMarks,
+    Values,
+}
+
+impl Upward {
+    fn counted(self, stats: &FlushStats) -> (&AtomicU64, &'static str) {
+        match self {
+            Upward::ChangeMarks => (&stats.change_writes, "zigzag_ingest_change_mark_writes_total"),
+            Upward::Values => (&stats.value_writes, "zigzag_ingest_value_catalog_writes_total"),
+        }
+    }
 }
 
 /// The writer of one flush: a lane's mark and the flush number.
@@ -109,6 +130,9 @@ pub struct Flusher {
     /// `sketch_bytes`.
     sketches: DashMap<u64, Item, FxBuildHasher>,
     sketch_bytes: AtomicU64,
+    /// The value catalog's (dimension, value) pairs this flusher recorded,
+    /// and their day (`values.rs`).
+    recorded: values::Recorded,
     set: MeasureSet,
     aggregates: Arc<dyn SortedTable>,
     concurrency: usize,
@@ -143,6 +167,7 @@ impl Flusher {
             remember,
             sketches: DashMap::with_hasher(FxBuildHasher),
             sketch_bytes: AtomicU64::new(0),
+            recorded: Default::default(),
             projections,
             shapes,
             sets,
@@ -206,6 +231,51 @@ impl Flusher {
         self.projections.get(key.projection as usize).expect("merged by these projections")
     }
 
+    /// Sends upward-only writes until each is applied or refused (already
+    /// there), retrying what failed retryably: every such write of a flush
+    /// goes through this one loop.
+    async fn write_upward(&self, mut todo: Vec<UpdateRequest>, kind: Upward) -> Result<(), FlushError> {
+        let (counter, metric) = kind.counted(&self.stats);
+        let mut failed_rounds = 0;
+        while !todo.is_empty() {
+            let sent = todo.len() as u64;
+            self.stats.write_requests.fetch_add(sent, Ordering::Relaxed);
+            counter.fetch_add(sent, Ordering::Relaxed);
+            metrics::counter!("zigzag_ingest_write_requests_total").increment(sent);
+            metrics::counter!(metric).increment(sent);
+            let results = match self.aggregates.update_batch(&todo).await {
+                Ok(r) => r,
+                Err(e) if e.is_retryable() => {
+                    todo.iter().map(|_| Err(TableError::Unavailable(e.to_string()))).collect()
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let mut again = Vec::new();
+            let mut last_error = None;
+            for (req, result) in todo.drain(..).zip(results) {
+                match result {
+                    // Refused: the store holds it, or a later one, already.
+                    Ok(UpdateOutcome::Applied(_) | UpdateOutcome::ConditionFailed(_)) => {}
+                    Err(e) if e.is_retryable() => {
+                        last_error = Some(e);
+                        again.push(req);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if let Some(e) = last_error {
+                let n = again.len() as u64;
+                self.stats.retries.fetch_add(n, Ordering::Relaxed);
+                metrics::counter!("zigzag_ingest_store_retries_total").increment(n);
+                if !self.retry.pause(&mut failed_rounds, &AtomicU64::new(0)).await {
+                    return Err(e.into());
+                }
+            }
+            todo = again;
+        }
+        Ok(())
+    }
+
     /// The measures of a prepared write's projection.
     fn set_of(&self, p: &Prepared) -> &MeasureSet {
         self.projections.get(p.projection as usize).expect("prepared by these projections").measures()
@@ -263,6 +333,7 @@ impl Flusher {
             .map(|partition| self.write_partition(partition, &mark, writer.k))
             .collect();
         self.write_changes(&slices, writer, changes::Phase::Begin).await?;
+        self.write_values(&located).await?;
         stream::iter(partitions).buffer_unordered(partitions_in_flight).try_collect::<()>().await?;
         self.write_changes(&slices, writer, changes::Phase::Done).await?;
         let sent = self

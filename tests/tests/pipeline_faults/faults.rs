@@ -227,6 +227,8 @@ impl Faulty {
             Phase::Statistics
         } else if self.aggregates && reqs[0].pk.starts_with(zigzag_model::changes::CHANGES_PK) {
             Phase::Changes
+        } else if self.aggregates && reqs[0].pk.starts_with(zigzag_model::value_catalog::VALUES_PK) {
+            Phase::Values
         } else if self.aggregates {
             Phase::Items
         } else {

@@ -53,7 +53,7 @@ impl Image {
             // Recorded, not proven: no item was written.
             Phase::Proof | Phase::Validate | Phase::Abort => assert_eq!((open, valid), (1, 0), "{context}: {lanes:?}"),
             // Proven, not committed: items may have been written.
-            Phase::Changes | Phase::Items | Phase::Commit => {
+            Phase::Changes | Phase::Values | Phase::Items | Phase::Commit => {
                 assert_eq!((open, valid), (0, 1), "{context}: {lanes:?}")
             }
             // Committed, a checkpoint not moved.

@@ -211,8 +211,11 @@ async fn crash_in_item_writes_or_checkpoints_then_restart_with_the_same_worker_i
         (Trigger::NthOf(Phase::Changes, 2), half.clone()),
         (rnd(Phase::Changes, 3), crash.clone()),
         (rnd(Phase::Changes, 3), half.clone()),
+        (Trigger::NthOf(Phase::Values, 1), crash.clone()),
+        (Trigger::NthOf(Phase::Values, 1), half.clone()),
+        (rnd(Phase::Values, 2), half.clone()),
     ];
-    crash_cases(13, cases, &[Phase::Items, Phase::Advance, Phase::Changes]).await;
+    crash_cases(13, cases, &[Phase::Items, Phase::Advance, Phase::Changes, Phase::Values]).await;
 }
 
 /// The restart is another worker: it finds the dead worker's lane and

@@ -156,6 +156,13 @@ impl World {
             );
         }
 
+        // The value catalog lists every value an event had, and no other.
+        for (dim, values) in &self.truth.by {
+            let listed = zigzag_model::value_catalog::read(&*self.aggregates, dim, now).await.expect("the catalog");
+            let want: Vec<&String> = values.keys().filter(|v| !v.is_empty()).collect();
+            assert_eq!(listed.values.iter().collect::<Vec<_>>(), want, "{context}: the values of {dim}");
+        }
+
         let gen = Generator::new(self.gen_cfg.clone());
         let leases = self.shard_leases().await;
         assert_eq!(leases.len(), self.gen_cfg.shards as usize, "{context}: {leases:?}");
@@ -189,32 +196,31 @@ impl World {
     }
 
     /// How many of these item writes are applied: their item carries the
-    /// write's mark (`w@<lane>` = k).
+    /// write's mark (`w@<lane>` = k), the change mark or the value
+    /// catalog's day the write sets.
     pub(crate) async fn marked(&self, writes: &[UpdateRequest]) -> usize {
         let mut n = 0;
         for req in writes {
-            // An item write's lane mark, or the change mark a write sets.
-            let (attr, k) = match req.pk.starts_with(zigzag_model::changes::CHANGES_PK) {
-                true => match req.actions.first() {
-                    Some((attr, zigzag_core::table::Action::Set(AttrValue::N(k)))) => {
-                        (attr.clone(), u64::try_from(*k).expect("a flush number"))
+            let (attr, want) = match req.pk.starts_with(zigzag_model::changes::CHANGES_PK)
+                || req.pk.starts_with(zigzag_model::value_catalog::VALUES_PK)
+            {
+                true => {
+                    match req.actions.iter().find(|(a, _)| a.starts_with("b@") || a.starts_with("d@") || a == "seen") {
+                        Some((attr, zigzag_core::table::Action::Set(v @ AttrValue::N(_)))) => (attr.clone(), v.clone()),
+                        other => panic!("a change mark sets a flush number, a value its day: {other:?}"),
                     }
-                    other => panic!("a change mark sets a flush number: {other:?}"),
-                },
+                }
                 false => {
                     let (lane, k) = item_mark(req);
-                    (mark_attr(lane), k)
+                    (mark_attr(lane), AttrValue::N(k.into()))
                 }
             };
             let item = self.aggregates.get(&req.pk, &req.sk).await.unwrap();
-            let mark = item.as_ref().and_then(|i| i.attrs.get(&attr));
-            n += usize::from(matches!(mark, Some(AttrValue::N(d)) if u64::try_from(*d) == Ok(k)));
+            n += usize::from(item.as_ref().and_then(|i| i.attrs.get(&attr)) == Some(&want));
         }
         n
     }
 
-    /// Every slice's change marks say no flush is changing it (after a run
-    /// that ended well, recoveries included).
     pub(crate) async fn assert_marks_quiet(&self, context: &str) {
         let (from, to) = (self.truth.first_ms.unwrap_or_default(), self.truth.last_ms.unwrap_or_default() + 1);
         for &rollup in &self.config.rollups {
