@@ -37,4 +37,5 @@ pub use api::{router, Server, ServerOptions};
 pub use catalog::Catalog;
 pub use engine::{Answer, Engine};
 pub use error::ServeError;
+pub use meta::{Found, Lookup};
 pub use read::Limits;

@@ -97,10 +97,17 @@ enum Upward {
 }
 
 impl Upward {
-    fn counted(self, stats: &FlushStats) -> (&AtomicU64, &'static str) {
+    /// Counts `sent` writes of this kind.
+    fn count(self, stats: &FlushStats, sent: u64) {
         match self {
-            Upward::ChangeMarks => (&stats.change_writes, "zigzag_ingest_change_mark_writes_total"),
-            Upward::Values => (&stats.value_writes, "zigzag_ingest_value_catalog_writes_total"),
+            Upward::ChangeMarks => {
+                stats.change_writes.fetch_add(sent, Ordering::Relaxed);
+                metrics::counter!("zigzag_ingest_change_mark_writes_total").increment(sent);
+            }
+            Upward::Values => {
+                stats.value_writes.fetch_add(sent, Ordering::Relaxed);
+                metrics::counter!("zigzag_ingest_value_catalog_writes_total").increment(sent);
+            }
         }
     }
 }
@@ -235,14 +242,12 @@ impl Flusher {
     /// there), retrying what failed retryably: every such write of a flush
     /// goes through this one loop.
     async fn write_upward(&self, mut todo: Vec<UpdateRequest>, kind: Upward) -> Result<(), FlushError> {
-        let (counter, metric) = kind.counted(&self.stats);
         let mut failed_rounds = 0;
         while !todo.is_empty() {
             let sent = todo.len() as u64;
             self.stats.write_requests.fetch_add(sent, Ordering::Relaxed);
-            counter.fetch_add(sent, Ordering::Relaxed);
             metrics::counter!("zigzag_ingest_write_requests_total").increment(sent);
-            metrics::counter!(metric).increment(sent);
+            kind.count(&self.stats, sent);
             let results = match self.aggregates.update_batch(&todo).await {
                 Ok(r) => r,
                 Err(e) if e.is_retryable() => {

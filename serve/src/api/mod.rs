@@ -12,6 +12,7 @@ mod params;
 use crate::engine::{Answer, Engine, MAX_STEPS};
 use crate::error::{Result, ServeError};
 use crate::eval::Order;
+use crate::meta::Lookup;
 use crate::series::{format_time, format_value, Labels, Value};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -31,9 +32,6 @@ use tokio::sync::Semaphore;
 /// (what `/api/v1/status/buildinfo` reports as `version`, so Grafana
 /// enables the features that version has).
 pub const PROMETHEUS_API_VERSION: &str = "2.42.0";
-
-/// A window label and series lookups read when none is given.
-const DEFAULT_LOOKBACK_MS: i64 = 6 * 3_600_000;
 
 /// The server's settings beyond the engine's.
 #[derive(Debug, Clone)]
@@ -302,14 +300,22 @@ async fn query_range(State(s): State<Arc<Server>>, Authorized(p): Authorized) ->
 }
 
 /// `start`/`end` of a metadata request, defaulting to the last hours.
-fn window(p: &Params) -> Result<(i64, i64)> {
-    let now = now_ms();
-    let end = p.time("end")?.unwrap_or(now);
-    let start = p.time("start")?.unwrap_or(end - DEFAULT_LOOKBACK_MS);
-    if end < start {
-        return Err(ServeError::BadData("invalid parameter 'end': end timestamp must not be before start time".into()));
+/// Where label values and series are looked up: `[start, end)`, or,
+/// without `start`, all the data the table keeps (Prometheus's default).
+fn lookup(p: &Params) -> Result<Lookup> {
+    let end = p.time("end")?;
+    match p.time("start")? {
+        None => Ok(Lookup::All { end }),
+        Some(start) => {
+            let end = end.unwrap_or_else(now_ms);
+            if end < start {
+                return Err(ServeError::BadData(
+                    "invalid parameter 'end': end timestamp must not be before start time".into(),
+                ));
+            }
+            Ok(Lookup::Range { start, end })
+        }
     }
-    Ok((start, end))
 }
 
 async fn labels(State(s): State<Arc<Server>>, _: Authorized) -> Response {
@@ -319,10 +325,9 @@ async fn labels(State(s): State<Arc<Server>>, _: Authorized) -> Response {
 async fn label_values(State(s): State<Arc<Server>>, Path(name): Path<String>, Authorized(p): Authorized) -> Response {
     respond(
         async {
-            let (start, end) = window(&p)?;
             let matches = p.all("match[]");
-            let values = s.bounded(&p, s.engine.label_values(&name, &matches, start, end, now_ms())).await?;
-            Ok(success(json!(values), &[]))
+            let values = s.bounded(&p, s.engine.label_values(&name, &matches, lookup(&p)?, now_ms())).await?;
+            Ok(success(json!(values.found), &values.infos))
         }
         .await,
     )
@@ -335,9 +340,8 @@ async fn series(State(s): State<Arc<Server>>, Authorized(p): Authorized) -> Resp
             if matches.is_empty() {
                 return Err(ServeError::BadData("no match[] parameter provided".into()));
             }
-            let (start, end) = window(&p)?;
-            let found = s.bounded(&p, s.engine.series(&matches, start, end, now_ms())).await?;
-            Ok(success(Json::Array(found.iter().map(labels_json).collect()), &[]))
+            let found = s.bounded(&p, s.engine.series(&matches, lookup(&p)?, now_ms())).await?;
+            Ok(success(Json::Array(found.found.iter().map(labels_json).collect()), &found.infos))
         }
         .await,
     )
