@@ -53,11 +53,13 @@ async fn flush(flusher: &Flusher, agg: &Aggregator, users: std::ops::Range<u32>,
         truth.add_event(&set, &keys, &fields, e.ts_ms, &e.values);
     }
     agg.add_batch(&gen, 0, &batch, &mut Vec::new()).unwrap();
-    // Item writes: the planner's statistics are written besides them.
+    // Item writes: the planner's statistics, the change marks and the
+    // value catalog are written besides them.
     let writes = || {
         flusher.stats.write_requests.load(Ordering::Relaxed)
             - flusher.stats.statistics_writes.load(Ordering::Relaxed)
             - flusher.stats.change_writes.load(Ordering::Relaxed)
+            - flusher.stats.value_writes.load(Ordering::Relaxed)
     };
     let before = writes();
     let merged = flusher.merge(gen, |_| true).unwrap();

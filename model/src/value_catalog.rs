@@ -53,10 +53,10 @@ pub fn coverage(new_table: bool) -> &'static str {
 }
 
 /// Whether the catalog holds every value the table's items ever had, by
-/// the layout item (a table without one was not written by `ingest`: no).
-pub async fn is_whole<T: SortedTable + ?Sized>(table: &T) -> Result<bool, TableError> {
-    let item = table.get(crate::layout::LAYOUT_PK, crate::layout::LAYOUT_SK).await?;
-    Ok(item.is_some_and(|i| matches!(i.attrs.get(ON_LAYOUT), Some(AttrValue::S(s)) if s == WHOLE)))
+/// the table's layout item (`layout::load_item`; a table without one was
+/// not written by `ingest`: no).
+pub fn is_whole(layout_item: Option<&Item>) -> bool {
+    layout_item.is_some_and(|i| matches!(i.attrs.get(ON_LAYOUT), Some(AttrValue::S(s)) if s == WHOLE))
 }
 
 /// The partition of a dimension's values.

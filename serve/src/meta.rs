@@ -87,10 +87,7 @@ impl Engine {
         // Every metric has every label set (an item holds every measure):
         // without matchers, a label's values are the catalog's.
         let bare = sels.iter().all(|s| s.filters.predicates.is_empty());
-        if lookup == (Lookup::All { end: None })
-            && bare
-            && value_catalog::is_whole(self.table()).await.map_err(table)?
-        {
+        if lookup == (Lookup::All { end: None }) && bare && self.catalog_is_whole().await? {
             let v = value_catalog::read(self.table(), label, now).await.map_err(table)?;
             let info = format!(
                 "{label}: every value the table keeps, from its value catalog ({} requests, {:.1} RCU)",
@@ -110,6 +107,15 @@ impl Engine {
             infos.extend(found.infos);
         }
         Ok(Found { found: values.into_iter().collect(), infos })
+    }
+
+    /// Whether the table's value catalog holds every value its items ever
+    /// had (its layout item says so).
+    async fn catalog_is_whole(&self) -> Result<bool> {
+        let item = zigzag_model::layout::load_item(self.table())
+            .await
+            .map_err(|e| ServeError::Layout(format!("reading the table's layout item: {e}")))?;
+        Ok(value_catalog::is_whole(item.map(|(_, i)| i).as_ref()))
     }
 
     /// The series the selectors name where `lookup` says: every
