@@ -96,7 +96,7 @@ async fn marks(t: &dyn SortedTable, rollup: Rollup) -> Vec<(i64, changes::SliceM
 }
 
 #[tokio::test]
-async fn begun_marks_precede_every_item_and_done_marks_follow_the_last() {
+async fn begun_marks_precede_every_item_and_a_bins_done_marks_follow_its_last_item() {
     let config = Config::from_toml(CONFIG).unwrap();
     let table = Arc::new(Recording::default());
     let flusher = Flusher::new(Projections::new(&config).unwrap(), &config, table.clone()).unwrap();
@@ -104,14 +104,42 @@ async fn begun_marks_precede_every_item_and_done_marks_follow_the_last() {
     flusher.write(&merged, Writer { lane: 2, k: 5 }).await.unwrap();
 
     let calls = table.calls.lock().unwrap().clone();
-    let kind = |pk: &String| match pk {
-        p if p.starts_with(CHANGES_PK) => 'c',
-        p if p.starts_with('#') => 's', // statistics
-        _ => 'i',
-    };
-    let order: String = calls.iter().flatten().map(kind).filter(|&k| k != 's').collect();
-    // 10:15 and 11:40 are in two slices of minutes (45 minutes each), one day of hours: three slices.
-    assert_eq!(order, format!("ccc{}ccc", "i".repeat(order.len() - 6)), "{calls:?}");
+    // Each call's partitions as (kind, rollup and bin): `c` change marks,
+    // `i` items (`<prefix>#<rollup>#<bin>`), other `#` items skipped.
+    let calls: Vec<(char, String)> = calls
+        .iter()
+        .map(|call| {
+            let pk = &call[0];
+            match pk.strip_prefix(CHANGES_PK) {
+                Some(rest) => ('c', rest.splitn(3, '#').nth(2).unwrap_or_default().to_string()),
+                None if pk.starts_with('#') => ('s', String::new()),
+                None => ('i', pk.split_once('#').map(|(_, bin)| bin.to_string()).unwrap_or_default()),
+            }
+        })
+        .filter(|(k, _)| *k != 's')
+        .collect();
+    let first_item = calls.iter().position(|(k, _)| *k == 'i').expect("items");
+    assert_eq!(calls[0].0, 'c', "the begun marks first: {calls:?}");
+    assert!(
+        calls[1..first_item].iter().all(|(k, _)| *k == 'c') && first_item == 1,
+        "one call of begun marks: {calls:?}"
+    );
+    // 10:15 and 11:40 are in two slices of minutes (45 minutes each), one day of hours: three slices, two bins.
+    let dones: Vec<&(char, String)> = calls[first_item..].iter().filter(|(k, _)| *k == 'c').collect();
+    assert_eq!(dones.len(), 2, "one call of done marks per bin: {calls:?}");
+    for (at, (_, bin)) in calls.iter().enumerate().skip(first_item).filter(|(_, (k, _))| *k == 'c') {
+        let items: Vec<usize> =
+            calls.iter().enumerate().filter(|(_, (k, b))| *k == 'i' && b == bin).map(|(i, _)| i).collect();
+        assert!(!items.is_empty() && items.iter().all(|&i| i < at), "{bin}: done after its items: {calls:?}");
+    }
+    // The minute bin is done before the hour bin's first item is written.
+    fn of(kind: char, rollup: &'static str) -> impl Fn(&(char, String)) -> bool {
+        move |(k, b)| *k == kind && b.starts_with(rollup)
+    }
+    let last_minute_item = calls.iter().rposition(of('i', "minute")).unwrap();
+    let minute_done = first_item + calls[first_item..].iter().position(of('c', "minute")).unwrap();
+    let first_hour_item = calls.iter().position(of('i', "hour")).unwrap();
+    assert!(last_minute_item < minute_done && minute_done < first_hour_item, "{calls:?}");
     let minute = marks(table.as_ref(), Rollup::Minute).await;
     let starts: Vec<i64> = minute.iter().map(|(s, _)| *s).collect();
     assert_eq!(starts, vec![ms("2026-11-21T09:45:00Z"), ms("2026-11-21T11:15:00Z")]);

@@ -5,11 +5,11 @@
 //! A read's window is cut into the change marks' slices
 //! (`zigzag_model::changes`). The slices no entry answers are read in one
 //! span, strongly consistent, between two reads of their marks, and kept.
-//! An entry is *settled* when no flush was changing its slice while it was
-//! read:
+//! An entry is *settled* when it holds the slice as some set of done
+//! flushes left it:
 //!
-//! - its marks were the same before and after the items and quiet (none
-//!   was changing it);
+//! - its marks were the same before and after the items (no flush began
+//!   or ended on it meanwhile);
 //! - every item read in it carries only marks of flushes the slice says
 //!   are done (`SliceMarks::covers`: a writer from before change marks
 //!   leaves items the slice does not account for, and is never trusted).
@@ -20,9 +20,14 @@
 //! the slice, that is the slice as it was before the flush began: a whole
 //! state, where a read of the table would show the flush half written
 //! (the answer says so in its infos, and shows the flush once it is done).
-//! An entry read while the slice was changing is not settled; it answers
-//! only for `recheck` after its read began, the staleness the shared small
-//! reads already allow (never, with a recheck of 0).
+//! A slice read while a flush is begun on it but has written none of its
+//! items there is settled too: it is the slice as before that flush. An
+//! entry that saw some of a flush's items is not settled; it answers only
+//! for `recheck` after its read began, the staleness the shared small reads
+//! already allow (never, with a recheck of 0). A flush marks a slice done
+//! as soon as its bin's items are written (`ingest`'s flush), so a long
+//! flush (a catch-up backlog) leaves each slice unsettled only while its
+//! own items are being written.
 //!
 //! One read fills a slice at a time: a read that finds a slice missing
 //! waits for the fill under way, then takes what it kept. After a flush,
@@ -463,7 +468,12 @@ impl SliceCache {
                     }
                 }
                 let (marks, after) = (marks_of(&before, s), marks_of(&after, s));
-                let settled = covered && marks.quiet() && marks == after;
+                // Settled: no flush changed the slice while it was read (the
+                // same marks before and after), and every item read is of a
+                // flush the slice says is done. A flush begun and not done
+                // there had then written none of its items in the slice: the
+                // read is the slice as before it, kept until it is done.
+                let settled = covered && marks == after;
                 if !settled {
                     self.unsettled.fetch_add(1, Relaxed);
                     if recheck.is_zero() {

@@ -129,6 +129,54 @@ async fn a_slice_being_flushed_is_answered_as_before_the_flush_until_it_is_done(
     assert_eq!(cache.misses.load(Ordering::SeqCst), read + 1);
 }
 
+/// A cold cache under a long flush (a backlog): a slice the flush has
+/// begun on but not yet written is read once and kept, as before the
+/// flush; one whose items it wrote is read again at every ask until done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_read_before_a_begun_flush_wrote_there_is_kept_and_one_read_after_is_not() {
+    let w = world().await;
+    let cache = &w.cached.reader().cache;
+    let events = clicks_in_slice(40);
+    let refs: Vec<&Event> = events.iter().collect();
+    // Flush 4 begins on the slice (and every rollup's), writes nothing yet.
+    for rollup in [zigzag_model::Rollup::Minute, zigzag_model::Rollup::Hour, zigzag_model::Rollup::Day] {
+        let s = zigzag_model::changes::slice_start(rollup, rollup.floor(events[0].t));
+        w.table.inner.update(&zigzag_model::changes::begin("base", rollup, s, 1, 4)).await.unwrap();
+    }
+    let (before, _) = ask(&w.cached, FROM, TO).await;
+    assert_eq!(before, ask(&w.fresh, FROM, TO).await.0);
+    let read = cache.misses.load(Ordering::SeqCst);
+    let (again, infos) = ask(&w.cached, FROM, TO).await;
+    assert_eq!(again, before);
+    assert_eq!(cache.misses.load(Ordering::SeqCst), read, "kept: nothing read again");
+    assert!(
+        infos.iter().any(|i| i.contains("1 of 3 time slices shown as they were before a flush now in progress")),
+        "{infos:?}"
+    );
+    // Its items written, not done: still the slice as before it, from memory.
+    fixture::write_flush(&w.table.inner, &w.config, &refs, 4, Until::Items).await;
+    assert_eq!(ask(&w.cached, FROM, TO).await.0, before);
+    assert_eq!(cache.misses.load(Ordering::SeqCst), read);
+    // Another cache, cold now: it sees the flush half written and keeps nothing.
+    let cold = Engine::new(
+        w.table.clone(),
+        Catalog::new(w.config.clone()).unwrap(),
+        ExecOptions::default(),
+        Limits::default(),
+    )
+    .with_cache(DEFAULT_CACHE_BYTES, Duration::ZERO);
+    let (half, _) = ask(&cold, FROM, TO).await;
+    assert_eq!(total(&half), total(&before) + 40.0);
+    let cold_read = cold.reader().cache.misses.load(Ordering::SeqCst);
+    ask(&cold, FROM, TO).await;
+    assert_eq!(cold.reader().cache.misses.load(Ordering::SeqCst), cold_read + 1, "the busy slice read again");
+    // Done: both read it once more, and keep it.
+    fixture::finish_flush(&w.table.inner, &w.config, &refs, 4).await;
+    assert_eq!(ask(&w.cached, FROM, TO).await.0, half);
+    assert_eq!(ask(&w.cached, FROM, TO).await.0, half);
+    assert_eq!(cache.misses.load(Ordering::SeqCst), read + 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn viewers_asking_at_once_after_a_flush_read_the_slice_it_changed_once() {
     let w = world().await;

@@ -9,8 +9,8 @@
 //! retried, replayed or recovered write of flush `k` is a no-op.
 //!
 //! A flush's items are bracketed by its change marks (`changes.rs`): every
-//! time slice it touches says, before the first item and after the last,
-//! that this lane's flush `k` is changing it. Before its items too, the
+//! time slice it touches says, before the flush's first item and after the
+//! last of the slice's bin, that this lane's flush `k` is changing it. Before its items too, the
 //! values of their keys go in the value catalog (`values.rs`).
 //!
 //! This is the pipeline's one retry loop for item writes: the store returns
@@ -28,6 +28,7 @@ use crate::aggregate::{AggKey, Generation, IdentityCollision, KeyValues, Shape};
 use dashmap::DashMap;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use rustc_hash::FxBuildHasher;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use thiserror::Error;
@@ -307,14 +308,24 @@ impl Flusher {
             .map(|(&key, p)| {
                 let keys = self.projection(key);
                 let prefix = keys.prefix(key.id(), key.rollup, key.bucket, writer.lane, writer.k);
-                ((key.projection, prefix, key.rollup, key.rollup.bin().start_of(key.bucket)), key, p)
+                ((key.projection, key.rollup, key.rollup.bin().start_of(key.bucket), prefix), key, p)
             })
             .collect();
+        // Every prefix of a bin together: the bin's slices are done when
+        // its partitions are (below).
         located.sort_unstable_by_key(|(loc, _, _)| *loc);
         let mut statistics = statistics::FlushStatistics::default();
         let mut slices = changes::Slices::new();
-        for ((projection, prefix, rollup, bin), key, (_, names)) in &located {
-            slices.insert((*projection, *rollup, zigzag_model::changes::slice_start(*rollup, key.bucket)));
+        let mut bins: BTreeMap<(u8, zigzag_model::Rollup, i64), Bin> = BTreeMap::new();
+        for (i, ((projection, rollup, bin, prefix), key, (_, names))) in located.iter().enumerate() {
+            let slice = (*projection, *rollup, zigzag_model::changes::slice_start(*rollup, key.bucket));
+            slices.insert(slice);
+            let b = bins.entry((*projection, *rollup, *bin)).or_default();
+            b.slices.insert(slice);
+            // One partition per prefix: counted at its first item.
+            if i == 0 || located[i - 1].0 != located[i].0 {
+                *b.partitions.get_mut() += 1;
+            }
             let s = statistics.entry((*projection, *rollup, *bin)).or_insert_with(|| BinStats::new(key.bucket));
             s.add(*rollup, *prefix, key.bucket, key.id());
             let keys = self.projection(*key);
@@ -332,15 +343,28 @@ impl Flusher {
         let partitions_in_flight = self.aggregates.write_parallelism().clamp(1, 64);
         let mark = zigzag_lease::mark_attr(writer.lane);
         // Futures collected first, not built in a stream closure: keeps the
-        // flush future `Send` for any caller (rust-lang/rust#102211).
+        // flush future `Send` for any caller (rust-lang/rust#102211). The
+        // last partition of a bin written says its slices are done: a long
+        // flush (a backlog) leaves each slice busy only while its own items
+        // are written, and `gather serve` keeps what it reads of the others.
         let partitions: Vec<_> = located
             .chunk_by(|a, b| a.0 == b.0)
-            .map(|partition| self.write_partition(partition, &mark, writer.k))
+            .map(|partition| {
+                let (projection, rollup, bin, _) = partition[0].0;
+                let bin = &bins[&(projection, rollup, bin)];
+                let mark = &mark;
+                async move {
+                    self.write_partition(partition, mark, writer.k).await?;
+                    if bin.partitions.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        self.write_changes(&bin.slices, writer, changes::Phase::Done).await?;
+                    }
+                    Ok::<(), FlushError>(())
+                }
+            })
             .collect();
         self.write_changes(&slices, writer, changes::Phase::Begin).await?;
         self.write_values(&located).await?;
         stream::iter(partitions).buffer_unordered(partitions_in_flight).try_collect::<()>().await?;
-        self.write_changes(&slices, writer, changes::Phase::Done).await?;
         let sent = self
             .statistics
             .write(self.aggregates.as_ref(), &self.projections, statistics, &self.retry, &self.stats.retries)
@@ -357,7 +381,7 @@ impl Flusher {
     /// transaction), CHUNK per store call.
     async fn write_partition(&self, partition: &[Located<'_>], mark: &str, k: u64) -> Result<(), FlushError> {
         let mut writes = Vec::with_capacity(partition.len());
-        for ((_, prefix, _, _), key, (p, names)) in partition {
+        for ((_, _, _, prefix), key, (p, names)) in partition {
             self.prepare(*key, *prefix, p.values(&self.set), names.clone(), &mut writes)?;
         }
         writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
@@ -418,9 +442,18 @@ impl Flusher {
     }
 }
 
-/// A merged partial with where its item goes: (projection, prefix, rollup,
-/// partition start) first, for sorting into partitions.
-type Located<'a> = ((u8, u32, zigzag_model::Rollup, i64), AggKey, &'a (Partial, KeyValues));
+/// A merged partial with where its item goes: (projection, rollup,
+/// partition start, prefix) first, for sorting into partitions, every
+/// prefix of a bin together.
+type Located<'a> = ((u8, zigzag_model::Rollup, i64, u32), AggKey, &'a (Partial, KeyValues));
+
+/// One (projection, rollup, bin) of a flush: its slices, and its
+/// partitions (one per prefix) still being written.
+#[derive(Default)]
+struct Bin {
+    slices: changes::Slices,
+    partitions: std::sync::atomic::AtomicUsize,
+}
 
 /// An item write with its keys computed.
 struct Prepared {
