@@ -8,9 +8,10 @@
 //! minute buckets, a day of hour or day buckets). Per lane it holds
 //! `b@<lane>`, the lane's last flush *begun* on the slice, and `d@<lane>`,
 //! its last flush *done*. A flush `k` of lane `L` writes `b@L = k` on every
-//! slice it touches before any of its items, and `d@L = k` after all of
-//! them (both only upwards: a replay, a retry or a recovery of the same
-//! flush writes nothing new).
+//! slice it touches before any of its items, and `d@L = k` on a slice after
+//! all of its items in the slice's partition bin, every prefix (both only
+//! upwards: a replay, a retry or a recovery of the same flush writes
+//! nothing new).
 //!
 //! A reader that reads a slice's marks, then its items (strongly
 //! consistent), then the marks again, and finds them equal and
