@@ -7,15 +7,20 @@
 # refreshing every 5 s) for --minutes each. Prints viewers.py's lines:
 # latency per query and panel, RCU and read requests per minute, cache hits.
 #
+# With --backlog, `gather serve` and the viewers start as soon as ingest
+# does: they open the dashboard while it flushes the day's backlog (a cold
+# cache under a long flush).
+#
 # Usage: bench/serve/dynamodb.sh [--minutes 10] [--rate 200] [--history 300000]
 #        [--viewers "1 10 100"] [--cache-bytes 256MiB] [--recheck 1s] [--max-queries 128]
+#        [--backlog]
 # Needs release binaries with the AWS feature (built here if missing).
 # Everything listens on 127.0.0.1; every process is stopped at the end.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-MINUTES=10 RATE=200 HISTORY=300000 VIEWERS="1 10 100" CACHE=256MiB RECHECK=1s MAX_QUERIES=128
+MINUTES=10 RATE=200 HISTORY=300000 VIEWERS="1 10 100" CACHE=256MiB RECHECK=1s MAX_QUERIES=128 BACKLOG=0
 while (($#)); do
 	case $1 in
 	--minutes) MINUTES=$2 && shift 2 ;;
@@ -25,6 +30,7 @@ while (($#)); do
 	--cache-bytes) CACHE=$2 && shift 2 ;;
 	--recheck) RECHECK=$2 && shift 2 ;;
 	--max-queries) MAX_QUERIES=$2 && shift 2 ;;
+	--backlog) BACKLOG=1 && shift ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" && exit 0 ;;
 	*) echo "unknown option $1 (see --help)" >&2 && exit 2 ;;
 	esac
@@ -67,24 +73,39 @@ PIDS+=($!)
 # which every slice of the day is being changed and no read is kept.
 for _ in $(seq 1 720); do
 	sleep 5
-	m=$(curl -s "http://$INGEST_METRICS/metrics")
+	m=$(curl -s "http://$INGEST_METRICS/metrics" || true)
 	read=$(awk '/^zigzag_ingest_records_total/ { print $2 }' <<<"$m")
 	flushes=$(awk '/^zigzag_ingest_flushes_total/ { print $2 }' <<<"$m")
 	echo "# ingest has read ${read:-0} records in ${flushes:-0} flushes" >&2
+	# The backlog row: as soon as ingest reads (it made the table).
+	((BACKLOG)) && [[ ${read%.*} -gt 0 ]] 2>/dev/null && break
 	[[ ${read%.*} -ge $HISTORY && ${flushes%.*} -ge 2 ]] 2>/dev/null && break
 done
-sleep 30
+((BACKLOG)) || sleep 30
 
 "$BIN/gather" --dynamodb zigzag-bench serve --listen 127.0.0.1:0 --cache-bytes "$CACHE" --recheck "$RECHECK" \
 	--max-queries "$MAX_QUERIES" \
 	2>"$WORK/serve.log" &
 PIDS+=($!)
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
 	ADDR=$(grep -o 'http://127.0.0.1:[0-9]*' "$WORK/serve.log" | head -1 || true)
 	[[ -n $ADDR ]] && break
 	sleep 0.2
 done
 echo "# gather serve at $ADDR (cache $CACHE, recheck $RECHECK); live traffic $RATE events/s" >&2
+if ((BACKLOG)); then
+	# What ingest has done, every 15 s, while the viewers look on.
+	(
+		START=$(date +%s)
+		while sleep 15; do
+			m=$(curl -s "http://$INGEST_METRICS/metrics" || true)
+			read=$(awk '/^zigzag_ingest_records_total/ { print $2 }' <<<"$m")
+			flushes=$(awk '/^zigzag_ingest_flushes_total/ { print $2 }' <<<"$m")
+			echo "# +$(($(date +%s) - START)) s: ingest has read ${read:-0} records in ${flushes:-0} flushes" >&2
+		done
+	) &
+	PIDS+=($!)
+fi
 for n in $VIEWERS; do
 	python3 "$HERE/viewers.py" --url "$ADDR" --viewers "$n" --seconds "$((MINUTES * 60))"
 done

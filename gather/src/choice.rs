@@ -89,6 +89,20 @@ pub struct Estimate {
     pub way: crate::cost::Way,
 }
 
+impl Estimate {
+    /// The reading of the way the planner would read it.
+    pub fn chosen_reading(&self) -> crate::cost::Reading {
+        self.readings.iter().find(|r| r.way == self.way).copied().unwrap_or(self.readings[0])
+    }
+
+    /// What the read should cost, for a budget: every item of its time
+    /// range, or the way chosen's estimate if lower (the ways' estimates
+    /// run high on sparse boxes: a refusal should not rest on them alone).
+    pub fn budget_rcu(&self) -> f64 {
+        self.chosen_reading().rcu.min(self.rcu)
+    }
+}
+
 /// The distinct values a dimension can take, from its declaration.
 fn cardinality(config: &Config, dim: &str) -> f64 {
     let Some(spec) = config.dimensions.iter().find(|d| d.field == dim) else { return UNKNOWN_CARDINALITY };

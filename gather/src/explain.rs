@@ -25,7 +25,7 @@ pub fn compare(plan: &Plan, actual: &Actual, others: &[(String, Actual)]) -> Str
     );
     for c in &plan.candidates {
         let Ok(e) = &c.verdict else { continue };
-        let reading = e.readings.iter().find(|r| r.way == e.way).copied().unwrap_or(e.readings[0]);
+        let reading = e.chosen_reading();
         let a = if c.chosen { Some(actual) } else { others.iter().find(|(n, _)| n == &c.projection).map(|(_, a)| a) };
         let Some(a) = a else { continue };
         let _ = writeln!(

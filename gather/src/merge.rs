@@ -87,7 +87,12 @@ impl Aggregation {
 
     /// Adds measures at instant `t` for a group.
     pub fn add(&mut self, t: i64, values: Vec<String>, m: &MeasureValues) {
-        let key = GroupKey { bucket: self.bucket(t), values };
+        self.merge_group(GroupKey { bucket: self.bucket(t), values }, m);
+    }
+
+    /// Merges a group's measures in: the one merge of partial answers
+    /// (items, a cache's slices, the pieces of a mixed plan).
+    pub fn merge_group(&mut self, key: GroupKey, m: &MeasureValues) {
         match self.groups.get_mut(&key) {
             Some(g) => g.merge(m),
             None => {

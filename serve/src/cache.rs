@@ -357,7 +357,7 @@ impl SliceCache {
         let (mut actual, mut used) = (Actual::default(), Use::default());
         for piece in &pieces {
             for (k, v) in &piece.aggregation.groups {
-                merge_into(&mut aggregation, k, v);
+                aggregation.merge_group(k.clone(), v);
             }
             actual.add(&piece.actual);
             used.add(&piece.used);
@@ -464,7 +464,7 @@ impl SliceCache {
                 };
                 if let Some(agg) = agg {
                     for (k, v) in &agg.groups {
-                        merge_into(&mut aggregation, k, v);
+                        aggregation.merge_group(k.clone(), v);
                     }
                 }
                 let (marks, after) = (marks_of(&before, s), marks_of(&after, s));
@@ -491,7 +491,7 @@ impl SliceCache {
         for (e, _) in &served {
             for (k, v) in &e.groups {
                 if k.bucket.is_none_or(|t| from <= t && t < to) {
-                    merge_into(&mut aggregation, k, v);
+                    aggregation.merge_group(k.clone(), v);
                 }
             }
         }
@@ -506,15 +506,6 @@ impl SliceCache {
         }
         let Planned { plan, .. } = planned;
         Ok(CachedRead { plan, actual, aggregation, used })
-    }
-}
-
-fn merge_into(agg: &mut Aggregation, k: &GroupKey, v: &MeasureValues) {
-    match agg.groups.get_mut(k) {
-        Some(g) => g.merge(v),
-        None => {
-            agg.groups.insert(k.clone(), v.clone());
-        }
     }
 }
 

@@ -213,7 +213,7 @@ impl Engine {
             snap: Some(Snap::Out),
         };
         let planned = zigzag_gather::plan_report(self.table(), &catalog.config, req, dims.to_vec(), &self.opts).await?;
-        let estimated = crate::read::estimated_rcu(&planned);
+        let estimated = planned.plan.budget_rcu();
         if estimated > self.limits.max_rcu {
             return Err(ServeError::Limit(
                 crate::error::Limit::Rcu,

@@ -359,7 +359,7 @@ pub async fn read_leaves(
                 ),
             ));
         }
-        estimated += estimated_rcu(&p);
+        estimated += p.plan.budget_rcu();
         planned.push((p, req, first.group.clone()));
     }
     if estimated > limits.max_rcu {
@@ -456,20 +456,6 @@ pub async fn read_leaves(
         out.push((r.leaves.clone(), vectors));
     }
     Ok((Leaves { reads: out, count: query.leaves.len() }, report))
-}
-
-/// What a planned read should cost, for the server's RCU budget: counted
-/// from ingest's statistics (a bin without any was never written; the
-/// declared schema's guess is a bound for tables from before statistics,
-/// far above what an empty bin costs), every item of the time range or the
-/// way chosen's estimate if lower (the ways' estimates run high on sparse
-/// boxes: a refusal should not rest on them alone).
-pub(crate) fn estimated_rcu(p: &zigzag_gather::Planned) -> f64 {
-    let chosen = p.plan.candidates.iter().find(|c| c.chosen).and_then(|c| c.verdict.as_ref().ok());
-    let rcu = |e: &zigzag_gather::choice::Estimate| {
-        e.readings.iter().find(|r| r.way == e.way).map_or(e.rcu, |r| r.rcu.min(e.rcu))
-    };
-    chosen.filter(|e| e.measured).map_or(p.plan.estimate().min_rcu, rcu)
 }
 
 pub(crate) fn too_many_series(n: usize, limits: &Limits) -> ServeError {

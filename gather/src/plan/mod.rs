@@ -23,8 +23,10 @@
 //!    and the filters; each box is read in each of the P scatter prefixes.
 
 mod decompose;
+mod read;
 
 pub use decompose::{decompose, Span};
+pub use read::{PlannedQuery, Read};
 
 use crate::choice::{Candidate, SourceRequest};
 use crate::complete::Completeness;
@@ -32,9 +34,7 @@ use crate::cost::Way;
 use crate::error::{GatherError, Result};
 use crate::filter::FilterSet;
 use crate::window::{format_duration, Snap, Window, WindowSpec};
-use zigzag_core::schema::{BinnedBox, Constraint, Value};
 use zigzag_core::table::{Filter, SortedTable};
-use zigzag_core::zorder::{dim_max, ZBox};
 use zigzag_model::{Config, KeyModel, Projections, Rollup};
 
 /// A time series without `--step` gets at most this many points, if a
@@ -86,66 +86,6 @@ impl Mixing {
     }
 }
 
-/// One Z-range query: a box of one time bin in one scatter prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedQuery {
-    pub pk: String,
-    pub prefix: u32,
-    /// Index into [`Read::boxes`].
-    pub box_index: usize,
-    /// It reads the bin's compacted partition (`compact::route`), which
-    /// holds the whole bin, not one prefix's share.
-    pub compacted: bool,
-    /// Read strongly consistent whatever the options say (a bin compacted
-    /// moments ago: its folded items may not be on every replica yet).
-    pub consistent: bool,
-}
-
-/// One read of a plan: one rollup of one projection over one span of the
-/// window, as Z-range queries.
-#[derive(Debug, Clone)]
-pub struct Read {
-    pub projection: String,
-    pub rollup: Rollup,
-    /// The span read, on `rollup`'s edges.
-    pub window: Window,
-    pub boxes: Vec<BinnedBox>,
-    pub prefixes: u32,
-    pub queries: Vec<PlannedQuery>,
-    /// Per box, the items its whole bin holds over every prefix, by the
-    /// statistics ingest keeps (None: unknown).
-    pub bin_items: Vec<Option<f64>>,
-    /// Per box, whether it spans every dimension but time whole (no filter
-    /// narrows it): then its share of a partition is its time's share.
-    pub spans_all_but_time: Vec<bool>,
-    /// Per box, the estimated share of its partition's items inside it: the
-    /// span's share of the bin's items by the statistics
-    /// (`StoredStats::items_between`), for a box that [spans every other
-    /// dimension](Read::spans_all_but_time) (None: unknown).
-    pub box_share: Vec<Option<f64>>,
-    /// Estimated items of the span (statistics or declared schema; None
-    /// before the planner estimated it).
-    pub items: Option<f64>,
-    /// Estimated bytes of one item of the projection
-    /// (`source::item_bytes`).
-    pub item_bytes: f64,
-    /// Whether `gather compact` ever folds this projection's bins
-    /// ([`crate::compact::folds`]); if not, a report reads no marker,
-    /// before or after its items.
-    pub compactable: bool,
-    /// The compaction markers of its bins, read beside the statistics (in
-    /// the same round trip) when the planner chose among candidates; None:
-    /// `compact::route` reads them.
-    pub markers: Option<crate::compact::route::Prefetched>,
-}
-
-impl Read {
-    /// Labels of the partition time bins, in order.
-    pub fn bin_labels(&self) -> Vec<String> {
-        self.boxes.iter().filter_map(|b| b.bin_start.map(|s| self.rollup.bin().label(s))).collect()
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// The projection read.
@@ -191,6 +131,16 @@ impl Plan {
     pub fn estimate(&self) -> Estimate {
         let n = self.queries();
         Estimate { queries: n, min_requests: n, min_rcu: n as f64 * MIN_RCU_PER_REQUEST }
+    }
+
+    /// What reading it should cost, for a budget: the chosen candidate's
+    /// estimate counted from ingest's statistics (a bin without any was
+    /// never written), else (a table from before statistics: the declared
+    /// schema's guess is a bound far above what an empty bin costs) a page
+    /// per query.
+    pub fn budget_rcu(&self) -> f64 {
+        let chosen = self.candidates.iter().find(|c| c.chosen).and_then(|c| c.verdict.as_ref().ok());
+        chosen.filter(|e| e.measured).map_or(self.estimate().min_rcu, |e| e.budget_rcu())
     }
 
     /// Queries over every read.
@@ -404,7 +354,7 @@ fn assemble(
     spans: &[Span],
     reason: String,
 ) -> Result<Plan> {
-    let reads = spans.iter().map(|s| read_of(km, req, s)).collect::<Result<Vec<_>>>()?;
+    let reads = spans.iter().map(|s| read::read_of(km, req, s)).collect::<Result<Vec<_>>>()?;
     let schema = km.schema(spans[0].rollup).ok_or_else(|| GatherError::Config("no schema for the rollup".into()))?;
     Ok(Plan {
         projection: km.name().to_string(),
@@ -422,68 +372,6 @@ fn assemble(
         filters: req.filters.clone(),
         filter_notes: req.filters.describe(schema),
     })
-}
-
-/// One span's read: its bins' boxes in every scatter prefix.
-fn read_of(km: &KeyModel, req: &PlanRequest, span: &Span) -> Result<Read> {
-    let rollup = span.rollup;
-    let schema = km.schema(rollup).ok_or_else(|| GatherError::Config(format!("no schema for rollup {rollup}")))?;
-    let time = schema.index_of("time").ok_or_else(|| GatherError::Config("the schema has no time dimension".into()))?;
-    let mut constraints =
-        vec![(time, Constraint::Range(Some(Value::Time(span.start)), Some(Value::Time(span.end - 1))))];
-    constraints.extend(req.filters.constraints(schema));
-    let boxes = schema.plan_boxes(&constraints).map_err(|e| GatherError::Filter {
-        expr: e.dim.clone(),
-        why: format!("cannot narrow the index: {}", e.error),
-    })?;
-    // A projection keyed by a dimension's value reads the values the
-    // filters fix, one partition each (`partition_by`).
-    let values: Option<Vec<String>> = match km.partition_dim() {
-        None => None,
-        Some(d) => Some(req.filters.bound_values(&d.name).ok_or_else(|| {
-            GatherError::Projection(format!(
-                "projection {} is partitioned by {}: a report on it must fix {} (--where {} = VALUE, or in (...))",
-                km.name(),
-                d.name,
-                d.name,
-                d.name
-            ))
-        })?),
-    };
-    let mut queries = Vec::with_capacity(boxes.len() * km.prefixes() as usize);
-    for (i, b) in boxes.iter().enumerate() {
-        let bin_start = b.bin_start.ok_or_else(|| GatherError::Config("rollup schemas are binned by time".into()))?;
-        for prefix in 0..km.prefixes() {
-            let query = |pk: String| PlannedQuery { pk, prefix, box_index: i, compacted: false, consistent: false };
-            match &values {
-                None => queries.push(query(km.partition_key(prefix, rollup, bin_start))),
-                Some(values) => {
-                    queries.extend(values.iter().map(|v| query(km.value_partition_key(prefix, rollup, bin_start, v))))
-                }
-            }
-        }
-    }
-    Ok(Read {
-        projection: km.name().to_string(),
-        rollup,
-        window: Window { start: span.start, end: span.end },
-        bin_items: vec![None; boxes.len()],
-        spans_all_but_time: boxes.iter().map(|b| spans_all_but(&b.zbox, time)).collect(),
-        box_share: vec![None; boxes.len()],
-        items: None,
-        item_bytes: crate::choice::item_bytes(km),
-        compactable: crate::compact::folds(km),
-        markers: None,
-        boxes,
-        prefixes: km.prefixes(),
-        queries,
-    })
-}
-
-/// Whether `zbox` spans every dimension but `except` whole.
-fn spans_all_but(zbox: &ZBox, except: usize) -> bool {
-    let widths = zbox.layout().widths();
-    (0..widths.len()).filter(|&d| d != except).all(|d| zbox.lo()[d] == 0 && zbox.hi()[d] == dim_max(widths[d]))
 }
 
 impl std::fmt::Display for Plan {
