@@ -64,13 +64,14 @@ INGEST_METRICS=127.0.0.1:${ZIGZAG_BENCH_INGEST_PORT:-18199}
 "$BIN/ingest" --kinesis clicks --dynamodb zigzag-bench --start trim-horizon --metrics-addr "$INGEST_METRICS" \
 	>"$WORK/ingest.log" 2>&1 &
 PIDS+=($!)
+INGEST_START=$(date +%s)
 LIVE_SECONDS=$(((MINUTES * $(wc -w <<<"$VIEWERS") + 5) * 60))
 "$BIN/loadgen" --sink kinesis:clicks --rate "$RATE" --duration "${LIVE_SECONDS}s" --start "$((NOW * 1000))" \
 	--span "${LIVE_SECONDS}s" --seed 2 --truth "$WORK/live.json" >"$WORK/loadgen.log" 2>&1 &
 PIDS+=($!)
 # Until ingest has read the history (at its own pace) and written it: its
-# first flush holds the whole backlog (minutes on DynamoDB Local), during
-# which every slice of the day is being changed and no read is kept.
+# first flush holds the whole backlog of minutes, and the hour and day
+# items follow at their 5-minute cadence.
 for _ in $(seq 1 720); do
 	sleep 5
 	m=$(curl -s "http://$INGEST_METRICS/metrics" || true)
@@ -79,7 +80,10 @@ for _ in $(seq 1 720); do
 	echo "# ingest has read ${read:-0} records in ${flushes:-0} flushes" >&2
 	# The backlog row: as soon as ingest reads (it made the table).
 	((BACKLOG)) && [[ ${read%.*} -gt 0 ]] 2>/dev/null && break
-	[[ ${read%.*} -ge $HISTORY && ${flushes%.*} -ge 2 ]] 2>/dev/null && break
+	# Settled: the history read and flushed, hour and day items included
+	# (their 5-minute cadence passed once since).
+	[[ ${read%.*} -ge $HISTORY && ${flushes%.*} -ge 2 && $(($(date +%s) - INGEST_START)) -ge 330 ]] 2>/dev/null &&
+		break
 done
 ((BACKLOG)) || sleep 30
 
