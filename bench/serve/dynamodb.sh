@@ -15,6 +15,7 @@
 #        [--viewers "1 10 100"] [--cache-bytes 256MiB] [--recheck 1s] [--max-queries 128]
 #        [--backlog]
 # Needs release binaries with the AWS feature (built here if missing).
+# ZIGZAG_BENCH_SERVE_LOG=FILE keeps gather serve's log, every plan explained.
 # Everything listens on 127.0.0.1; every process is stopped at the end.
 set -euo pipefail
 
@@ -49,6 +50,8 @@ cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	bash "$ROOT/deploy/local/down.sh" >&2 || true
+	# ZIGZAG_BENCH_SERVE_LOG=FILE keeps gather serve's log, each plan explained.
+	[[ -n ${ZIGZAG_BENCH_SERVE_LOG:-} ]] && cp "$WORK/serve.log" "$ZIGZAG_BENCH_SERVE_LOG"
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -88,7 +91,7 @@ done
 ((BACKLOG)) || sleep 30
 
 "$BIN/gather" --dynamodb zigzag-bench serve --listen 127.0.0.1:0 --cache-bytes "$CACHE" --recheck "$RECHECK" \
-	--max-queries "$MAX_QUERIES" \
+	--max-queries "$MAX_QUERIES" ${ZIGZAG_BENCH_SERVE_LOG:+--explain} \
 	2>"$WORK/serve.log" &
 PIDS+=($!)
 for _ in $(seq 1 300); do

@@ -69,7 +69,7 @@ fn record(ts: &str, country: &str) -> String {
     format!(r#"{{"type":"click","ts":"{ts}","referrer":"r","campaign":"c","country":"{country}","url":"/"}}"#)
 }
 
-/// Clicks in two 5-minute slices of minutes (10:15, 11:40) and one day of hours.
+/// Clicks in two 45-minute slices of minutes (10:15, 11:40) and one day of hours.
 fn generation(config: &Config) -> Generation {
     let agg = Aggregator::new(
         &Projections::new(config).unwrap(),
@@ -124,7 +124,7 @@ async fn begun_marks_precede_every_item_and_a_bins_done_marks_follow_its_last_it
         calls[1..first_item].iter().all(|(k, _)| *k == 'c') && first_item == 1,
         "one call of begun marks: {calls:?}"
     );
-    // 10:15 and 11:40 are in two slices of minutes (5 minutes each), one day of hours: three slices, two bins.
+    // 10:15 and 11:40 are in two slices of minutes (45 minutes each), one day of hours: three slices, two bins.
     let dones: Vec<&(char, String)> = calls[first_item..].iter().filter(|(k, _)| *k == 'c').collect();
     assert_eq!(dones.len(), 2, "one call of done marks per bin: {calls:?}");
     for (at, (_, bin)) in calls.iter().enumerate().skip(first_item).filter(|(_, (k, _))| *k == 'c') {
@@ -142,7 +142,7 @@ async fn begun_marks_precede_every_item_and_a_bins_done_marks_follow_its_last_it
     assert!(last_minute_item < minute_done && minute_done < first_hour_item, "{calls:?}");
     let minute = marks(table.as_ref(), Rollup::Minute).await;
     let starts: Vec<i64> = minute.iter().map(|(s, _)| *s).collect();
-    assert_eq!(starts, vec![ms("2026-11-21T10:15:00Z"), ms("2026-11-21T11:40:00Z")]);
+    assert_eq!(starts, vec![ms("2026-11-21T09:45:00Z"), ms("2026-11-21T11:15:00Z")]);
     for (_, m) in minute.iter().chain(&marks(table.as_ref(), Rollup::Hour).await) {
         assert_eq!(m.lanes.iter().collect::<Vec<_>>(), vec![(&2, &(5, 5))], "begun and done by flush 5 of lane 2");
     }

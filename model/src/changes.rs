@@ -4,8 +4,8 @@
 //!
 //! One item per (projection, rollup, slice): pk `#changes#<projection>#
 //! <rollup>#<bin label>`, sk the slice's start ([`slice_sk`]; slices are
-//! 5 minutes of minute buckets, a day of hour or day buckets:
-//! [`slice_ms`]). Per lane it holds
+//! the statistics' [`slice_of`](crate::stats::slice_of): 45 minutes of
+//! minute buckets, a day of hour or day buckets). Per lane it holds
 //! `b@<lane>`, the lane's last flush *begun* on the slice, and `d@<lane>`,
 //! its last flush *done*. A flush `k` of lane `L` writes `b@L = k` on every
 //! slice it touches before any of its items, and `d@L = k` on a slice after
@@ -44,18 +44,9 @@ pub fn changes_pk(projection: &str, rollup: Rollup, bin_start: i64) -> String {
     format!("{CHANGES_PK}#{projection}#{rollup}#{}", rollup.bin().label(bin_start))
 }
 
-/// The length of a slice of `rollup`'s buckets (ms): what a reader keeps
-/// or reads again as one. A live flush changes the last minute: a reader
-/// reads again the 5 minutes around it, not 45 (`gather serve`'s cache:
-/// reading a changed slice again costs its length, reading the marks of a
-/// window its count; 5 minutes is about where the two meet for a day's
-/// window at the shipped 10 s flush, BENCHMARKS.md "gather serve"). Hour
-/// and day buckets: a day.
+/// The length of a slice of `rollup`'s buckets (ms).
 pub fn slice_ms(rollup: Rollup) -> i64 {
-    match rollup {
-        Rollup::Minute => 5 * 60_000,
-        _ => crate::stats::slice_ms(rollup),
-    }
+    crate::stats::slice_ms(rollup)
 }
 
 /// The start of the slice holding `bucket` (slices are aligned with the

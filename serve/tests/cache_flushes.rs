@@ -64,7 +64,7 @@ async fn world() -> World {
 }
 
 /// `sum(clicks)` at every minute of `[from, to]`: minute buckets, the
-/// change marks' 5-minute slices. (Its value per step, and its infos.)
+/// change marks' 45-minute slices. (Its value per step, and its infos.)
 async fn ask(engine: &Engine, from: i64, to: i64) -> (Vec<Option<f64>>, Vec<String>) {
     let ts: Vec<i64> = (from..=to).step_by(MINUTE as usize).collect();
     let answer = engine.query("sum(clicks)", ts, T0 + SPAN).await.unwrap();
@@ -77,13 +77,13 @@ fn total(steps: &[Option<f64>]) -> f64 {
     steps.iter().flatten().sum()
 }
 
-/// `n` clicks in the slice `[10:30, 10:35)` of the fixture's first day
-/// (slices start at multiples of 5 minutes since the epoch).
+/// `n` clicks in the slice `[10:30, 11:15)` of the fixture's first day
+/// (slices start at multiples of 45 minutes since the epoch).
 fn clicks_in_slice(n: usize) -> Vec<Event> {
     fixture::events(9, n)
         .into_iter()
         .enumerate()
-        .map(|(i, e)| Event { t: T0 + 10 * HOUR + 30 * MINUTE + (i as i64 * 7_919) % (5 * MINUTE), click: true, ..e })
+        .map(|(i, e)| Event { t: T0 + 10 * HOUR + 30 * MINUTE + (i as i64 * 7_919) % (45 * MINUTE), click: true, ..e })
         .collect()
 }
 
@@ -112,7 +112,7 @@ async fn a_slice_being_flushed_is_answered_as_before_the_flush_until_it_is_done(
     assert_eq!(held, before, "the slice as it was before the flush");
     assert_eq!(cache.reassembled.load(Ordering::SeqCst), 2, "the same entries: the same assembled read");
     assert!(
-        infos.iter().any(|i| i.contains("1 of 25 time slices shown as they were before a flush now in progress")),
+        infos.iter().any(|i| i.contains("1 of 3 time slices shown as they were before a flush now in progress")),
         "the answer says so: {infos:?}"
     );
     assert_eq!(cache.misses.load(Ordering::SeqCst), read, "nothing read while the flush is in progress");
@@ -150,7 +150,7 @@ async fn a_slice_read_before_a_begun_flush_wrote_there_is_kept_and_one_read_afte
     assert_eq!(again, before);
     assert_eq!(cache.misses.load(Ordering::SeqCst), read, "kept: nothing read again");
     assert!(
-        infos.iter().any(|i| i.contains("1 of 25 time slices shown as they were before a flush now in progress")),
+        infos.iter().any(|i| i.contains("1 of 3 time slices shown as they were before a flush now in progress")),
         "{infos:?}"
     );
     // Its items written, not done: still the slice as before it, from memory.

@@ -130,4 +130,3 @@ fn spans_all_but(zbox: &ZBox, except: usize) -> bool {
     let widths = zbox.layout().widths();
     (0..widths.len()).filter(|&d| d != except).all(|d| zbox.lo()[d] == 0 && zbox.hi()[d] == dim_max(widths[d]))
 }
-
