@@ -27,7 +27,7 @@
 //! every projection keeping the dimension would cost one item per key and
 //! day.
 
-use crate::retention::Retention;
+use crate::retention::{Retention, TTL_ATTR};
 use crate::rollup::Rollup;
 use zigzag_core::table::{
     AttrValue, CmpOp, Item, QueryRequest, SortKeyCondition, SortedTable, TableError, UpdateRequest,
@@ -92,7 +92,7 @@ pub fn record(dimension: &str, value: &str, day: i64, expires: Option<i64>) -> U
         .set_if_absent("first", AttrValue::N(day.into()))
         .guard("seen", CmpOp::Lt, AttrValue::N(day.into()), true);
     if let Some(e) = expires {
-        req = req.set("expires", AttrValue::N(e.into()));
+        req = req.set(TTL_ATTR, AttrValue::N(e.into()));
     }
     req
 }
@@ -139,8 +139,8 @@ fn kept(item: &Item, now: i64) -> Option<(String, i64)> {
         Some(AttrValue::N(d)) => i64::try_from(*d).ok(),
         _ => None,
     };
-    // `expires` is in epoch seconds (DynamoDB's TTL).
-    if number("expires").is_some_and(|e| e.saturating_mul(1000) <= now) {
+    // In epoch seconds (DynamoDB's TTL).
+    if number(TTL_ATTR).is_some_and(|e| e.saturating_mul(1000) <= now) {
         return None;
     }
     match item.attrs.get("v") {
