@@ -109,6 +109,13 @@ struct Measured {
     groups: Aggregation,
 }
 
+impl Measured {
+    /// One way's table cell: rollups, items, RCU, ms.
+    fn cells(&self) -> String {
+        format!("{}, {}, {:.1}, {:.0}", self.rollups, self.items, self.rcu, self.ms)
+    }
+}
+
 async fn gather(table: &SqliteTable, config: &Config, req: PlanRequest, kind: &Kind) -> Result<Measured, String> {
     let t0 = Instant::now();
     let group_by: Vec<String> = kind.group_by.iter().map(|s| s.to_string()).collect();
@@ -189,15 +196,12 @@ fn main() {
                     worst = worst.max(after.items as f64 / best.items.max(1) as f64);
                     snapped_rows += 1;
                     println!(
-                        "| {option} | {} | {} | refused: {} | --snap out {}: {}, {}, {:.1}, {:.0} | {} ({}) | {:.2} | | (another window) |",
+                        "| {option} | {} | {} | refused: {} | --snap out {}: {} | {} ({}) | {:.2} | | (another window) |",
                         kind.name,
                         after.projection,
                         b.chars().take(60).collect::<String>(),
                         after.window,
-                        after.rollups,
-                        after.items,
-                        after.rcu,
-                        after.ms,
+                        after.cells(),
                         best.items,
                         best.rollups,
                         after.items as f64 / best.items.max(1) as f64,
@@ -206,7 +210,7 @@ fn main() {
                 }
                 (b, a) => {
                     let said = |r: &Result<Measured, String>| match r {
-                        Ok(m) => format!("{}, {}, {:.1}, {:.0}", m.rollups, m.items, m.rcu, m.ms),
+                        Ok(m) => m.cells(),
                         Err(e) => format!("refused: {}", e.chars().take(90).collect::<String>()),
                     };
                     println!("| {option} | {} | | {} | {} | | | | |", kind.name, said(&b), said(&a));
@@ -218,17 +222,11 @@ fn main() {
             answered += 1;
             equal += usize::from(before.groups.groups == after.groups.groups);
             println!(
-                "| {option} | {} | {} | {}, {}, {:.1}, {:.0} | {}, {}, {:.1}, {:.0} | {} ({}) | {:.2} | {:.1}x | {} |",
+                "| {option} | {} | {} | {} | {} | {} ({}) | {:.2} | {:.1}x | {} |",
                 kind.name,
                 after.projection,
-                before.rollups,
-                before.items,
-                before.rcu,
-                before.ms,
-                after.rollups,
-                after.items,
-                after.rcu,
-                after.ms,
+                before.cells(),
+                after.cells(),
                 best.items,
                 best.rollups,
                 after.items as f64 / best.items.max(1) as f64,

@@ -201,16 +201,10 @@ impl Engine {
             return Ok(Found::default());
         }
         let req = PlanRequest {
-            window: WindowSpec::Absolute { from: from.to_string(), to: to.to_string() },
-            rollup: None,
-            step: None,
-            timeseries: false,
-            filters: s.filters.clone(),
-            now,
-            source: SourceRequest { projection: projection.map(str::to_string), measures: measures_of(s) },
             mixing: Some(Mixing::complete(self.reader().completeness(&catalog.config).await?)),
             // A projection of hours answers over the hours the span touches.
             snap: Some(Snap::Out),
+            ..groups_request(s, projection, from, to, now)
         };
         let planned = zigzag_gather::plan_report(self.table(), &catalog.config, req, dims.to_vec(), &self.opts).await?;
         let estimated = planned.plan.budget_rcu();
@@ -248,7 +242,6 @@ impl Engine {
         now: i64,
     ) -> Result<Vec<Labels>> {
         let catalog = self.catalog();
-        let measures = measures_of(s);
         let mut last = None;
         for &unit in catalog.units_ms.iter().rev() {
             let from = start.div_euclid(unit) * unit;
@@ -256,17 +249,7 @@ impl Engine {
             if (to - from) / unit > self.limits.max_buckets {
                 continue;
             }
-            let req = PlanRequest {
-                window: WindowSpec::Absolute { from: from.to_string(), to: to.to_string() },
-                rollup: None,
-                step: None,
-                timeseries: false,
-                filters: s.filters.clone(),
-                now,
-                source: SourceRequest { projection: projection.map(str::to_string), measures: measures.clone() },
-                mixing: None,
-                snap: None,
-            };
+            let req = groups_request(s, projection, from, to, now);
             match zigzag_gather::gather(self.table(), &catalog.config, req, dims.to_vec(), &self.opts).await {
                 Ok(g) => return Ok(labels_of(&g.aggregation, dims)),
                 Err(e @ (GatherError::Rollup(_) | GatherError::Window { .. })) => last = Some(e),
@@ -282,6 +265,22 @@ impl Engine {
             },
             |e| crate::error::refusal(e, "the series' time range"),
         ))
+    }
+}
+
+/// A selector's groups over `[from, to)` as a report asks for them: its
+/// filters and measures, one rollup, no step.
+fn groups_request(s: &Selector, projection: Option<&str>, from: i64, to: i64, now: i64) -> PlanRequest {
+    PlanRequest {
+        window: WindowSpec::Absolute { from: from.to_string(), to: to.to_string() },
+        rollup: None,
+        step: None,
+        timeseries: false,
+        filters: s.filters.clone(),
+        now,
+        source: SourceRequest { projection: projection.map(str::to_string), measures: measures_of(s) },
+        mixing: None,
+        snap: None,
     }
 }
 
