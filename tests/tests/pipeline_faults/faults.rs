@@ -14,6 +14,9 @@ pub(crate) enum Trigger {
     /// The first item write of a flush numbered K (from 1) or later: a
     /// flush may write no item (one that only ends shards).
     FirstItemsOf(u64),
+    /// The first call of a phase carrying at least N requests (how a flush
+    /// batches its items depends on when events arrive).
+    FirstBatchOf(Phase, usize),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,7 +153,7 @@ impl Faults {
 
     /// Counts a call (of flush `k`, for item writes); the effect to apply
     /// to it, if the fault fires now.
-    pub(crate) fn on_call(&self, phase: Phase, ending: bool, k: Option<u64>) -> (u64, Option<Effect>) {
+    pub(crate) fn on_call(&self, phase: Phase, ending: bool, k: Option<u64>, len: usize) -> (u64, Option<Effect>) {
         let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let bump = |m: &Mutex<BTreeMap<Phase, u64>>| {
             let mut m = m.lock().unwrap();
@@ -166,6 +169,7 @@ impl Faults {
             Some((Trigger::NthOf(p, n), _)) => *p == phase && *n == nth,
             Some((Trigger::NthEnding(p, n), _)) => ending && *p == phase && *n == nth_ending,
             Some((Trigger::FirstItemsOf(n), _)) => phase == Phase::Items && k >= Some(*n),
+            Some((Trigger::FirstBatchOf(p, n), _)) => *p == phase && len >= *n,
             None => false,
         };
         (call, if fire { armed.take().map(|(_, e)| e) } else { None })
@@ -237,7 +241,7 @@ impl Faulty {
         };
         let ending = reqs.iter().any(|r| ends_a_shard(phase, r));
         let k = (phase == Phase::Items).then(|| item_mark(&reqs[0]).1);
-        let (call, effect) = self.faults.on_call(phase, ending, k);
+        let (call, effect) = self.faults.on_call(phase, ending, k, reqs.len());
         let Some(effect) = effect else {
             let out = self.inner.update_batch(reqs).await;
             if let Ok(results) = &out {
@@ -358,7 +362,7 @@ impl Faulty {
             pk if pk == shards_pk(STREAM) || pk == zigzag_lease::items::generation_pk(STREAM) => Phase::ReadLeases,
             _ => Phase::ReadLegacy,
         };
-        let (call, effect) = self.faults.on_call(phase, false, None);
+        let (call, effect) = self.faults.on_call(phase, false, None, 1);
         match effect {
             None => self.inner.query(req).await,
             Some(Effect::Crash) => {
@@ -383,7 +387,7 @@ impl Faulty {
     pub(crate) async fn retire(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
         self.before_call()?;
         assert!(!self.aggregates, "the pipeline deletes no aggregate item: {req:?}");
-        let (call, effect) = self.faults.on_call(Phase::Retire, false, None);
+        let (call, effect) = self.faults.on_call(Phase::Retire, false, None, 1);
         match effect {
             None => self.inner.delete(req).await,
             Some(Effect::Crash) => {

@@ -398,7 +398,7 @@ async fn item_writes_applied_then_throttled_are_not_counted_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item_writes_throttled_in_part_are_retried_alone() {
     let w = World::new(25);
-    w.faults.arm(Trigger::NthOf(Phase::Items, 2), Effect::ApplyHalfThrottleRest);
+    w.faults.arm(Trigger::FirstBatchOf(Phase::Items, 2), Effect::ApplyHalfThrottleRest);
     let s = w.run("run-a").await.expect("throttled items are retried");
     let f = w.faults.fired().expect("the fault fired");
     let half = f.outcomes.len();
