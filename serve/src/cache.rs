@@ -22,12 +22,16 @@
 //! (the answer says so in its infos, and shows the flush once it is done).
 //! A slice read while a flush is begun on it but has written none of its
 //! items there is settled too: it is the slice as before that flush. An
-//! entry that saw some of a flush's items is not settled; it answers only
-//! for `recheck` after its read began, the staleness the shared small reads
-//! already allow (never, with a recheck of 0). A flush marks a slice done
-//! as soon as its bin's items are written (`ingest`'s flush), so a long
-//! flush (a catch-up backlog) leaves each slice unsettled only while its
-//! own items are being written.
+//! entry that saw some of a flush's items is not settled; it answers for
+//! `recheck` after its read began, the staleness the shared small reads
+//! already allow, and then, while a flush is still writing the slice and
+//! none has finished there since it was read, for up to `unsettled_for`
+//! (the answer's infos say how old: the flush's newest items show once it
+//! is done, or once that time passed). A flush marks a slice done as soon
+//! as its bin's items are written (`ingest`'s flush), so a long flush (a
+//! catch-up backlog) keeps each slice unsettled only while its own items
+//! are being written, and a dashboard reads a busy slice once per
+//! `unsettled_for` instead of at every refresh.
 //!
 //! One read fills a slice at a time: a read that finds a slice missing
 //! waits for the fill under way, then takes what it kept. After a flush,
@@ -59,9 +63,11 @@ const TURNS_KEPT: usize = 1024;
 
 /// One slice of one read, as it was read.
 struct Entry {
-    /// The marks it was read under (settled), or found after it.
+    /// The marks found before its read (settled: the same after it).
     marks: SliceMarks,
     settled: bool,
+    /// A flush was in progress on the slice when it was read.
+    busy: bool,
     /// When its read began.
     read_at: Instant,
     /// The part of the slice it holds, `[from, to)`.
@@ -78,11 +84,24 @@ enum Answers {
     Yes,
     /// As the slice was before a flush now in progress.
     BeforeFlush,
+    /// As read a while ago (beyond `recheck`), part way through a flush
+    /// still in progress.
+    WhileFlushing,
+}
+
+/// How long entries answer beyond their marks.
+#[derive(Debug, Clone, Copy)]
+struct Ages {
+    /// Any entry, from when its read began.
+    recheck: Duration,
+    /// An unsettled entry read while a flush was writing its slice, as long
+    /// as no flush finished on the slice since.
+    unsettled_for: Duration,
 }
 
 impl Entry {
     /// Whether it answers `[a, b)` of its slice, whose marks are `now`, at `at`.
-    fn answers(&self, a: i64, b: i64, now: &SliceMarks, at: Instant, recheck: Duration) -> Answers {
+    fn answers(&self, a: i64, b: i64, now: &SliceMarks, at: Instant, ages: Ages) -> Answers {
         if !(self.from <= a && b <= self.to) {
             return Answers::No;
         }
@@ -92,8 +111,15 @@ impl Entry {
                 false => Answers::Yes,
             };
         }
-        match at.saturating_duration_since(self.read_at) < recheck {
-            true => Answers::Yes,
+        let age = at.saturating_duration_since(self.read_at);
+        if age < ages.recheck {
+            return Answers::Yes;
+        }
+        // Unsettled: its marks are those before its read, so holding their
+        // done marks means no flush finished on the slice since.
+        let flushing = self.busy && !now.quiet() && self.marks.holds_done_of(now);
+        match !self.settled && flushing && age < ages.unsettled_for {
+            true => Answers::WhileFlushing,
             false => Answers::No,
         }
     }
@@ -153,6 +179,10 @@ pub struct Use {
     pub read: usize,
     /// Of the hits, slices served as they were before a flush in progress.
     pub before_flush: usize,
+    /// Of the hits, slices served as read part way through a flush still
+    /// in progress, and the oldest such read's age.
+    pub while_flushing: usize,
+    pub oldest_while_flushing: Duration,
     /// Slices read and kept.
     pub kept: usize,
 }
@@ -162,12 +192,17 @@ impl Use {
         self.hits += other.hits;
         self.read += other.read;
         self.before_flush += other.before_flush;
+        self.while_flushing += other.while_flushing;
+        self.oldest_while_flushing = self.oldest_while_flushing.max(other.oldest_while_flushing);
         self.kept += other.kept;
     }
 }
 
 pub struct SliceCache {
     capacity: usize,
+    /// How long a slice read part way through a flush answers while that
+    /// flush is still in progress.
+    unsettled_for: Duration,
     state: Mutex<State>,
     turns: Mutex<Turns>,
     pub hits: AtomicU64,
@@ -177,6 +212,8 @@ pub struct SliceCache {
     pub unsettled: AtomicU64,
     /// Of the hits, slices served as before a flush in progress.
     pub before_flush: AtomicU64,
+    /// Of the hits, slices served as read part way through a flush.
+    pub while_flushing: AtomicU64,
     /// Reads served whole as assembled before (nothing merged).
     pub reassembled: AtomicU64,
 }
@@ -187,10 +224,18 @@ impl SliceCache {
         self.capacity
     }
 
-    /// A cache of at most `capacity` bytes (0: none; every read reads).
-    pub fn new(capacity: usize) -> SliceCache {
+    /// How long a slice read part way through a flush answers.
+    pub fn unsettled_for(&self) -> Duration {
+        self.unsettled_for
+    }
+
+    /// A cache of at most `capacity` bytes (0: none; every read reads),
+    /// whose slices read part way through a flush answer for
+    /// `unsettled_for` while it is in progress (0: only for `recheck`).
+    pub fn new(capacity: usize, unsettled_for: Duration) -> SliceCache {
         SliceCache {
             capacity,
+            unsettled_for,
             state: Mutex::new(State {
                 entries: LruCache::unbounded(),
                 bytes: 0,
@@ -202,6 +247,7 @@ impl SliceCache {
             misses: AtomicU64::new(0),
             unsettled: AtomicU64::new(0),
             before_flush: AtomicU64::new(0),
+            while_flushing: AtomicU64::new(0),
             reassembled: AtomicU64::new(0),
         }
     }
@@ -272,7 +318,7 @@ impl SliceCache {
         slices: Vec<i64>,
         marks: &BTreeMap<i64, SliceMarks>,
         part: impl Fn(i64) -> (i64, i64),
-        recheck: Duration,
+        ages: Ages,
         served: &mut Vec<(Arc<Entry>, Answers)>,
         missing: &mut Vec<i64>,
     ) {
@@ -286,7 +332,7 @@ impl SliceCache {
                 .into_iter()
                 .rev()
                 .map(|e| {
-                    let answers = e.answers(a, b, now, at, recheck);
+                    let answers = e.answers(a, b, now, at, ages);
                     (e, answers)
                 })
                 .find(|(_, answers)| *answers != Answers::No);
@@ -402,7 +448,8 @@ impl SliceCache {
         let marks_of = |m: &BTreeMap<i64, SliceMarks>, s: i64| m.get(&s).cloned().unwrap_or_default();
         let part = |s: i64| (s.max(from), (s + slice).min(to));
         let (mut served, mut missing) = (Vec::new(), Vec::new());
-        self.sort(&identity, changes::slices(rollup, from, to), &before, part, recheck, &mut served, &mut missing);
+        let ages = Ages { recheck, unsettled_for: self.unsettled_for };
+        self.sort(&identity, changes::slices(rollup, from, to), &before, part, ages, &mut served, &mut missing);
         // One fill of a slice at a time (in slice order: no two reads wait
         // for each other); a read that waited takes what the fill kept.
         let mut _turns = Vec::with_capacity(missing.len());
@@ -411,26 +458,46 @@ impl SliceCache {
                 _turns.push(self.turn(&(identity.clone(), s)).lock_owned().await);
             }
             let waited = std::mem::take(&mut missing);
-            self.sort(&identity, waited, &before, part, recheck, &mut served, &mut missing);
+            self.sort(&identity, waited, &before, part, ages, &mut served, &mut missing);
         }
         let before_flush = served.iter().filter(|(_, a)| *a == Answers::BeforeFlush).count();
+        let now = Instant::now();
+        let while_flushing: Vec<Duration> = served
+            .iter()
+            .filter(|(_, a)| *a == Answers::WhileFlushing)
+            .map(|(e, _)| now.saturating_duration_since(e.read_at))
+            .collect();
         self.hits.fetch_add(served.len() as u64, Relaxed);
         self.misses.fetch_add(missing.len() as u64, Relaxed);
         self.before_flush.fetch_add(before_flush as u64, Relaxed);
+        self.while_flushing.fetch_add(while_flushing.len() as u64, Relaxed);
         metrics::counter!("zigzag_serve_cache_slices_total", "result" => "hit").increment(served.len() as u64);
         metrics::counter!("zigzag_serve_cache_slices_total", "result" => "read").increment(missing.len() as u64);
         let whole = format!("{identity}|{from}|{to}");
         if missing.is_empty() {
             if let Some(aggregation) = self.assembled(&whole, &served) {
                 self.reassembled.fetch_add(1, Relaxed);
-                let used = Use { hits: served.len(), before_flush, ..Use::default() };
+                let used = Use {
+                    hits: served.len(),
+                    before_flush,
+                    while_flushing: while_flushing.len(),
+                    oldest_while_flushing: while_flushing.iter().max().copied().unwrap_or_default(),
+                    ..Use::default()
+                };
                 let Planned { plan, .. } = planned;
                 return Ok(CachedRead { plan, actual: Actual::default(), aggregation, used });
             }
         }
         let mut aggregation = planned.empty();
         let mut actual = Actual::default();
-        let mut used = Use { hits: served.len(), read: missing.len(), before_flush, kept: 0 };
+        let mut used = Use {
+            hits: served.len(),
+            read: missing.len(),
+            before_flush,
+            while_flushing: while_flushing.len(),
+            oldest_while_flushing: while_flushing.iter().max().copied().unwrap_or_default(),
+            kept: 0,
+        };
         let mut kept: Vec<Arc<Entry>> = Vec::new();
         if let (Some(&first), Some(&last)) = (missing.first(), missing.last()) {
             let (span_from, span_to) = (part(first).0, part(last).1);
@@ -474,16 +541,18 @@ impl SliceCache {
                 // there had then written none of its items in the slice: the
                 // read is the slice as before it, kept until it is done.
                 let settled = covered && marks == after;
+                let busy = !marks.quiet() || !after.quiet();
                 if !settled {
                     self.unsettled.fetch_add(1, Relaxed);
-                    if recheck.is_zero() {
+                    let held = busy && !self.unsettled_for.is_zero();
+                    if recheck.is_zero() && !held {
                         continue; // it would answer nothing
                     }
                 }
                 let groups: Vec<(GroupKey, MeasureValues)> =
                     agg.map(|a| a.groups.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
                 let bytes = 96 + groups.iter().map(|(k, v)| group_bytes(k, v)).sum::<usize>();
-                let entry = Entry { marks: after, settled, read_at, from: a, to: b, groups, bytes };
+                let entry = Entry { marks, settled, busy, read_at, from: a, to: b, groups, bytes };
                 kept.extend(self.put((identity.clone(), s), entry));
                 used.kept += usize::from(settled);
             }

@@ -40,6 +40,12 @@ const ANSWERS_KEPT: usize = 128;
 /// Memory for unchanged slices unless told otherwise.
 pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
 
+/// How long a slice read part way through a flush answers while that
+/// flush is still in progress, unless told otherwise: a dashboard under a
+/// catch-up backlog reads each busy slice about once per this, not at
+/// every refresh.
+pub const DEFAULT_UNSETTLED_FOR: Duration = Duration::from_secs(30);
+
 /// The table, its layout, and how queries read it.
 pub struct Engine {
     table: Arc<dyn SortedTable>,
@@ -66,7 +72,7 @@ impl Engine {
         let base = catalog.config.clone();
         let reader = Arc::new(Reader::new(
             Arc::new(Recent::new(table.clone(), Duration::ZERO)),
-            SliceCache::new(DEFAULT_CACHE_BYTES),
+            SliceCache::new(DEFAULT_CACHE_BYTES, DEFAULT_UNSETTLED_FOR),
         ));
         Engine {
             table,
@@ -85,7 +91,14 @@ impl Engine {
     /// statistics, change marks) shared for `recheck` (0: each query reads
     /// them, concurrent ones once).
     pub fn with_cache(mut self, bytes: usize, recheck: Duration) -> Engine {
-        self.reader = self.new_reader(bytes, recheck);
+        self.reader = self.new_reader(bytes, recheck, self.reader.cache.unsettled_for());
+        self
+    }
+
+    /// How long a slice read part way through a flush answers while that
+    /// flush is in progress (0: only for the recheck).
+    pub fn with_unsettled_for(mut self, unsettled_for: Duration) -> Engine {
+        self.reader = self.new_reader(self.reader.cache.capacity(), self.reader.recent.recheck(), unsettled_for);
         self
     }
 
@@ -94,15 +107,16 @@ impl Engine {
     /// every coarse bucket is taken as complete).
     pub fn with_leases(mut self, leases: Arc<dyn SortedTable>) -> Engine {
         self.leases = Some(leases);
-        self.reader = self.new_reader(self.reader.cache.capacity(), self.reader.recent.recheck());
+        let cache = &self.reader.cache;
+        self.reader = self.new_reader(cache.capacity(), self.reader.recent.recheck(), cache.unsettled_for());
         self
     }
 
     /// A reader of the table with a cache of `bytes`, its small reads
     /// shared for `recheck`, and the lease table if given.
-    fn new_reader(&self, bytes: usize, recheck: Duration) -> Arc<Reader> {
+    fn new_reader(&self, bytes: usize, recheck: Duration, unsettled_for: Duration) -> Arc<Reader> {
         let recent = Arc::new(Recent::new(self.table.clone(), recheck));
-        Arc::new(Reader::new(recent, SliceCache::new(bytes)).with_leases(self.leases.clone()))
+        Arc::new(Reader::new(recent, SliceCache::new(bytes, unsettled_for)).with_leases(self.leases.clone()))
     }
 
     /// How it reads: reads in flight, the cache, the shared small reads.

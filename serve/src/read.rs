@@ -438,14 +438,25 @@ pub async fn read_leaves(
                 used.hits + used.read
             ));
         }
+        if used.while_flushing > 0 {
+            report.infos.push(format!(
+                "{}: {} of {} time slices shown as read up to {} s ago, part way through a flush still in progress \
+                 (the rest of its events appear once it is done)",
+                texts.join(", "),
+                used.while_flushing,
+                used.hits + used.read,
+                used.oldest_while_flushing.as_secs()
+            ));
+        }
         let mut explain = zigzag_gather::explain::explain(plan, opts, Some(&read.actual));
         if used.hits + used.read > 0 {
             explain.push_str(&format!(
-                "\ncache: {} of {} time slices unchanged since read (from memory; {} as before a flush in progress), {} \
-                 read, {} kept",
+                "\ncache: {} of {} time slices unchanged since read (from memory; {} as before a flush in progress, {} \
+                 part way through one), {} read, {} kept",
                 used.hits,
                 used.hits + used.read,
                 used.before_flush,
+                used.while_flushing,
                 used.read,
                 used.kept
             ));

@@ -157,14 +157,9 @@ async fn a_slice_read_before_a_begun_flush_wrote_there_is_kept_and_one_read_afte
     fixture::write_flush(&w.table.inner, &w.config, &refs, 4, Until::Items).await;
     assert_eq!(ask(&w.cached, FROM, TO).await.0, before);
     assert_eq!(cache.misses.load(Ordering::SeqCst), read);
-    // Another cache, cold now: it sees the flush half written and keeps nothing.
-    let cold = Engine::new(
-        w.table.clone(),
-        Catalog::new(w.config.clone()).unwrap(),
-        ExecOptions::default(),
-        Limits::default(),
-    )
-    .with_cache(DEFAULT_CACHE_BYTES, Duration::ZERO);
+    // Another cache, cold now, holding nothing read part way through a
+    // flush: it sees the flush half written and keeps nothing.
+    let cold = cold_engine(&w, Duration::ZERO);
     let (half, _) = ask(&cold, FROM, TO).await;
     assert_eq!(total(&half), total(&before) + 40.0);
     let cold_read = cold.reader().cache.misses.load(Ordering::SeqCst);
@@ -175,6 +170,64 @@ async fn a_slice_read_before_a_begun_flush_wrote_there_is_kept_and_one_read_afte
     assert_eq!(ask(&w.cached, FROM, TO).await.0, half);
     assert_eq!(ask(&w.cached, FROM, TO).await.0, half);
     assert_eq!(cache.misses.load(Ordering::SeqCst), read + 1);
+}
+
+/// An engine reading `w`'s table with a cold cache, changes marks read at
+/// every query, whose slices read part way through a flush answer for
+/// `unsettled_for` while it is in progress.
+fn cold_engine(w: &World, unsettled_for: Duration) -> Engine {
+    Engine::new(w.table.clone(), Catalog::new(w.config.clone()).unwrap(), ExecOptions::default(), Limits::default())
+        .with_cache(DEFAULT_CACHE_BYTES, Duration::ZERO)
+        .with_unsettled_for(unsettled_for)
+}
+
+/// A cold cache under a long flush, holding what it read part way through:
+/// the busy slice is read once, answered from memory (its age in the
+/// infos) while the flush is in progress and for at most `unsettled_for`,
+/// and read again once the flush is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_read_part_way_through_a_flush_answers_while_it_is_in_progress_for_a_bounded_time() {
+    let w = world().await;
+    let events = clicks_in_slice(40);
+    let refs: Vec<&Event> = events.iter().collect();
+    let (before, _) = ask(&w.fresh, FROM, TO).await;
+    fixture::write_flush(&w.table.inner, &w.config, &refs, 4, Until::Items).await;
+    let (half, _) = ask(&w.fresh, FROM, TO).await;
+    assert_eq!(total(&half), total(&before) + 40.0, "the table shows the flush's items");
+
+    let held = cold_engine(&w, Duration::from_secs(3600));
+    let cache = &held.reader().cache;
+    assert_eq!(ask(&held, FROM, TO).await.0, half);
+    let read = cache.misses.load(Ordering::SeqCst);
+    assert_eq!(cache.unsettled.load(Ordering::SeqCst), 1, "the busy slice is not settled");
+    let (again, infos) = ask(&held, FROM, TO).await;
+    assert_eq!(again, half, "as it was read");
+    assert_eq!(cache.misses.load(Ordering::SeqCst), read, "from memory while the flush is in progress");
+    assert_eq!(cache.while_flushing.load(Ordering::SeqCst), 1);
+    assert!(
+        infos.iter().any(|i| i.contains("1 of 3 time slices shown as read up to 0 s ago, part way through a flush")),
+        "the answer says so: {infos:?}"
+    );
+
+    // Past `unsettled_for`, the busy slice is read again.
+    let brief = cold_engine(&w, Duration::from_millis(200));
+    ask(&brief, FROM, TO).await;
+    let brief_read = brief.reader().cache.misses.load(Ordering::SeqCst);
+    ask(&brief, FROM, TO).await;
+    assert_eq!(brief.reader().cache.misses.load(Ordering::SeqCst), brief_read, "within the time, from memory");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ask(&brief, FROM, TO).await;
+    assert_eq!(brief.reader().cache.misses.load(Ordering::SeqCst), brief_read + 1, "past it, read again");
+
+    // The flush done: read again at once, whatever the time left, and kept.
+    fixture::finish_flush(&w.table.inner, &w.config, &refs, 4).await;
+    let (done, infos) = ask(&held, FROM, TO).await;
+    assert_eq!(done, half);
+    assert_eq!(done, ask(&w.fresh, FROM, TO).await.0);
+    assert!(!infos.iter().any(|i| i.contains("part way")), "{infos:?}");
+    assert_eq!(cache.misses.load(Ordering::SeqCst), read + 1, "the changed slice read again, only it");
+    ask(&held, FROM, TO).await;
+    assert_eq!(cache.misses.load(Ordering::SeqCst), read + 1, "and kept");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

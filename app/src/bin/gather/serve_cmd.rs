@@ -66,6 +66,12 @@ pub(crate) struct ServeArgs {
     /// reads them)
     #[arg(long, default_value = "1s", value_parser = zigzag_app::duration::any, value_name = "DURATION")]
     recheck: Duration,
+    /// How long a time slice read while a flush was part way through
+    /// writing it answers, as long as that flush is still in progress (a
+    /// catch-up backlog's long flush); answers say how old in their infos
+    /// (0s: only for --recheck)
+    #[arg(long, default_value = "30s", value_parser = zigzag_app::duration::any, value_name = "DURATION")]
+    unsettled_for: Duration,
     #[command(flatten)]
     log: zigzag_app::logging::LogArgs,
 }
@@ -157,6 +163,7 @@ pub(crate) async fn serve_cmd(store: &StoreArgs, config: Option<&Path>, args: Se
         Engine::new(table, catalog, opts, limits)
             .with_base(given)
             .with_cache(args.cache_bytes, args.recheck)
+            .with_unsettled_for(args.unsettled_for)
             .with_leases(leases),
     );
     let options =
