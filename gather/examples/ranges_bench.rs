@@ -14,10 +14,10 @@
 //! exactly what `before` did.
 
 use std::time::Instant;
-use zigzag_gather::choice::SourceRequest;
 use zigzag_gather::execute::{execute_fresh, ExecOptions};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::merge::Aggregation;
+use zigzag_gather::plan::SourceRequest;
 use zigzag_gather::plan::{plan_source, Mixing, PlanRequest};
 use zigzag_gather::window::{Snap, WindowSpec};
 use zigzag_gather::Completeness;

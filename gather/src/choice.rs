@@ -31,24 +31,19 @@
 //! and each query at least half a unit. `--projection NAME` forces one
 //! (refused, with why, when it is not exact).
 
-use crate::compact::route;
 use crate::error::{GatherError, Result};
-use crate::plan::{plan_alternatives, Plan, PlanRequest, Read};
+use crate::execute::ExecOptions;
+use crate::filter::FilterSet;
+use crate::plan::{
+    item_bytes, plan_alternatives, Candidate, Choice, Draft, Estimate, Plan, PlanRequest, Read, Reading, Way,
+};
+use crate::route;
 use crate::statistics::Statistics;
 use std::fmt::Write;
 use zigzag_core::table::SortedTable;
 use zigzag_model::config::DimensionType;
 use zigzag_model::schema::FieldType;
 use zigzag_model::{Config, KeyModel, Projections};
-
-/// What a report needs of its source beyond the window and filters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SourceRequest {
-    /// `--projection NAME`: read this one (it must be exact).
-    pub projection: Option<String>,
-    /// Measures the report shows or ranks by; None: every measure.
-    pub measures: Option<Vec<String>>,
-}
 
 /// Distinct values assumed of a dimension whose declaration bounds none.
 pub const UNKNOWN_CARDINALITY: f64 = 1_000.0;
@@ -60,48 +55,6 @@ const MAX_ITEMS_PER_BUCKET: f64 = 1e7;
 const DECOMPOSITION_MARGIN: f64 = 0.1;
 /// A read unit: 4 KB, half a unit eventually consistent.
 const READ_UNIT_BYTES: f64 = 4096.0;
-
-/// One projection and decomposition considered for a report.
-#[derive(Debug, Clone)]
-pub struct Candidate {
-    pub projection: String,
-    /// Its plan and estimate when it is exact; else why not.
-    pub verdict: std::result::Result<Estimate, String>,
-    pub chosen: bool,
-}
-
-/// A projection's estimated cost for a plan.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Estimate {
-    /// The rollups it reads, coarsest first (`day+hour+minute`).
-    pub rollups: String,
-    pub queries: usize,
-    /// Items the plan's time range holds (before filters).
-    pub items: f64,
-    pub requests: f64,
-    pub rcu: f64,
-    /// Counted from ingest's statistics (else from the declared schema).
-    pub measured: bool,
-    /// Reading it `auto`'s way and naively: requests, round trips, units
-    /// (`cost.rs`).
-    pub readings: [crate::cost::Reading; 2],
-    /// The way the planner would read it.
-    pub way: crate::cost::Way,
-}
-
-impl Estimate {
-    /// The reading of the way the planner would read it.
-    pub fn chosen_reading(&self) -> crate::cost::Reading {
-        self.readings.iter().find(|r| r.way == self.way).copied().unwrap_or(self.readings[0])
-    }
-
-    /// What the read should cost, for a budget: every item of its time
-    /// range, or the way chosen's estimate if lower (the ways' estimates
-    /// run high on sparse boxes: a refusal should not rest on them alone).
-    pub fn budget_rcu(&self) -> f64 {
-        self.chosen_reading().rcu.min(self.rcu)
-    }
-}
 
 /// The distinct values a dimension can take, from its declaration.
 fn cardinality(config: &Config, dim: &str) -> f64 {
@@ -124,7 +77,7 @@ fn declared_items(config: &Config, km: &KeyModel, read: &Read) -> f64 {
 
 /// Estimated items of `read` from `km`: from the statistics when the table
 /// has them, else from the declared schema; and whether measured.
-fn read_items(config: &Config, km: &KeyModel, plan: &Plan, read: &Read, stats: &Statistics) -> (f64, bool) {
+fn read_items(config: &Config, km: &KeyModel, filters: &FilterSet, read: &Read, stats: &Statistics) -> (f64, bool) {
     let (mut items, measured) = match stats.is_empty() {
         false => (stats.items(read), true),
         true => (declared_items(config, km, read), false),
@@ -133,7 +86,7 @@ fn read_items(config: &Config, km: &KeyModel, plan: &Plan, read: &Read, stats: &
     // read, their share of the items (of the values the statistics
     // counted, else of the declared cardinality).
     if let Some(d) = km.partition_dim() {
-        let fixed = plan.filters.bound_values(&d.name).map_or(1, |v| v.len()) as f64;
+        let fixed = filters.bound_values(&d.name).map_or(1, |v| v.len()) as f64;
         items = match measured.then(|| stats.items_of_values(read, fixed)).flatten() {
             Some(of_values) => of_values,
             None => items * (fixed / cardinality(config, &d.name)).min(1.0),
@@ -143,8 +96,9 @@ fn read_items(config: &Config, km: &KeyModel, plan: &Plan, read: &Read, stats: &
 }
 
 /// Estimated cost of `plan` read from `km`, summed over its reads.
-fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics, concurrency: usize) -> Estimate {
-    let per_read: Vec<(f64, bool)> = plan.reads.iter().map(|r| read_items(config, km, plan, r, stats)).collect();
+fn estimate(config: &Config, km: &KeyModel, plan: &Draft, stats: &Statistics, concurrency: usize) -> Estimate {
+    let per_read: Vec<(f64, bool)> =
+        plan.reads.iter().map(|r| read_items(config, km, &plan.filters, r, stats)).collect();
     let items: f64 = per_read.iter().map(|(n, _)| n).sum();
     let measured = per_read.iter().all(|(_, m)| *m);
     let item_bytes = item_bytes(km);
@@ -167,23 +121,7 @@ fn estimate(config: &Config, km: &KeyModel, plan: &Plan, stats: &Statistics, con
         })
         .collect();
     let readings = crate::cost::readings(&reads, item_bytes, concurrency);
-    Estimate {
-        rollups: plan.rollups(),
-        queries,
-        items,
-        requests: pages,
-        rcu,
-        measured,
-        readings,
-        way: crate::cost::Way::Auto,
-    }
-}
-
-/// Estimated bytes of one of `km`'s items: its key (~20 B pk, Z-address +
-/// 16 B identity), `t`, a mark or two, ~12 B a dimension value and ~10 B a
-/// measure.
-pub fn item_bytes(km: &KeyModel) -> f64 {
-    80.0 + 12.0 * km.dims().len() as f64 + 10.0 * km.measures().measures().len() as f64
+    Estimate { rollups: plan.rollups(), queries, items, requests: pages, rcu, measured, readings, way: Way::Auto }
 }
 
 /// Why `km` cannot answer exactly, if it cannot.
@@ -214,15 +152,50 @@ pub fn finest_answering<'p>(
 
 /// Plans `req` on the cheapest exact projection and decomposition,
 /// listing every one considered (with its estimate, or why it is not
-/// exact), its reads' statistics and compaction markers filled in.
+/// exact): the drafts, then the statistics and compaction markers of the
+/// exact ones read in one round trip, then [`pick`].
 pub async fn choose<T: SortedTable + ?Sized>(
     table: &T,
     config: &Config,
     projections: &Projections,
     req: &PlanRequest,
     group_by: &[String],
-    opts: &crate::execute::ExecOptions,
+    opts: &ExecOptions,
 ) -> Result<Plan> {
+    let drafted = drafts(config, projections, req, group_by)?;
+    // Statistics of the exact ones only (the forced one alone): to
+    // compare them, and to say how fresh the one read is. The compaction
+    // markers of every candidate come in the same round trip: the chosen
+    // one's are then read before its items with no wait.
+    let wanted: Vec<&Read> = drafted.wanted().collect();
+    let (stats, markers) =
+        futures::try_join!(crate::statistics::load(table, &wanted), route::prefetch(table, &wanted))?;
+    pick(config, projections, req, drafted, &stats, markers, opts)
+}
+
+/// Every projection's drafts for a report, or why it cannot answer it
+/// exactly.
+pub struct Drafted {
+    /// Per projection of the layout, in order.
+    per_projection: Vec<std::result::Result<Vec<Draft>, String>>,
+    /// `--projection NAME`.
+    forced: Option<String>,
+}
+
+impl Drafted {
+    /// The reads of the drafts the planner weighs.
+    fn wanted(&self) -> impl Iterator<Item = &Read> {
+        self.per_projection
+            .iter()
+            .filter_map(|p| p.as_ref().ok())
+            .flatten()
+            .filter(|p| self.forced.as_deref().is_none_or(|f| f == p.projection))
+            .flat_map(|p| &p.reads)
+    }
+}
+
+/// The drafts of `req` on every projection of the layout (no reading).
+pub fn drafts(config: &Config, projections: &Projections, req: &PlanRequest, group_by: &[String]) -> Result<Drafted> {
     // A window that cannot be read is the request's error, said once (not
     // once per projection).
     req.window.validate(req.now)?;
@@ -236,8 +209,8 @@ pub async fn choose<T: SortedTable + ?Sized>(
         Some(m) => m.clone(),
         None => config.measures.iter().map(|m| m.name.clone()).collect(),
     };
-    let forced = req.source.projection.as_deref();
-    if let Some(name) = forced {
+    let forced = req.source.projection.clone();
+    if let Some(name) = &forced {
         if projections.by_name(name).is_none() {
             let names: Vec<&str> = projections.iter().map(KeyModel::name).collect();
             return Err(GatherError::Projection(format!(
@@ -246,9 +219,8 @@ pub async fn choose<T: SortedTable + ?Sized>(
             )));
         }
     }
-    // Every projection's decompositions, or why it cannot answer exactly.
     let mut window_errors: Vec<(i64, GatherError)> = Vec::new();
-    let plans: Vec<std::result::Result<Vec<Plan>, String>> = projections
+    let per_projection: Vec<std::result::Result<Vec<Draft>, String>> = projections
         .iter()
         .map(|km| match not_exact(km, &dims, &measures) {
             Some(why) => Err(why),
@@ -265,42 +237,46 @@ pub async fn choose<T: SortedTable + ?Sized>(
     // When every projection that keeps what the report needs refuses its
     // window (a bound off the finest rollup), that is one error: the one
     // of the finest of them, whose fix every other needs too.
-    let exact = plans.iter().zip(projections.iter()).filter(|(_, km)| not_exact(km, &dims, &measures).is_none());
+    let exact =
+        per_projection.iter().zip(projections.iter()).filter(|(_, km)| not_exact(km, &dims, &measures).is_none());
     if exact.clone().count() > 0 && exact.clone().all(|(p, _)| p.is_err()) && window_errors.len() == exact.count() {
         window_errors.sort_by_key(|(finest, _)| *finest);
         if let Some((_, e)) = window_errors.into_iter().next() {
             return Err(e);
         }
     }
-    // Statistics of the exact ones only (the forced one alone): to
-    // compare them, and to say how fresh the one read is. The compaction
-    // markers of every candidate come in the same round trip: the chosen
-    // one's are then read before its items with no wait.
-    let wanted: Vec<&Read> = plans
-        .iter()
-        .filter_map(|p| p.as_ref().ok())
-        .flatten()
-        .filter(|p| forced.is_none_or(|f| f == p.projection))
-        .flat_map(|p| &p.reads)
-        .collect();
-    let (stats, markers) =
-        futures::try_join!(crate::statistics::load(table, &wanted), route::prefetch(table, &wanted))?;
+    Ok(Drafted { per_projection, forced })
+}
+
+/// The plan of the cheapest exact draft, by `stats`: one function of the
+/// request, the layout and what the table holds (no reading).
+pub fn pick(
+    config: &Config,
+    projections: &Projections,
+    req: &PlanRequest,
+    drafted: Drafted,
+    stats: &Statistics,
+    markers: route::PrefetchedAll,
+    opts: &ExecOptions,
+) -> Result<Plan> {
+    let Drafted { per_projection, forced } = drafted;
+    let forced = forced.as_deref();
     // `--snap` moves a window's ends only where no projection keeps them:
     // a projection that reads the window asked is taken before any that
     // would read another.
-    let unmoved = |p: &Plan| p.window_note.is_none() && forced.is_none_or(|f| f == p.projection);
-    let some_unmoved = plans.iter().filter_map(|p| p.as_ref().ok()).flatten().any(unmoved);
+    let unmoved = |p: &Draft| p.window_note.is_none() && forced.is_none_or(|f| f == p.projection);
+    let some_unmoved = per_projection.iter().filter_map(|p| p.as_ref().ok()).flatten().any(unmoved);
     let mut candidates = Vec::new();
-    let mut exact_plans: Vec<(usize, Plan)> = Vec::new();
-    for (km, planned) in projections.iter().zip(plans) {
-        let planned = match planned {
+    let mut exact_drafts: Vec<(usize, Draft)> = Vec::new();
+    for (km, drafted) in projections.iter().zip(per_projection) {
+        let drafted = match drafted {
             Ok(alternatives) if some_unmoved && alternatives.iter().any(|p| p.window_note.is_some()) => Err(format!(
                 "would read {} (--snap): another projection reads the window asked",
                 alternatives[0].window
             )),
             other => other,
         };
-        let alternatives = match planned {
+        let alternatives = match drafted {
             Err(why) => {
                 let verdict = Err(format!("not exact: {why}"));
                 candidates.push(Candidate { projection: km.name().to_string(), verdict, chosen: false });
@@ -314,11 +290,11 @@ pub async fn choose<T: SortedTable + ?Sized>(
         // partition runs several times what it reads (BENCHMARKS.md, "Time
         // ranges"), and would rank an hour's 480 items below its 3,874
         // minutes. The fewest is then weighed against other projections.
-        let estimated: Vec<(Plan, Estimate)> = alternatives
+        let estimated: Vec<(Draft, Estimate)> = alternatives
             .into_iter()
-            .map(|p| {
-                let e = estimate(config, km, &p, &stats, opts.concurrency);
-                (p, e)
+            .map(|d| {
+                let e = estimate(config, km, &d, stats, opts.concurrency);
+                (d, e)
             })
             .collect();
         // Coarsest first: a finer one is taken only when clearly cheaper
@@ -333,7 +309,7 @@ pub async fn choose<T: SortedTable + ?Sized>(
         }
         let (best_rollups, best_items) =
             best.map_or((String::new(), 0.0), |i| (estimated[i].1.rollups.clone(), estimated[i].1.items));
-        for (i, (plan, e)) in estimated.into_iter().enumerate() {
+        for (i, (draft, e)) in estimated.into_iter().enumerate() {
             let verdict = match Some(i) == best {
                 true => Ok(e),
                 false => {
@@ -341,7 +317,7 @@ pub async fn choose<T: SortedTable + ?Sized>(
                 }
             };
             if verdict.is_ok() && forced.is_none_or(|f| f == km.name()) {
-                exact_plans.push((candidates.len(), plan));
+                exact_drafts.push((candidates.len(), draft));
             }
             candidates.push(Candidate { projection: km.name().to_string(), verdict, chosen: false });
         }
@@ -350,18 +326,18 @@ pub async fn choose<T: SortedTable + ?Sized>(
     // then fewer dimensions. A strategy asked for by name is read as
     // asked: only its way is weighed.
     let weigh_naive = opts.choose_way && matches!(opts.strategy, zigzag_core::query::Strategy::Auto(_));
-    let mut options: Vec<(usize, crate::cost::Reading)> = Vec::new();
-    for (i, _) in &exact_plans {
+    let mut options: Vec<(usize, Reading)> = Vec::new();
+    for (i, _) in &exact_drafts {
         let Ok(e) = &candidates[*i].verdict else { continue };
         for r in e.readings {
-            if r.way == crate::cost::Way::Auto || weigh_naive {
+            if r.way == Way::Auto || weigh_naive {
                 options.push((*i, r));
             }
         }
     }
     let dims_of = |i: usize| projections.by_name(&candidates[i].projection).map_or(0, |km| km.dims().len());
     options.sort_by_key(|(i, _)| (candidates[*i].verdict.as_ref().map_or(0, |e| e.queries), dims_of(*i)));
-    let readings: Vec<crate::cost::Reading> = options.iter().map(|(_, r)| *r).collect();
+    let readings: Vec<Reading> = options.iter().map(|(_, r)| *r).collect();
     let Some((i, reading)) = crate::cost::fastest_within(&readings, opts.rcu_allowance).map(|k| options[k]) else {
         let why: Vec<String> = candidates
             .iter()
@@ -373,11 +349,15 @@ pub async fn choose<T: SortedTable + ?Sized>(
             why.join("; ")
         )));
     };
-    let mut plan = exact_plans.into_iter().find(|(j, _)| *j == i).map(|(_, p)| p).expect("an exact candidate");
-    candidates[i].chosen = true;
-    if let Ok(e) = &mut candidates[i].verdict {
-        e.way = reading.way;
-    }
+    let draft = exact_drafts.into_iter().find(|(j, _)| *j == i).map(|(_, d)| d).expect("an exact candidate");
+    let candidates: Vec<Candidate> = candidates
+        .into_iter()
+        .enumerate()
+        .map(|(j, c)| match j == i {
+            true => Candidate { chosen: true, verdict: c.verdict.map(|e| Estimate { way: reading.way, ..e }), ..c },
+            false => c,
+        })
+        .collect();
     let cheapest = readings.iter().map(|r| r.rcu).fold(f64::INFINITY, f64::min);
     let allowance = match opts.rcu_allowance {
         Some(a) => format!("--rcu-allowance {a}"),
@@ -387,38 +367,58 @@ pub async fn choose<T: SortedTable + ?Sized>(
             cheapest * crate::cost::DEFAULT_ALLOWANCE
         ),
     };
-    plan.source_reason = match forced {
+    let source_reason = match forced {
         Some(_) => format!("--projection; read {}: the fastest within {allowance}", reading.way.name()),
         None => format!("the fastest read within {allowance}: {}", reading.way.name()),
     };
-    plan.way = reading.way;
     let (lease_requests, lease_rcu) = req.mixing.as_ref().map_or((0, 0.0), |m| m.complete.cost());
-    plan.statistics_cost = (stats.requests + lease_requests, stats.rcu + lease_rcu);
-    route::prefetched_into(markers, &mut plan.reads);
-    for read in &mut plan.reads {
-        read.bin_items = read
-            .boxes
-            .iter()
-            .map(|b| b.bin_start.and_then(|bin| stats.bin_items(&read.projection, read.rollup, bin)))
-            .collect();
-        read.box_share = read
-            .boxes
-            .iter()
-            .zip(&read.spans_all_but_time)
-            .map(|(b, &spans)| match (spans, b.bin_start) {
-                (true, Some(bin)) => stats.window_share(read, bin),
-                _ => None,
-            })
-            .collect();
-    }
-    let km = projections.by_name(&plan.projection).expect("planned on one of them");
-    let items: Vec<f64> = plan.reads.iter().map(|r| read_items(config, km, &plan, r, &stats).0).collect();
-    for (read, n) in plan.reads.iter_mut().zip(items) {
-        read.items = Some(n);
-    }
-    plan.written_at = plan.reads.iter().filter_map(|r| stats.written_at(r)).max();
-    plan.candidates = candidates;
-    Ok(plan)
+    let km = projections.by_name(&draft.projection).expect("drafted on one of them");
+    let reads = with_statistics(config, km, &draft, stats, markers);
+    let written_at = reads.iter().filter_map(|r| stats.written_at(r)).max();
+    let choice = Choice {
+        candidates,
+        source_reason,
+        statistics_cost: (stats.requests + lease_requests, stats.rcu + lease_rcu),
+        written_at,
+        way: reading.way,
+    };
+    Ok(Plan::new(Draft { reads, ..draft }, choice))
+}
+
+/// The chosen draft's reads with what the statistics and markers say of
+/// them: each box's bin items and share, each read's items, its markers.
+fn with_statistics(
+    config: &Config,
+    km: &KeyModel,
+    draft: &Draft,
+    stats: &Statistics,
+    markers: route::PrefetchedAll,
+) -> Vec<Read> {
+    let markers = route::prefetched_for(markers, &draft.reads);
+    draft
+        .reads
+        .iter()
+        .zip(markers)
+        .map(|(read, markers)| Read {
+            bin_items: read
+                .boxes
+                .iter()
+                .map(|b| b.bin_start.and_then(|bin| stats.bin_items(&read.projection, read.rollup, bin)))
+                .collect(),
+            box_share: read
+                .boxes
+                .iter()
+                .zip(&read.spans_all_but_time)
+                .map(|(b, &spans)| match (spans, b.bin_start) {
+                    (true, Some(bin)) => stats.window_share(read, bin),
+                    _ => None,
+                })
+                .collect(),
+            items: Some(read_items(config, km, &draft.filters, read, stats).0),
+            markers,
+            ..read.clone()
+        })
+        .collect()
 }
 
 /// The candidates as `--explain` lists them.
@@ -428,7 +428,7 @@ pub fn describe(candidates: &[Candidate], reason: &str) -> String {
         let mark = if c.chosen { "*" } else { " " };
         let _ = match &c.verdict {
             Ok(e) => {
-                let way = |r: &crate::cost::Reading| {
+                let way = |r: &Reading| {
                     format!(
                         "{} ~{:.0} requests, ~{:.0} round trips (~{:.0} ms), ~{:.1} RCU",
                         r.way.name(),

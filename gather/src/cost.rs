@@ -1,6 +1,6 @@
 //! What reading a plan costs before it runs, two ways: the requests, the
 //! round trips a report waits for one after another, the read units, and
-//! so how long it takes. The planner (`source::choose`) takes the fastest
+//! so how long it takes. The planner (`choice::choose`) takes the fastest
 //! way within an RCU allowance, not only the cheapest: a dashboard waits
 //! for sequential round trips, and reading a little garbage in a few big
 //! pages can answer sooner than jumping over it in many small ones.
@@ -20,13 +20,9 @@
 //! sequence, so the round trips are the longest chain or the requests
 //! over the concurrency, whichever is more.
 
-use crate::plan::Read;
+use crate::plan::{Read, Reading, Way};
 use zigzag_core::zorder::{costed_ranges, CostModel, ZBox};
 
-/// One Query round trip, the unit latency is estimated in: DynamoDB's
-/// in-region p50 (a few ms) plus the client's share; latency estimates
-/// compare plans, they do not predict a wall clock.
-pub const ROUND_TRIP_MS: f64 = 8.0;
 /// What an allowance is, by default: the cheapest reading's RCU. A way is
 /// taken for speed only where it is estimated no dearer: the estimates
 /// rank ways within a few times of the truth (BENCHMARKS.md, "The planner
@@ -38,42 +34,6 @@ const UNIT_BYTES: f64 = 4096.0;
 /// Blocks `costed_ranges` may visit per box (a box whose outline is finer
 /// is estimated as naive reads it).
 const COSTED_BLOCKS: usize = 1 << 14;
-
-/// A way to read a plan's queries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Way {
-    /// The strategy asked for (`auto` by default), estimated as the
-    /// fewest-units ranges.
-    Auto,
-    /// Each box's whole Z-range.
-    Naive,
-}
-
-impl Way {
-    pub fn name(self) -> &'static str {
-        match self {
-            Way::Auto => "auto",
-            Way::Naive => "naive",
-        }
-    }
-}
-
-/// A way's estimate.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Reading {
-    pub way: Way,
-    pub requests: f64,
-    /// Round trips waited for in sequence.
-    pub rounds: f64,
-    /// Eventually consistent read units.
-    pub rcu: f64,
-}
-
-impl Reading {
-    pub fn latency_ms(&self) -> f64 {
-        self.rounds * ROUND_TRIP_MS
-    }
-}
 
 /// One query's requests and units.
 #[derive(Debug, Clone, Copy, Default)]

@@ -34,7 +34,7 @@ fn strategy_for<'a>(plan: &Plan, read: &Read, q: &PlannedQuery, opts: &'a ExecOp
     if !matches!(opts.strategy, Strategy::Auto(_)) {
         return &opts.strategy;
     }
-    if plan.way == crate::cost::Way::Naive {
+    if plan.way == crate::plan::Way::Naive {
         return &NAIVE; // faster within the RCU allowance (`cost.rs`)
     }
     let small = expected(read, q).is_some_and(|e| e.items * e.item_bytes <= WHOLE_PARTITION_BYTES);
@@ -134,7 +134,7 @@ impl Actual {
 
 /// [`execute`] into a sink `fresh` makes, made and read again (up to 5
 /// times) when a bin read from its prefixes was compacted meanwhile
-/// (`compact::route`).
+/// (`crate::route`).
 pub async fn execute_fresh<T, S>(
     table: &T,
     plan: &Plan,
@@ -170,7 +170,7 @@ where
 }
 
 /// Runs every query of every read of `plan`, routed around compacted bins
-/// (`compact::route`), all under one concurrency limit; `sink` receives
+/// (`crate::route`), all under one concurrency limit; `sink` receives
 /// the items that pass the plan's exact filters. Err(CompactedWhileRead)
 /// when a bin read from its prefixes was compacted meanwhile: `sink` saw
 /// an incomplete read ([`execute_fresh`] reads again).
@@ -182,8 +182,7 @@ where
     let t0 = Instant::now();
     let paced = Paced::new(table, opts.rcu_per_sec);
     let paced = &paced;
-    let routed =
-        futures::future::try_join_all(plan.reads.iter().map(|r| crate::compact::route::route(paced, r))).await?;
+    let routed = futures::future::try_join_all(plan.reads.iter().map(|r| crate::route::route(paced, r))).await?;
     // The futures made first: a stream holding the closure that makes them
     // is not `Send` for every lifetime (rust-lang/rust#110338), which a
     // server on a multi-threaded runtime needs. They start when polled.
@@ -214,7 +213,7 @@ where
         }
     }
     let verified = futures::future::try_join_all(
-        plan.reads.iter().zip(&routed).map(|(read, r)| crate::compact::route::verify(paced, read, r)),
+        plan.reads.iter().zip(&routed).map(|(read, r)| crate::route::verify(paced, read, r)),
     )
     .await?;
     for (requests, rcu) in routed.iter().map(|r| r.cost).chain(verified) {
@@ -331,8 +330,11 @@ mod tests {
             done: std::sync::atomic::AtomicBool::new(false),
         };
         // Planned with the markers read beside the statistics: none yet.
-        let read = crate::compact::route::prefetch(&table, &[&p.reads[0]]).await.unwrap();
-        crate::compact::route::prefetched_into(read, &mut p.reads);
+        let read = crate::route::prefetch(&table, &[&p.reads[0]]).await.unwrap();
+        let markers = crate::route::prefetched_for(read, &p.reads);
+        for (r, m) in p.reads.iter_mut().zip(markers) {
+            r.markers = m;
+        }
         assert!(p.reads[0].markers.as_ref().is_some_and(|m| m.markers.is_empty()));
         let (items, actual) = execute_fresh(
             &table,

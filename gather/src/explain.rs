@@ -75,12 +75,12 @@ pub fn explain(plan: &Plan, opts: &ExecOptions, actual: Option<&Actual>) -> Stri
         s,
         "  strategy: {}, {consistency}, concurrency {}, budget {budget}",
         match (plan.way, matches!(opts.strategy, zigzag_core::query::Strategy::Auto(_))) {
-            (crate::cost::Way::Naive, true) => "naive (faster than auto within the RCU allowance)".to_string(),
+            (crate::plan::Way::Naive, true) => "naive (faster than auto within the RCU allowance)".to_string(),
             _ => opts.strategy.name(),
         },
         opts.concurrency
     );
-    let e = plan.estimate();
+    let e = plan.least();
     let _ = writeln!(s, "estimate");
     let _ = writeln!(
         s,

@@ -8,7 +8,7 @@
 use crate::error::Result;
 use crate::execute::{execute_fresh, Actual, ExecOptions};
 use crate::merge::Aggregation;
-use crate::plan::{plan, Plan, PlanRequest};
+use crate::plan::{Plan, PlanRequest};
 use zigzag_core::table::SortedTable;
 use zigzag_model::{Config, Projections};
 
@@ -39,7 +39,7 @@ pub async fn plan_report<T: SortedTable + ?Sized>(
 ) -> Result<Planned> {
     let projections = Projections::new(config).map_err(|e| crate::GatherError::Config(e.to_string()))?;
     let paced = crate::throttle::Paced::new(table, opts.rcu_per_sec);
-    let plan = plan(&paced, config, &projections, req, &group_by, opts).await?;
+    let plan = crate::choice::choose(&paced, config, &projections, &req, &group_by, opts).await?;
     Ok(Planned { plan, projections, group_by })
 }
 

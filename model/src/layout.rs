@@ -283,11 +283,42 @@ pub async fn load_item(table: &dyn SortedTable) -> Result<Option<(Layout, Item)>
     }
 }
 
+/// `work` done on a guessed layout while the table's is read (`stored`):
+/// one round trip instead of two where the guess holds. Returns what was
+/// read and, when its `key` is the guess, the work's result; else the
+/// caller works again on what was read. Readers plan on a cached layout
+/// this way (`gather`'s reports, `gather serve`'s queries).
+pub async fn speculate<S, K, T, E>(
+    guess: &K,
+    stored: impl std::future::Future<Output = Result<S, E>>,
+    key: impl FnOnce(&S) -> &K,
+    work: impl std::future::Future<Output = T>,
+) -> Result<(S, Option<T>), E>
+where
+    K: PartialEq + ?Sized,
+{
+    let (stored, done) = futures::join!(stored, work);
+    let stored = stored?;
+    let kept = (key(&stored) == guess).then_some(done);
+    Ok((stored, kept))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Config;
     use zigzag_core::table::MemoryTable;
+
+    #[tokio::test]
+    async fn speculated_work_is_kept_only_when_the_stored_layout_is_the_guess() {
+        let read = |s: &'static str| async move { Ok::<_, ()>(s) };
+        let (stored, kept) = speculate("a", read("a"), |s| *s, async { 42 }).await.unwrap();
+        assert_eq!((stored, kept), ("a", Some(42)));
+        let (stored, kept) = speculate("a", read("b"), |s| *s, async { 42 }).await.unwrap();
+        assert_eq!((stored, kept), ("b", None), "another layout: the work is dropped");
+        let failed = speculate("a", async { Err::<&str, _>("unreadable") }, |s| *s, async { 42 }).await;
+        assert_eq!(failed, Err("unreadable"));
+    }
 
     #[test]
     fn a_long_list_of_differences_shows_the_first_few_and_counts_the_rest() {

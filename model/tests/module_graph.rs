@@ -1,15 +1,18 @@
-//! `model`'s modules form no circle: `config` assembles the others and
-//! nothing imports it back; shared types (errors, dimension types) have
-//! homes of their own. A circle makes every module in it a change to all
-//! of them, so this reads the sources' `crate::` paths (code, not comments
-//! or tests) and refuses one.
+//! The modules of `model`, `gather` and `serve` form no circle. In `model`,
+//! `config` assembles the others and nothing imports it back; shared types
+//! (errors, dimension types) have homes of their own. In `gather`, the
+//! layers run window/filter/compact → plan → cost → route → execute →
+//! statistics → choice → run/explain/check. A circle makes every module
+//! in it a change to all of them, so this reads the sources' `crate::`
+//! paths (code, not comments or tests) and refuses one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Top-level module → the top-level modules its code names.
-fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// Top-level module → the top-level modules its code names, in the crate
+/// `name` of the workspace (`model`, `gather`, `serve`).
+fn graph_of(name: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name).join("src");
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut files = vec![src.clone()];
     while let Some(path) = files.pop() {
@@ -112,13 +115,31 @@ fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     graph.keys().find_map(|n| visit(n, graph, &mut done, &mut Vec::new()))
 }
 
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    graph_of("model")
+}
+
+fn assert_no_circle(name: &str, at_least: usize) {
+    let graph = graph_of(name);
+    assert!(graph.len() >= at_least, "the {name} crate's modules were read: {:?}", graph.keys());
+    if let Some(c) = circle(&graph) {
+        panic!("{name} modules import each other in a circle: {}", c.join(" -> "));
+    }
+}
+
 #[test]
 fn model_modules_form_no_circle() {
-    let graph = graph();
-    assert!(graph.len() > 10, "the model's modules were read: {:?}", graph.keys());
-    if let Some(c) = circle(&graph) {
-        panic!("model modules import each other in a circle: {}", c.join(" -> "));
-    }
+    assert_no_circle("model", 10);
+}
+
+#[test]
+fn gather_modules_form_no_circle() {
+    assert_no_circle("gather", 15);
+}
+
+#[test]
+fn serve_modules_form_no_circle() {
+    assert_no_circle("serve", 10);
 }
 
 #[test]

@@ -97,7 +97,7 @@ impl Catalog {
     /// (`projection referrer_country keeps hours`). With no such projection,
     /// the finest (the read is refused, saying why, when planned).
     pub fn sample_of(&self, dims: &[String], metric: &crate::query::Metric) -> (i64, Option<String>) {
-        match zigzag_gather::choice::finest_answering(&self.projections, dims, &self.measures_of(metric)) {
+        match zigzag_gather::finest_answering(&self.projections, dims, &self.measures_of(metric)) {
             Some((km, r)) if r.unit_ms() > self.sample_ms => {
                 (r.unit_ms(), Some(format!("projection {} keeps {}s", km.name(), r.name())))
             }

@@ -322,7 +322,7 @@ impl Compiler<'_> {
             )));
         }
         let metric = self.metric_of(vs)?;
-        // Any positive range: the buckets ending in it (`read::spans`).
+        // Any positive range: the buckets ending in it (`query::spans`).
         let range = match r.range {
             None => None,
             Some(d) => {

@@ -5,9 +5,9 @@
 use crate::cache::SliceCache;
 use crate::catalog::Catalog;
 use crate::compile::{compile, parse};
-use crate::error::{Result, ServeError};
+use crate::error::{too_many_series, Limits, Result, ServeError};
 use crate::eval::{evaluate, Order};
-use crate::read::{read_leaves, too_many_series, Limits, ReadReport, Reader};
+use crate::read::{read_leaves, ReadReport, Reader};
 use crate::recent::Recent;
 use crate::samples::Memo;
 use crate::series::Value;
@@ -160,9 +160,10 @@ impl Engine {
             self.reload().await?;
             return self.answer(&self.catalog(), &self.identity(), text, &ts, now).await;
         };
-        let (stored, answer) = futures::join!(self.load(), self.answer(&catalog, &identity, text, &ts, now));
-        let (stored, stored_identity) = stored?;
-        if stored_identity == identity {
+        let work = self.answer(&catalog, &identity, text, &ts, now);
+        let ((stored, stored_identity), kept) =
+            layout::speculate(identity.as_str(), self.load(), |(_, id)| id.as_str(), work).await?;
+        if let Some(answer) = kept {
             return answer;
         }
         if stored.is_some() && stored != catalog.layout {

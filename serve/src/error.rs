@@ -167,6 +167,34 @@ pub(crate) fn unsupported(msg: impl Into<String>) -> ServeError {
     ServeError::Unsupported(msg.into())
 }
 
+/// What one query may cost before it is refused.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Buckets one read may span (its window over its rollup unit).
+    pub max_buckets: i64,
+    /// Series in a result.
+    pub max_series: usize,
+    /// The planner's estimated RCU, summed over the query's reads.
+    pub max_rcu: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_buckets: 100_000, max_series: 10_000, max_rcu: 5_000.0 }
+    }
+}
+
+pub(crate) fn too_many_series(n: usize, limits: &Limits) -> ServeError {
+    ServeError::Limit(
+        Limit::Series,
+        format!(
+            "{n} series (the server's limit is {}): aggregate them (sum by (...)), narrow the matchers, or raise \
+         --max-series",
+            limits.max_series
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,6 @@ pub mod series;
 pub use api::{router, Server, ServerOptions};
 pub use catalog::Catalog;
 pub use engine::{Answer, Engine};
+pub use error::Limits;
 pub use error::ServeError;
 pub use meta::{Found, Lookup};
-pub use read::Limits;

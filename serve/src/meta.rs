@@ -14,8 +14,8 @@ use crate::error::{Result, ServeError};
 use crate::query::Metric;
 use crate::series::{Labels, NAME};
 use std::collections::BTreeSet;
-use zigzag_gather::choice::SourceRequest;
 use zigzag_gather::filter::FilterSet;
+use zigzag_gather::plan::SourceRequest;
 use zigzag_gather::plan::{Mixing, PlanRequest};
 use zigzag_gather::window::{Snap, WindowSpec};
 use zigzag_gather::GatherError;
@@ -186,7 +186,7 @@ impl Engine {
         now: i64,
     ) -> Result<Found<Vec<Labels>>> {
         let catalog = self.catalog();
-        let (span, requests, rcu) = zigzag_gather::statistics::kept_span(self.table(), &catalog.projections).await?;
+        let (span, requests, rcu) = zigzag_gather::kept_span(self.table(), &catalog.projections).await?;
         let Some(span) = span else {
             return Err(ServeError::Execution(
                 "the table has no statistics (nothing written yet, or written before ingest kept them): give start \

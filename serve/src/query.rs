@@ -256,3 +256,27 @@ pub struct Leaf {
     /// As written, for `infos` and errors.
     pub text: String,
 }
+
+fn floor(t: i64, unit: i64) -> i64 {
+    t.div_euclid(unit) * unit
+}
+
+/// Whether folding a range's buckets with `func` gives the same from
+/// coarser buckets: the measure's own merge, or presence.
+pub(crate) fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
+    kind.is_some_and(|k| {
+        func == OverTime::Present
+            || func == OverTime::merge_of(k)
+            || (matches!(func, OverTime::Quantile(_)) && k.answers_quantiles())
+    })
+}
+
+/// The buckets a leaf holds at each step, as the span `[start, end)` of
+/// their starts: the sample buckets whose end lies in `(t - o - r, t - o]`,
+/// whatever `r` is (`[75577s]`, Grafana's `$__range` under "Today so far",
+/// holds the buckets ending in its last 75,577 seconds, as Prometheus's
+/// range holds the samples stamped in it).
+pub(crate) fn spans(leaf: &Leaf, ts: &[i64]) -> Vec<(i64, i64)> {
+    let (at, sample) = (|t: i64| t - leaf.offset_ms, leaf.sample_ms);
+    ts.iter().map(|&t| (floor(at(t) - leaf.range_ms, sample), floor(at(t), sample))).collect()
+}

@@ -18,37 +18,20 @@
 
 use crate::cache::{CachedRead, SliceCache};
 use crate::catalog::Catalog;
-use crate::error::{Limit, Result, ServeError};
-use crate::query::{Leaf, Metric, OverTime, Query};
+use crate::error::{Limit, Limits, Result, ServeError};
+use crate::query::{merges, spans, Leaf, Metric, Query};
 use crate::recent::Recent;
 use crate::samples::Samples;
 use crate::series::Vector;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use zigzag_gather::choice::SourceRequest;
 use zigzag_gather::execute::ExecOptions;
+use zigzag_gather::plan::SourceRequest;
 use zigzag_gather::plan::{Mixing, PlanRequest};
 use zigzag_gather::window::{format_duration, WindowSpec};
 use zigzag_gather::{Completeness, GatherError};
 use zigzag_model::measure::MeasureKind;
-
-/// What one query may cost before it is refused.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Buckets one read may span (its window over its rollup unit).
-    pub max_buckets: i64,
-    /// Series in a result.
-    pub max_series: usize,
-    /// The planner's estimated RCU, summed over the query's reads.
-    pub max_rcu: f64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { max_buckets: 100_000, max_series: 10_000, max_rcu: 5_000.0 }
-    }
-}
 
 /// Reads in flight, shared: a read asked again while the same read (same
 /// projection, rollup, window, filters, grouping and measures) is under
@@ -173,30 +156,6 @@ struct Read {
     mixed: bool,
     /// The ends of every leaf's span at every step.
     cuts: Vec<i64>,
-}
-
-fn floor(t: i64, unit: i64) -> i64 {
-    t.div_euclid(unit) * unit
-}
-
-/// Whether folding a range's buckets with `func` gives the same from
-/// coarser buckets: the measure's own merge, or presence.
-pub(crate) fn merges(func: OverTime, kind: Option<MeasureKind>) -> bool {
-    kind.is_some_and(|k| {
-        func == OverTime::Present
-            || func == OverTime::merge_of(k)
-            || (matches!(func, OverTime::Quantile(_)) && k.answers_quantiles())
-    })
-}
-
-/// The buckets a leaf holds at each step, as the span `[start, end)` of
-/// their starts: the sample buckets whose end lies in `(t - o - r, t - o]`,
-/// whatever `r` is (`[75577s]`, Grafana's `$__range` under "Today so far",
-/// holds the buckets ending in its last 75,577 seconds, as Prometheus's
-/// range holds the samples stamped in it).
-pub(crate) fn spans(leaf: &Leaf, ts: &[i64]) -> Vec<(i64, i64)> {
-    let (at, sample) = (|t: i64| t - leaf.offset_ms, leaf.sample_ms);
-    ts.iter().map(|&t| (floor(at(t) - leaf.range_ms, sample), floor(at(t), sample))).collect()
 }
 
 /// The kind of the measure a leaf reads (None: a ratio).
@@ -467,15 +426,4 @@ pub async fn read_leaves(
         out.push((r.leaves.clone(), vectors));
     }
     Ok((Leaves { reads: out, count: query.leaves.len() }, report))
-}
-
-pub(crate) fn too_many_series(n: usize, limits: &Limits) -> ServeError {
-    ServeError::Limit(
-        Limit::Series,
-        format!(
-            "{n} series (the server's limit is {}): aggregate them (sum by (...)), narrow the matchers, or raise \
-         --max-series",
-            limits.max_series
-        ),
-    )
 }

@@ -4,9 +4,8 @@
 //! same `Arc` of groups, `cache.rs`): a dashboard asking again folds
 //! nothing.
 
-use crate::error::{Result, ServeError};
-use crate::query::{Leaf, Metric, OverTime};
-use crate::read::{merges, spans, too_many_series, Limits};
+use crate::error::{too_many_series, Limits, Result, ServeError};
+use crate::query::{merges, spans, Leaf, Metric, OverTime};
 use crate::series::{Labels, Vector, NAME};
 use lru::LruCache;
 use std::collections::BTreeMap;

@@ -222,9 +222,9 @@ async fn a_catch_up_that_cannot_read_waits_for_its_shard_alone() {
 /// from a projection, and `gather check` matches the truth in all of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_layout_answers_the_readme_reports_exactly() {
-    use zigzag_gather::choice::SourceRequest;
     use zigzag_gather::filter::FilterSet;
     use zigzag_gather::plan::PlanRequest;
+    use zigzag_gather::plan::SourceRequest;
     use zigzag_gather::window::WindowSpec;
     let config = Config::shipped();
     let gen = Generator::new(GenConfig { seed: 3, shards: 2, records: 20_000, ..GenConfig::default() });

@@ -25,11 +25,12 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use zigzag_core::table::SortedTable;
 use zigzag_gather::check;
-use zigzag_gather::choice::SourceRequest;
+use zigzag_gather::choose;
 use zigzag_gather::execute::ExecOptions;
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::merge::GroupKey;
-use zigzag_gather::plan::{plan, PlanRequest};
+use zigzag_gather::plan::PlanRequest;
+use zigzag_gather::plan::SourceRequest;
 use zigzag_gather::window::WindowSpec;
 use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_loadgen::{truth, GenConfig, Generated, Generator, SyntheticSource};
@@ -347,9 +348,15 @@ async fn answers_random_reports_as_brute_force_does(layout: String) {
     for case in 0..120 {
         let r = random_report(&mut rng, &config, &events);
         let want_any = projections.iter().any(|km| exact(km, &r, &config));
-        let planned =
-            plan(&*aggregates, &config, &projections, request(&r, &config, None), &r.group_by, &ExecOptions::default())
-                .await;
+        let planned = choose(
+            &*aggregates,
+            &config,
+            &projections,
+            &request(&r, &config, None),
+            &r.group_by,
+            &ExecOptions::default(),
+        )
+        .await;
         let Ok(chosen) = planned else {
             assert!(!want_any, "case {case}: {r:?}: refused, yet a projection is exact: {:?}", planned.err());
             refused += 1;
@@ -422,9 +429,10 @@ async fn answers_random_reports_as_brute_force_does(layout: String) {
         preds: vec![],
         measures: Some(vec!["clicks".into(), "impressions".into()]),
     };
-    let p = plan(&*aggregates, &config, &projections, request(&r, &config, None), &r.group_by, &ExecOptions::default())
-        .await
-        .unwrap();
+    let p =
+        choose(&*aggregates, &config, &projections, &request(&r, &config, None), &r.group_by, &ExecOptions::default())
+            .await
+            .unwrap();
     let items = |name: &str| p.candidates.iter().find(|c| c.projection == name).unwrap().verdict.clone().unwrap().items;
     assert_eq!(p.projection, "cc", "{:?}", p.candidates);
     assert!(items("cc") < items("ref_country") && items("ref_country") < items("base"), "{:?}", p.candidates);

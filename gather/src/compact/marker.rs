@@ -148,6 +148,14 @@ pub fn advance(projection: &str, rollup: Rollup, bin_start: i64, to: State) -> U
     )
 }
 
+/// A read's markers, read before the plan was chosen (`crate::route`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prefetched {
+    pub markers: BTreeMap<i64, Marker>,
+    /// Reading them, and the other candidates' (requests, RCU).
+    pub cost: (u64, f64),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

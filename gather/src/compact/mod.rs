@@ -17,7 +17,7 @@
 //!    it finish without a retry), per bin: marker `deleting`, the partials
 //!    deleted, marker `cleaned`.
 //!
-//! A report never counts a bin twice or misses it ([`route`]): it reads a
+//! A report never counts a bin twice or misses it ([`crate::route`]): it reads a
 //! bin from its compacted partition if a marker exists, else from the
 //! prefixes, and then reads the markers again (strongly consistent); a
 //! prefix-read bin whose marker went `deleting` meanwhile makes the report
@@ -28,7 +28,6 @@
 //! on one reads no markers, before or after its items: none can exist.
 
 pub mod marker;
-pub mod route;
 
 use crate::error::{GatherError, Result};
 use futures::stream::{self, StreamExt, TryStreamExt};

@@ -23,19 +23,19 @@
 //!    and the filters; each box is read in each of the P scatter prefixes.
 
 mod decompose;
+mod estimate;
 mod read;
 
 pub use decompose::{decompose, Span};
-pub use read::{PlannedQuery, Read};
+pub use estimate::{Candidate, Estimate, Reading, Way, ROUND_TRIP_MS};
+pub use read::{item_bytes, PlannedQuery, Read};
 
-use crate::choice::{Candidate, SourceRequest};
 use crate::complete::Completeness;
-use crate::cost::Way;
 use crate::error::{GatherError, Result};
 use crate::filter::FilterSet;
 use crate::window::{format_duration, Snap, Window, WindowSpec};
-use zigzag_core::table::{Filter, SortedTable};
-use zigzag_model::{Config, KeyModel, Projections, Rollup};
+use zigzag_core::table::Filter;
+use zigzag_model::{KeyModel, Rollup};
 
 /// A time series without `--step` gets at most this many points, if a
 /// configured rollup allows.
@@ -43,6 +43,15 @@ pub const MAX_DEFAULT_POINTS: i64 = 1500;
 
 /// Eventually consistent reads: a request costs at least half a unit.
 const MIN_RCU_PER_REQUEST: f64 = 0.5;
+
+/// What a report needs of its source beyond the window and filters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceRequest {
+    /// `--projection NAME`: read this one (it must be exact).
+    pub projection: Option<String>,
+    /// Measures the report shows or ranks by; None: every measure.
+    pub measures: Option<Vec<String>>,
+}
 
 /// What the user asked, before planning.
 #[derive(Debug, Clone)]
@@ -86,6 +95,64 @@ impl Mixing {
     }
 }
 
+/// One way to read a request from one projection, before the planner
+/// chose among them: the window cut into reads.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub projection: String,
+    pub window: Window,
+    /// The window read is not the one asked (`--snap`).
+    pub window_note: Option<String>,
+    pub step: Option<i64>,
+    pub rollup_reason: String,
+    /// The spans of the window and how each is read, in time order.
+    pub reads: Vec<Read>,
+    pub server_filter: Filter,
+    pub filters: FilterSet,
+    pub filter_notes: Vec<String>,
+}
+
+impl Draft {
+    /// Queries over every read.
+    pub fn queries(&self) -> usize {
+        queries_of(&self.reads)
+    }
+
+    /// The rollups read, coarsest first (`day+hour+minute`).
+    pub fn rollups(&self) -> String {
+        rollups_label(self.reads.iter().map(|r| r.rollup))
+    }
+}
+
+fn queries_of(reads: &[Read]) -> usize {
+    reads.iter().map(|r| r.queries.len()).sum()
+}
+
+/// What the planner chose a draft for, and what it read to choose.
+#[derive(Debug, Clone)]
+pub struct Choice {
+    pub candidates: Vec<Candidate>,
+    pub source_reason: String,
+    pub statistics_cost: (u64, f64),
+    pub written_at: Option<i64>,
+    pub way: Way,
+}
+
+impl Choice {
+    /// A draft planned on its projection alone: nothing weighed, nothing read.
+    pub fn alone() -> Choice {
+        Choice {
+            candidates: Vec::new(),
+            source_reason: "planned on it alone".into(),
+            statistics_cost: (0, 0.0),
+            written_at: None,
+            way: Way::Auto,
+        }
+    }
+}
+
+/// A plan: built once, from a draft and the planner's choice
+/// ([`Plan::new`]), and read as it is.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// The projection read.
@@ -118,9 +185,9 @@ pub struct Plan {
     pub filter_notes: Vec<String>,
 }
 
-/// What a plan should cost before it runs.
+/// The least a plan costs before it runs: a request per query.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Estimate {
+pub struct Least {
     pub queries: usize,
     /// Every query makes at least one request.
     pub min_requests: usize,
@@ -128,9 +195,31 @@ pub struct Estimate {
 }
 
 impl Plan {
-    pub fn estimate(&self) -> Estimate {
+    pub fn new(draft: Draft, choice: Choice) -> Plan {
+        let Draft { projection, window, window_note, step, rollup_reason, reads, server_filter, filters, filter_notes } =
+            draft;
+        let Choice { candidates, source_reason, statistics_cost, written_at, way } = choice;
+        Plan {
+            projection,
+            candidates,
+            source_reason,
+            statistics_cost,
+            written_at,
+            window,
+            window_note,
+            step,
+            rollup_reason,
+            reads,
+            way,
+            server_filter,
+            filters,
+            filter_notes,
+        }
+    }
+
+    pub fn least(&self) -> Least {
         let n = self.queries();
-        Estimate { queries: n, min_requests: n, min_rcu: n as f64 * MIN_RCU_PER_REQUEST }
+        Least { queries: n, min_requests: n, min_rcu: n as f64 * MIN_RCU_PER_REQUEST }
     }
 
     /// What reading it should cost, for a budget: the chosen candidate's
@@ -140,12 +229,12 @@ impl Plan {
     /// per query.
     pub fn budget_rcu(&self) -> f64 {
         let chosen = self.candidates.iter().find(|c| c.chosen).and_then(|c| c.verdict.as_ref().ok());
-        chosen.filter(|e| e.measured).map_or(self.estimate().min_rcu, |e| e.budget_rcu())
+        chosen.filter(|e| e.measured).map_or(self.least().min_rcu, |e| e.budget_rcu())
     }
 
     /// Queries over every read.
     pub fn queries(&self) -> usize {
-        self.reads.iter().map(|r| r.queries.len()).sum()
+        queries_of(&self.reads)
     }
 
     /// The rollups read, coarsest first (`day+hour+minute`).
@@ -237,20 +326,6 @@ fn not_kept(w: &Window, deleted: Vec<String>) -> GatherError {
     })
 }
 
-/// Plans a request on the cheapest projection and decomposition that
-/// answer it exactly (`choice.rs`, which reads the statistics from
-/// `table`), listing every candidate.
-pub async fn plan<T: SortedTable + ?Sized>(
-    table: &T,
-    config: &Config,
-    projections: &Projections,
-    req: PlanRequest,
-    group_by: &[String],
-    opts: &crate::execute::ExecOptions,
-) -> Result<Plan> {
-    crate::choice::choose(table, config, projections, &req, group_by, opts).await
-}
-
 /// The step and window `req` asks of `km`, and, when `--snap` moved the
 /// window's ends to `km`'s buckets, a note saying so.
 fn step_and_window(km: &KeyModel, req: &PlanRequest) -> Result<(Option<i64>, Window, Option<String>, Vec<Rollup>)> {
@@ -284,13 +359,15 @@ fn step_and_window(km: &KeyModel, req: &PlanRequest) -> Result<(Option<i64>, Win
 /// Plans a request on one projection: its cheapest decomposition by the
 /// declared schema (the first of [`plan_alternatives`]).
 pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
-    plan_alternatives(km, req)?.into_iter().next().ok_or_else(|| GatherError::Config("no decomposition".into()))
+    let draft =
+        plan_alternatives(km, req)?.into_iter().next().ok_or_else(|| GatherError::Config("no decomposition".into()))?;
+    Ok(Plan::new(draft, Choice::alone()))
 }
 
 /// Every way to read `req` from `km`: one read of one rollup (`--rollup`,
 /// or a request without `mixing`); else one decomposition per coarsest
 /// rollup allowed, coarsest first, those that differ.
-pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
+pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Draft>> {
     let (step, window, note, rollups) = step_and_window(km, &req)?;
     let Some(mixing) = req.mixing.as_ref().filter(|_| req.rollup.is_none()) else {
         let (rollup, reason) = choose_rollup(km, &req, &window, step)?;
@@ -303,7 +380,7 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
     // The finest rollup divides every step `step_and_window` accepts.
     let Some(&finest) = usable.first() else { return Err(GatherError::Config("no rollup divides the step".into())) };
     let projection = km.name();
-    let mut alternatives: Vec<Plan> = Vec::new();
+    let mut alternatives: Vec<Draft> = Vec::new();
     let mut first_error = None;
     for cap in (0..usable.len()).rev() {
         let mut may_stand = |r: Rollup, lo: i64, hi: i64| {
@@ -338,7 +415,7 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Plan>> {
     }
 }
 
-fn same_spans(p: &Plan, spans: &[Span]) -> bool {
+fn same_spans(p: &Draft, spans: &[Span]) -> bool {
     p.reads.len() == spans.len()
         && p.reads
             .iter()
@@ -346,28 +423,23 @@ fn same_spans(p: &Plan, spans: &[Span]) -> bool {
             .all(|(r, s)| r.rollup == s.rollup && (r.window.start, r.window.end) == (s.start, s.end))
 }
 
-/// A plan of `spans` on `km`.
+/// A draft of `spans` on `km`.
 fn assemble(
     km: &KeyModel,
     req: &PlanRequest,
     (step, window, window_note): (Option<i64>, Window, Option<String>),
     spans: &[Span],
     reason: String,
-) -> Result<Plan> {
+) -> Result<Draft> {
     let reads = spans.iter().map(|s| read::read_of(km, req, s)).collect::<Result<Vec<_>>>()?;
     let schema = km.schema(spans[0].rollup).ok_or_else(|| GatherError::Config("no schema for the rollup".into()))?;
-    Ok(Plan {
+    Ok(Draft {
         projection: km.name().to_string(),
-        candidates: Vec::new(),
-        source_reason: "planned on it alone".into(),
-        statistics_cost: (0, 0.0),
-        written_at: None,
         window,
         window_note,
         step,
         rollup_reason: reason,
         reads,
-        way: Way::Auto,
         server_filter: req.filters.server_filter(),
         filters: req.filters.clone(),
         filter_notes: req.filters.describe(schema),

@@ -16,7 +16,7 @@ pub struct PlannedQuery {
     pub prefix: u32,
     /// Index into [`Read::boxes`].
     pub box_index: usize,
-    /// It reads the bin's compacted partition (`compact::route`), which
+    /// It reads the bin's compacted partition (`crate::route`), which
     /// holds the whole bin, not one prefix's share.
     pub compacted: bool,
     /// Read strongly consistent whatever the options say (a bin compacted
@@ -50,7 +50,7 @@ pub struct Read {
     /// before the planner estimated it).
     pub items: Option<f64>,
     /// Estimated bytes of one item of the projection
-    /// (`source::item_bytes`).
+    /// ([`item_bytes`]).
     pub item_bytes: f64,
     /// Whether `gather compact` ever folds this projection's bins
     /// ([`crate::compact::folds`]); if not, a report reads no marker,
@@ -58,8 +58,8 @@ pub struct Read {
     pub compactable: bool,
     /// The compaction markers of its bins, read beside the statistics (in
     /// the same round trip) when the planner chose among candidates; None:
-    /// `compact::route` reads them.
-    pub markers: Option<crate::compact::route::Prefetched>,
+    /// `crate::route` reads them.
+    pub markers: Option<crate::compact::marker::Prefetched>,
 }
 
 impl Read {
@@ -67,6 +67,13 @@ impl Read {
     pub fn bin_labels(&self) -> Vec<String> {
         self.boxes.iter().filter_map(|b| b.bin_start.map(|s| self.rollup.bin().label(s))).collect()
     }
+}
+
+/// Estimated bytes of one of `km`'s items: its key (~20 B pk, Z-address +
+/// 16 B identity), `t`, a mark or two, ~12 B a dimension value and ~10 B a
+/// measure.
+pub fn item_bytes(km: &KeyModel) -> f64 {
+    80.0 + 12.0 * km.dims().len() as f64 + 10.0 * km.measures().measures().len() as f64
 }
 
 /// One span's read: its bins' boxes in every scatter prefix.
@@ -116,7 +123,7 @@ pub(super) fn read_of(km: &KeyModel, req: &PlanRequest, span: &Span) -> Result<R
         spans_all_but_time: boxes.iter().map(|b| spans_all_but(&b.zbox, time)).collect(),
         box_share: vec![None; boxes.len()],
         items: None,
-        item_bytes: crate::choice::item_bytes(km),
+        item_bytes: item_bytes(km),
         compactable: crate::compact::folds(km),
         markers: None,
         boxes,

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use zigzag_app::store::StoreArgs;
 use zigzag_core::query::Strategy;
 use zigzag_core::table::SortedTable;
-use zigzag_gather::choice::SourceRequest;
 use zigzag_gather::execute::{ExecOptions, DEFAULT_CONCURRENCY};
 use zigzag_gather::filter::FilterSet;
+use zigzag_gather::plan::SourceRequest;
 use zigzag_gather::plan::{Mixing, PlanRequest};
 use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
 use zigzag_gather::report::{self, RankBy};
@@ -20,7 +20,7 @@ use zigzag_gather::window::{parse_duration, parse_time, Snap, WindowSpec};
 use zigzag_gather::{explain, merge, Completeness, Planned};
 use zigzag_model::measure::sketch::DEFAULT_QUANTILES;
 use zigzag_model::measure::ShowOptions;
-use zigzag_model::{Config, MeasureSet, Rollup};
+use zigzag_model::{layout, Config, MeasureSet, Rollup};
 
 const WHERE_HELP: &str = "Filter, repeatable (AND): FIELD=V, FIELD!=V, 'FIELD in V1,V2', FIELD>=V, FIELD>V, \
 FIELD<=V, FIELD<V. FIELD is a dimension of the table's layout; text compares as UTF-8 bytes, integers as \
@@ -272,9 +272,9 @@ async fn plan_on_layout(
     let speculative = cached.as_ref().and_then(|l| reader_config(&given, Some(l), path).ok());
     let stored = match speculative {
         Some(guess) => {
-            let (stored, prepared) = tokio::join!(stored_layout(store, table), prepare(table, leases, &guess, c, kind));
-            let stored = stored?;
-            if stored.is_some() && stored == cached {
+            let work = prepare(table, leases, &guess, c, kind);
+            let (stored, kept) = layout::speculate(&cached, stored_layout(store, table), |s| s, work).await?;
+            if let (Some(_), Some(prepared)) = (&stored, kept) {
                 return Ok((guess, prepared?));
             }
             tracing::debug!("the table's layout is not the cached one: planning again");

@@ -10,7 +10,7 @@
 //! consistent read could find its marker on a replica its folded items
 //! have not reached yet.
 
-use super::marker::{self, compacted_pk, Marker};
+use crate::compact::marker::{self, compacted_pk, Prefetched};
 use crate::error::{GatherError, Result};
 use crate::plan::{PlannedQuery, Read};
 use std::collections::BTreeMap;
@@ -37,14 +37,6 @@ fn bin_of(read: &Read, q: &PlannedQuery) -> Option<i64> {
 /// ours, so skew only widens it) is read strongly consistent: its marker
 /// may be on a replica its folded items have not reached yet.
 pub const FRESH_MS: i64 = 60_000;
-
-/// A read's markers, read before the plan was chosen.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prefetched {
-    pub markers: BTreeMap<i64, Marker>,
-    /// Reading them, and the other candidates' (requests, RCU).
-    pub cost: (u64, f64),
-}
 
 /// The first and last bin `read` reads, if it reads binned boxes of a
 /// projection compaction folds (no other bin ever has a marker).
@@ -76,17 +68,21 @@ pub async fn prefetch<T: SortedTable + ?Sized>(table: &T, reads: &[&Read]) -> Re
     Ok(futures::future::try_join_all(reads).await?.into_iter().collect())
 }
 
-/// Gives each of the chosen plan's `reads` its projection and rollup's
-/// prefetched markers; the first is charged with every candidate's read.
-pub fn prefetched_into(all: PrefetchedAll, reads: &mut [Read]) {
+/// Each of the chosen plan's `reads`' prefetched markers (of its
+/// projection and rollup); the first is charged with every candidate's read.
+pub fn prefetched_for(all: PrefetchedAll, reads: &[Read]) -> Vec<Option<Prefetched>> {
     let (requests, rcu) = all.values().fold((0, 0.0), |(n, r), p| (n + p.cost.0, r + p.cost.1));
     let mut charged = false;
-    for read in reads.iter_mut().filter(|r| bin_range(r).is_some()) {
-        read.markers = all.get(&(read.projection.clone(), read.rollup)).map(|p| {
-            let cost = if std::mem::replace(&mut charged, true) { (0, 0.0) } else { (requests, rcu) };
-            Prefetched { cost, ..p.clone() }
-        });
-    }
+    reads
+        .iter()
+        .map(|read| {
+            bin_range(read)?;
+            all.get(&(read.projection.clone(), read.rollup)).map(|p| {
+                let cost = if std::mem::replace(&mut charged, true) { (0, 0.0) } else { (requests, rcu) };
+                Prefetched { cost, ..p.clone() }
+            })
+        })
+        .collect()
 }
 
 /// Routes `read`'s queries by the markers of its bins (eventually
@@ -215,9 +211,7 @@ mod tests {
         let other = Read { projection: "cc".into(), ..plan.clone() };
         let all = prefetch(&t, &[&plan, &other]).await.unwrap();
         assert_eq!(all.len(), 2, "one read per candidate");
-        let mut reads = vec![plan.clone()];
-        prefetched_into(all, &mut reads);
-        plan.markers = reads[0].markers.clone();
+        plan.markers = prefetched_for(all, std::slice::from_ref(&plan)).remove(0);
         let p = plan.markers.clone().unwrap();
         assert_eq!(p.markers.keys().copied().collect::<Vec<_>>(), vec![T + DAY]);
         assert_eq!(p.cost.0, 2, "charged with every candidate's read");
