@@ -153,7 +153,7 @@ pub fn finest_answering<'p>(
 /// Plans `req` on the cheapest exact projection and decomposition,
 /// listing every one considered (with its estimate, or why it is not
 /// exact): the drafts, then the statistics and compaction markers of the
-/// exact ones read in one round trip, then [`pick`].
+/// exact ones read in one round trip, then `pick`.
 pub async fn choose<T: SortedTable + ?Sized>(
     table: &T,
     config: &Config,

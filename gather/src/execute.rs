@@ -1,6 +1,6 @@
 //! Runs a plan's queries in parallel (`futures`' `buffer_unordered` under a
 //! concurrency limit), reading every page of every query, through the
-//! [`Paced`] table (optional RCU/s budget, retries when throttled). Items
+//! `Paced` table (optional RCU/s budget, retries when throttled). Items
 //! are handed to a sink as each query completes, after the exact filters,
 //! so memory holds at most `concurrency` queries' items.
 

@@ -7,7 +7,7 @@
 use crate::traffic::{Drawn, DrawnEvent, Traffic};
 use rand::Rng;
 use std::io::Write;
-use zigzag_model::schema::value::format_units;
+use zigzag_model::schema::decimal::format_units;
 use zigzag_model::schema::FieldSpec;
 
 pub use crate::traffic::GenConfig;

@@ -17,7 +17,7 @@
 //!    it finish without a retry), per bin: marker `deleting`, the partials
 //!    deleted, marker `cleaned`.
 //!
-//! A report never counts a bin twice or misses it ([`crate::route`]): it reads a
+//! A report never counts a bin twice or misses it (`crate::route`): it reads a
 //! bin from its compacted partition if a marker exists, else from the
 //! prefixes, and then reads the markers again (strongly consistent); a
 //! prefix-read bin whose marker went `deleting` meanwhile makes the report
@@ -39,7 +39,7 @@ use zigzag_model::{KeyModel, Projections, Rollup};
 
 /// Whether compaction folds `km`'s bins: not a projection keyed by a
 /// dimension's value, whose partitions are per value already. A report on
-/// one it does not fold reads no markers ([`route`]).
+/// one it does not fold reads no markers (`crate::route`).
 pub fn folds(km: &KeyModel) -> bool {
     km.partition_dim().is_none()
 }

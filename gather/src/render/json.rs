@@ -8,7 +8,7 @@ use crate::report::{Cell, Report};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
 use zigzag_core::schema::format_instant;
-use zigzag_model::schema::value::format_units;
+use zigzag_model::schema::decimal::format_units;
 
 #[derive(serde::Serialize)]
 struct Doc<'a> {

@@ -13,7 +13,7 @@ pub use chart::{write_chart, ChartFormat, ChartMeasure};
 use crate::error::Result;
 use crate::report::{Cell, Report};
 use zigzag_core::schema::format_instant;
-use zigzag_model::schema::value::format_units;
+use zigzag_model::schema::decimal::format_units;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

@@ -7,7 +7,8 @@ use super::render::Shape;
 use super::value_gen::Written;
 use rand::rngs::SmallRng;
 use rand::Rng;
-use zigzag_model::schema::value::{format_units, Bounds};
+use zigzag_model::schema::decimal::format_units;
+use zigzag_model::schema::value::Bounds;
 use zigzag_model::schema::{FieldSpec, FieldType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,8 @@ use super::value_gen::{pick, Pick, Written};
 use rand::rngs::SmallRng;
 use rand::Rng;
 use rand_distr::{Distribution, Exp, LogNormal, Normal, Pareto, Zipf};
-use zigzag_model::schema::value::{decimal_units, format_units, Bounds};
+use zigzag_model::schema::decimal::{decimal_units, format_units};
+use zigzag_model::schema::value::Bounds;
 use zigzag_model::schema::{scalar_text, FieldSpec, FieldType, FieldValue};
 
 /// Units of 10^-scale in `lo..=hi` (then `signs`, inside the field's

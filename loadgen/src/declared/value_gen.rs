@@ -26,7 +26,7 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 use rand_distr::{Distribution, Zipf};
 use zigzag_model::measure::condition::Condition;
-use zigzag_model::schema::value::format_units;
+use zigzag_model::schema::decimal::format_units;
 use zigzag_model::schema::{scalar_text, FieldSpec, FieldType, FieldValue, TimeFormat, TypedField};
 
 /// How a record writes one field.

@@ -26,7 +26,7 @@ use super::values::{attr_sketch_named, MAX_STORED_UNITS};
 use super::{Measure, MeasureKind, MeasureSet, MeasureValue, MeasureValues, Sketch};
 use crate::retention::TTL_ATTR;
 use crate::rollup::TIME_ATTR;
-use crate::schema::value::format_units;
+use crate::schema::decimal::format_units;
 use rust_decimal::Decimal;
 use zigzag_core::table::{AttrValue, CmpOp, Item, UpdateRequest};
 

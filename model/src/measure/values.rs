@@ -3,7 +3,7 @@
 
 use super::sketch::{ShowOptions, Shown};
 use super::{Measure, MeasureKind, MeasureSet, Sketch, SketchParams};
-use crate::schema::value::format_units;
+use crate::schema::decimal::format_units;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;

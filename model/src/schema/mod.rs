@@ -6,6 +6,7 @@
 //! A field's value is typed once, at decode ([`value::FieldValue`]), by the
 //! rules in [`value`]; measures and dimensions only ever see typed values.
 
+pub mod decimal;
 pub mod pointer;
 pub mod timestamp;
 pub mod value;
@@ -13,7 +14,30 @@ pub mod value;
 use crate::error::ConfigError;
 use pointer::Pointer;
 use serde::{Deserialize, Serialize};
-pub use value::{FieldValue, TypedField, ValueError};
+pub use value::{FieldValue, TypedField};
+
+/// Why a value does not fit its field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("expected {expected}, got {got}")]
+    WrongType { expected: &'static str, got: &'static str },
+    #[error("{bytes} bytes exceeds the {max}-byte limit")]
+    TooLong { bytes: usize, max: u32 },
+    #[error("{value:?} is not one of {allowed:?}")]
+    NotAllowed { value: String, allowed: Vec<String> },
+    #[error("{value} is not a number")]
+    BadNumber { value: String },
+    #[error("{value} is outside {min}..={max}")]
+    OutOfRange { value: String, min: String, max: String },
+    #[error("{value} has more than {scale} digits after the point")]
+    TooPrecise { value: String, scale: u32 },
+    #[error("{value:?} is not a timestamp ({format})")]
+    BadTimestamp { value: String, format: String },
+    /// A JSON string the record's syntax allows but whose escapes name no
+    /// text (a lone surrogate such as `\ud800`).
+    #[error("{value} is not a valid JSON string")]
+    BadString { value: String },
+}
 
 /// How records are framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]

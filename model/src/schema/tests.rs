@@ -1,4 +1,4 @@
-use super::value::{decimal_units, format_units};
+use super::decimal::{decimal_units, format_units};
 use super::*;
 use proptest::prelude::*;
 

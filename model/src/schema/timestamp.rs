@@ -9,8 +9,8 @@
 //! parser accepts a subset of what chrono does and gives the same instant
 //! (tested against it): chrono's general parser was a tenth of decoding.
 
-use super::value::{decimal_units, ValueError};
-use super::TimeFormat;
+use super::decimal::decimal_units;
+use super::{TimeFormat, ValueError};
 use chrono::format::{Item, Parsed, StrftimeItems};
 use chrono::DateTime;
 
