@@ -206,7 +206,10 @@ impl Leaves {
 }
 
 /// Reads every leaf of `query` at the instants `ts`; `identity` names the
-/// table's incarnation (its layout item), for the cache.
+/// table's incarnation (its layout item), for the cache. The steps: leaves
+/// grouped into shared reads, every read planned (refused by the limits
+/// before anything is read), read through the cache, and each one's infos,
+/// explanation and series.
 #[allow(clippy::too_many_arguments)]
 pub async fn read_leaves(
     reader: &Arc<Reader>,
@@ -219,7 +222,29 @@ pub async fn read_leaves(
     limits: &Limits,
 ) -> Result<(Leaves, ReadReport)> {
     let mut report = ReadReport::default();
-    let mut out = Vec::new();
+    let reads = group_reads(catalog, query, ts, limits, &mut report)?;
+    let planned = plan_reads(reader, catalog, query, &reads, now, opts, limits).await?;
+    let gathered = read_planned(reader, identity, catalog, planned, opts).await?;
+    let mut out = Vec::with_capacity(reads.len());
+    for (r, read) in reads.iter().zip(gathered) {
+        report_read(r, &read, query, opts, &mut report);
+        let leaves: Vec<&Leaf> = r.leaves.iter().map(|&i| &query.leaves[i]).collect();
+        let vectors = reader.samples.vectors(&read.aggregation, &leaves, ts, limits)?;
+        out.push((r.leaves.clone(), vectors));
+    }
+    Ok((Leaves { reads: out, count: query.leaves.len() }, report))
+}
+
+/// The leaves as reads: leaves with the same unit, window, filters and
+/// grouping share one. A leaf whose range holds no whole sample bucket is
+/// read by none (said in `report`).
+fn group_reads(
+    catalog: &Catalog,
+    query: &Query,
+    ts: &[i64],
+    limits: &Limits,
+    report: &mut ReadReport,
+) -> Result<Vec<Read>> {
     let mut reads: Vec<Read> = Vec::new();
     for (i, leaf) in query.leaves.iter().enumerate() {
         if leaf.empty || ts.is_empty() {
@@ -274,15 +299,31 @@ pub async fn read_leaves(
         r.cuts.sort_unstable();
         r.cuts.dedup();
     }
+    Ok(reads)
+}
+
+/// A read planned: its plan, the request it was planned from, its grouping.
+type PlannedRead = (zigzag_gather::Planned, PlanRequest, Vec<String>);
+
+/// Every read planned, before anything is read: the bucket and RCU limits
+/// refuse the query here.
+async fn plan_reads(
+    reader: &Reader,
+    catalog: &Catalog,
+    query: &Query,
+    reads: &[Read],
+    now: i64,
+    opts: &ExecOptions,
+    limits: &Limits,
+) -> Result<Vec<PlannedRead>> {
     // Which coarse buckets hold all their minutes, when a read may use them.
     let complete = match reads.iter().any(|r| r.mixed) {
         true => reader.completeness(&catalog.config).await?,
         false => Default::default(),
     };
-    // Plan every read first: the RCU budget refuses before anything is read.
     let mut planned = Vec::with_capacity(reads.len());
     let mut estimated = 0.0;
-    for r in &reads {
+    for r in reads {
         let first = &query.leaves[r.leaves[0]];
         let mut names: Vec<String> = Vec::new();
         for &i in &r.leaves {
@@ -331,8 +372,20 @@ pub async fn read_leaves(
         ),
         ));
     }
+    Ok(planned)
+}
+
+/// The planned reads, in parallel, each shared with the same read in
+/// flight and through the cache of unchanged slices.
+async fn read_planned(
+    reader: &Arc<Reader>,
+    identity: &str,
+    catalog: &Catalog,
+    planned: Vec<PlannedRead>,
+    opts: &ExecOptions,
+) -> Result<Vec<Arc<CachedRead>>> {
     let config = Arc::new(catalog.config.clone());
-    let gathered = futures::future::try_join_all(planned.into_iter().map(|(p, req, group)| {
+    futures::future::try_join_all(planned.into_iter().map(|(p, req, group)| {
         // Every measure of the projection is read whatever the leaves need.
         let key = format!(
             "{}|{}|{}|{}|{}|{:?}|{:?}",
@@ -368,62 +421,61 @@ pub async fn read_leaves(
             .boxed()
         })
     }))
-    .await?;
-    for (r, read) in reads.iter().zip(gathered) {
-        let used = &read.used;
-        let plan = &read.plan;
-        report.requests += read.actual.stats.requests + plan.statistics_cost.0;
-        report.rcu += read.actual.stats.rcu + plan.statistics_cost.1;
-        let texts: Vec<&str> = r.leaves.iter().map(|&i| query.leaves[i].text.as_str()).collect();
-        let mut info =
-            format!("{}: read from projection {}, {} buckets", texts.join(", "), plan.projection, plan.rollups());
-        if let Some(at) = plan.written_at.and_then(chrono::DateTime::from_timestamp_millis) {
-            info.push_str(&format!(", last written {}", at.format("%Y-%m-%dT%H:%M:%SZ")));
-        }
-        report.infos.push(info);
-        // Samples coarser than the table's finest: say which window was read.
-        for &i in &r.leaves {
-            if let Some(why) = &query.leaves[i].coarse {
-                let read = zigzag_gather::window::Window { start: r.from, end: r.to };
-                report.infos.push(format!("{}: read {read} as whole buckets: {why}", query.leaves[i].text));
-            }
-        }
-        if used.before_flush > 0 {
-            report.infos.push(format!(
-                "{}: {} of {} time slices shown as they were before a flush now in progress (its events appear once \
-                 it is done)",
-                texts.join(", "),
-                used.before_flush,
-                used.hits + used.read
-            ));
-        }
-        if used.while_flushing > 0 {
-            report.infos.push(format!(
-                "{}: {} of {} time slices shown as read up to {} s ago, part way through a flush still in progress \
-                 (the rest of its events appear once it is done)",
-                texts.join(", "),
-                used.while_flushing,
-                used.hits + used.read,
-                used.oldest_while_flushing.as_secs()
-            ));
-        }
-        let mut explain = zigzag_gather::explain::explain(plan, opts, Some(&read.actual));
-        if used.hits + used.read > 0 {
-            explain.push_str(&format!(
-                "\ncache: {} of {} time slices unchanged since read (from memory; {} as before a flush in progress, {} \
-                 part way through one), {} read, {} kept",
-                used.hits,
-                used.hits + used.read,
-                used.before_flush,
-                used.while_flushing,
-                used.read,
-                used.kept
-            ));
-        }
-        report.explain.push(explain);
-        let leaves: Vec<&Leaf> = r.leaves.iter().map(|&i| &query.leaves[i]).collect();
-        let vectors = reader.samples.vectors(&read.aggregation, &leaves, ts, limits)?;
-        out.push((r.leaves.clone(), vectors));
+    .await
+}
+
+/// What one read cost, where it read from, what the cache gave it, and
+/// its plan explained, into `report`.
+fn report_read(r: &Read, read: &CachedRead, query: &Query, opts: &ExecOptions, report: &mut ReadReport) {
+    let used = &read.used;
+    let plan = &read.plan;
+    report.requests += read.actual.stats.requests + plan.statistics_cost.0;
+    report.rcu += read.actual.stats.rcu + plan.statistics_cost.1;
+    let texts: Vec<&str> = r.leaves.iter().map(|&i| query.leaves[i].text.as_str()).collect();
+    let mut info =
+        format!("{}: read from projection {}, {} buckets", texts.join(", "), plan.projection, plan.rollups());
+    if let Some(at) = plan.written_at.and_then(chrono::DateTime::from_timestamp_millis) {
+        info.push_str(&format!(", last written {}", at.format("%Y-%m-%dT%H:%M:%SZ")));
     }
-    Ok((Leaves { reads: out, count: query.leaves.len() }, report))
+    report.infos.push(info);
+    // Samples coarser than the table's finest: say which window was read.
+    for &i in &r.leaves {
+        if let Some(why) = &query.leaves[i].coarse {
+            let read = zigzag_gather::window::Window { start: r.from, end: r.to };
+            report.infos.push(format!("{}: read {read} as whole buckets: {why}", query.leaves[i].text));
+        }
+    }
+    if used.before_flush > 0 {
+        report.infos.push(format!(
+            "{}: {} of {} time slices shown as they were before a flush now in progress (its events appear once it \
+             is done)",
+            texts.join(", "),
+            used.before_flush,
+            used.hits + used.read
+        ));
+    }
+    if used.while_flushing > 0 {
+        report.infos.push(format!(
+            "{}: {} of {} time slices shown as read up to {} s ago, part way through a flush still in progress (the \
+             rest of its events appear once it is done)",
+            texts.join(", "),
+            used.while_flushing,
+            used.hits + used.read,
+            used.oldest_while_flushing.as_secs()
+        ));
+    }
+    let mut explain = zigzag_gather::explain::explain(plan, opts, Some(&read.actual));
+    if used.hits + used.read > 0 {
+        explain.push_str(&format!(
+            "\ncache: {} of {} time slices unchanged since read (from memory; {} as before a flush in progress, {} \
+             part way through one), {} read, {} kept",
+            used.hits,
+            used.hits + used.read,
+            used.before_flush,
+            used.while_flushing,
+            used.read,
+            used.kept
+        ));
+    }
+    report.explain.push(explain);
 }
