@@ -26,7 +26,7 @@
 //! - [`explain`]: the plan, estimate and actual cost;
 //! - [`check`]: the store against a generator's ground truth.
 //!
-//! [`run::gather`] strings plan, execute and merge together; what the two
+//! [`gather`] (`run.rs`) strings plan, execute and merge together; what the two
 //! front ends (`gather`'s commands, `gather serve`) use is public, the
 //! rest is the crate's own. `zbench` is the schema workbench.
 
@@ -44,7 +44,7 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub(crate) mod route;
-pub mod run;
+pub(crate) mod run;
 pub mod scatter;
 pub(crate) mod statistics;
 pub(crate) mod throttle;
