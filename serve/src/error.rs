@@ -139,7 +139,7 @@ pub(crate) fn refusal(e: GatherError, subject: &str) -> ServeError {
                   whole buckets of a rollup it has (e.g. sum_over_time(clicks[1h]) at a 1h step)";
     match e {
         G::Projection(why) | G::Rollup(why) => {
-            ServeError::Unsupported(format!("{}: {why}. To read it, {advice}", subject))
+            ServeError::Unsupported(format!("{}: {}. To read it, {advice}", subject, without_flags(&why)))
         }
         G::Window { arg, text, why } => {
             let what = match arg {
@@ -149,7 +149,7 @@ pub(crate) fn refusal(e: GatherError, subject: &str) -> ServeError {
                 _ => format!("the time range {text}"),
             };
             // The planner's "try <instant>" hint is a flag value: dropped.
-            let why = why.split("; try ").next().unwrap_or(&why).to_string();
+            let why = without_flags(why.split("; try ").next().unwrap_or(&why));
             let sep = if arg == "--step" { " " } else { ": " };
             ServeError::Unsupported(format!(
                 "{subject}: {what}{sep}{why} of the projections that keep its labels. To read it, {advice}"
@@ -159,6 +159,48 @@ pub(crate) fn refusal(e: GatherError, subject: &str) -> ServeError {
         G::GroupBy { field, why } => ServeError::BadData(format!("{}: by ({field}): {why}", subject)),
         other => ServeError::Gather(other),
     }
+}
+
+/// The planner's words for what a report's flags set, as a query's: a
+/// refusal that lists why each projection cannot answer quotes their
+/// reasons, which name `gather`'s flags.
+fn without_flags(text: &str) -> String {
+    // Longest first: `--rollup` before a shorter flag it starts with.
+    const WORDS: [(&str, &str); 10] = [
+        ("--rcu-allowance", "the RCU allowance"),
+        ("--projection", "projection"),
+        ("--rollup", "rollup"),
+        ("--where", "the matcher"),
+        ("--last", "the time range"),
+        ("--from", "the time range's start"),
+        ("--step", "the step"),
+        ("--snap", "snapping"),
+        ("--to", "the time range's end"),
+        ("--at", "the time"),
+    ];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("--") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let word = WORDS.iter().find(|(flag, _)| {
+            tail.strip_prefix(flag)
+                .is_some_and(|after| !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-'))
+        });
+        match word {
+            Some((flag, said)) => {
+                out.push_str(said);
+                rest = &tail[flag.len()..];
+            }
+            None => {
+                // Any other flag: its name, without the dashes.
+                out.push_str("the option ");
+                rest = &tail[2..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 pub type Result<T, E = ServeError> = std::result::Result<T, E>;
@@ -218,6 +260,20 @@ mod tests {
             GatherError::Filter { expr: "country".into(), why: "cannot narrow the index: out of range".into() },
             GatherError::GroupBy { field: "x".into(), why: "not a dimension".into() },
             GatherError::Projection("no projection answers this report exactly".into()),
+            // What the planner says when every candidate fails: each one's
+            // reason, some naming the flags of `gather`'s reports.
+            GatherError::Projection(
+                "no projection answers this report exactly (and none is approximated): total: not exact: does not \
+                 keep referrer; referrer_country: not exact: --step \"1m\": is not a multiple of 1h, the finest \
+                 rollup of projection referrer_country"
+                    .into(),
+            ),
+            GatherError::Rollup(
+                "--rollup hour cannot answer the window [2026-11-28T20:55:00Z, 2026-11-28T21:55:00Z): its buckets \
+                 are whole hours; use a finer rollup"
+                    .into(),
+            ),
+            GatherError::Projection("--projection cc: the layout has no such projection (it has total)".into()),
         ];
         for e in refusals {
             let said = refusal(e, "sum_over_time(clicks[5m])").to_string();
@@ -232,5 +288,14 @@ mod tests {
         let said = step.to_string();
         assert!(said.contains("lie on 1m edges, and 1m is not a multiple of 1h"), "{said}");
         assert!(said.contains("sum_over_time(clicks[1h]) at a 1h step"), "{said}");
+        let listed = refusal(
+            GatherError::Projection("referrer_country: not exact: --step \"1m\": is not a multiple of 1h".into()),
+            "x",
+        );
+        assert!(listed.to_string().contains("referrer_country: not exact: the step \"1m\": is not"), "{listed}");
+        assert_eq!(
+            without_flags("--rollup-ish --to X, --to-do"),
+            "the option rollup-ish the time range's end X, the option to-do"
+        );
     }
 }
