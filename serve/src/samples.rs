@@ -24,15 +24,18 @@ const KEPT: usize = 64;
 /// while their inputs are the same `Arc`s: what an unchanged read gave is
 /// computed once, however many ask.
 pub struct Memo<I, V> {
-    kept: Mutex<LruCache<String, (Vec<Arc<I>>, V)>>,
+    kept: Mutex<Kept<I, V>>,
 }
+
+/// Per key, the inputs a value was computed from, and the value.
+type Kept<I, V> = LruCache<String, (Vec<Arc<I>>, V)>;
 
 impl<I, V: Clone> Memo<I, V> {
     pub fn new(entries: usize) -> Memo<I, V> {
         Memo { kept: Mutex::new(LruCache::new(NonZeroUsize::new(entries).unwrap_or(NonZeroUsize::MIN))) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<String, (Vec<Arc<I>>, V)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept<I, V>> {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
 

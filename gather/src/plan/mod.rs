@@ -326,9 +326,18 @@ fn not_kept(w: &Window, deleted: Vec<String>) -> GatherError {
     })
 }
 
-/// The step and window `req` asks of `km`, and, when `--snap` moved the
-/// window's ends to `km`'s buckets, a note saying so.
-fn step_and_window(km: &KeyModel, req: &PlanRequest) -> Result<(Option<i64>, Window, Option<String>, Vec<Rollup>)> {
+/// What `req` asks of one projection: its step, its window, a note when
+/// `--snap` moved the window's ends to the projection's buckets, and its
+/// rollups, finest first.
+struct Resolved {
+    step: Option<i64>,
+    window: Window,
+    note: Option<String>,
+    rollups: Vec<Rollup>,
+}
+
+/// The step and window `req` asks of `km`.
+fn step_and_window(km: &KeyModel, req: &PlanRequest) -> Result<Resolved> {
     let (finest, rollups) = units(km)?;
     let step = match req.step {
         Some(s) if s % finest != 0 => {
@@ -353,7 +362,7 @@ fn step_and_window(km: &KeyModel, req: &PlanRequest) -> Result<(Option<i64>, Win
         let (snap, unit) = (req.snap.map_or("", Snap::name), rollups[0]);
         format!("read {window} (--snap {snap}): projection {} keeps {unit}s", km.name())
     });
-    Ok((step, window, note, rollups))
+    Ok(Resolved { step, window, note, rollups })
 }
 
 /// Plans a request on one projection: its cheapest decomposition by the
@@ -368,7 +377,7 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
 /// or a request without `mixing`); else one decomposition per coarsest
 /// rollup allowed, coarsest first, those that differ.
 pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Draft>> {
-    let (step, window, note, rollups) = step_and_window(km, &req)?;
+    let Resolved { step, window, note, rollups } = step_and_window(km, &req)?;
     let Some(mixing) = req.mixing.as_ref().filter(|_| req.rollup.is_none()) else {
         let (rollup, reason) = choose_rollup(km, &req, &window, step)?;
         let spans = [Span { rollup, start: window.start, end: window.end }];

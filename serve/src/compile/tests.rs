@@ -58,7 +58,7 @@ fn matchers_become_filters() {
 fn a_range_of_any_length_is_the_buckets_ending_in_it() {
     let query = q("sum_over_time(clicks[75577s])").unwrap();
     assert_eq!(query.leaves[0].range_ms, 75_577_000, "Grafana's $__range under Today so far");
-    assert!(matches!(q("sum_over_time(clicks[90s])"), Ok(_)));
+    assert!(q("sum_over_time(clicks[90s])").is_ok());
 }
 
 #[test]

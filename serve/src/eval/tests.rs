@@ -5,7 +5,10 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-fn vector(rows: &[(&[(&str, &str)], &[Option<f64>])]) -> Vector {
+/// A series' labels and its values per step.
+type Row<'a> = (&'a [(&'a str, &'a str)], &'a [Option<f64>]);
+
+fn vector(rows: &[Row]) -> Vector {
     Vector { series: rows.iter().map(|(l, xs)| (labels(l), xs.to_vec())).collect() }
 }
 
@@ -32,7 +35,7 @@ fn sum_by_keeps_only_its_labels_and_drops_the_name() {
         child: leaf(0),
     };
     assert_eq!(
-        run(by, &[v.clone()], 2),
+        run(by, std::slice::from_ref(&v), 2),
         Value::Vector(vector(&[
             (&[("campaign", "a")], &[Some(3.0), Some(5.0)]),
             (&[("campaign", "b")], &[None, Some(7.0)])
@@ -45,7 +48,7 @@ fn sum_by_keeps_only_its_labels_and_drops_the_name() {
         child: leaf(0),
     };
     assert_eq!(
-        run(without, &[v.clone()], 2),
+        run(without, std::slice::from_ref(&v), 2),
         Value::Vector(vector(&[
             (&[("campaign", "a")], &[Some(2.0), Some(1.0)]),
             (&[("campaign", "b")], &[None, Some(1.0)])
@@ -63,7 +66,7 @@ fn topk_keeps_whole_series_per_step() {
         (&[("c", "z")], &[Some(3.0), None]),
     ]);
     let top = Node::Aggregate { op: AggOp::Topk, grouping: Grouping::By(vec![]), param: Some(1.0), child: leaf(0) };
-    let (value, order) = evaluate(&top, &[v.clone()], &[0, 60_000]).unwrap();
+    let (value, order) = evaluate(&top, std::slice::from_ref(&v), &[0, 60_000]).unwrap();
     assert_eq!(order, Order::Descending);
     assert_eq!(
         value,
@@ -108,7 +111,7 @@ fn comparisons_filter_unless_bool_and_keep_the_name() {
         return_bool: b,
     };
     assert_eq!(
-        run(gt(false), &[v.clone()], 1),
+        run(gt(false), std::slice::from_ref(&v), 1),
         Value::Vector(vector(&[(&[("__name__", "clicks"), ("c", "b")], &[Some(5.0)])]))
     );
     assert_eq!(
@@ -163,9 +166,9 @@ fn quantile_interpolates_like_prometheus() {
 fn scalar_functions_and_time() {
     let v = vector(&[(&[("__name__", "cost")], &[Some(-2.4), Some(3.6)])]);
     let abs = Node::Call { func: Func::Abs, args: vec![Node::Leaf(0)] };
-    assert_eq!(run(abs, &[v.clone()], 2), Value::Vector(vector(&[(&[], &[Some(2.4), Some(3.6)])])));
+    assert_eq!(run(abs, std::slice::from_ref(&v), 2), Value::Vector(vector(&[(&[], &[Some(2.4), Some(3.6)])])));
     let round = Node::Call { func: Func::Round, args: vec![Node::Leaf(0)] };
-    assert_eq!(run(round, &[v.clone()], 2), Value::Vector(vector(&[(&[], &[Some(-2.0), Some(4.0)])])));
+    assert_eq!(run(round, std::slice::from_ref(&v), 2), Value::Vector(vector(&[(&[], &[Some(-2.0), Some(4.0)])])));
     let sc = Node::Call { func: Func::Scalar, args: vec![Node::Leaf(0)] };
     assert_eq!(run(sc, &[v], 2), Value::Scalar(vec![-2.4, 3.6]));
     assert_eq!(run(Node::Time, &[], 2), Value::Scalar(vec![0.0, 60.0]));

@@ -46,7 +46,10 @@
 //! Compaction (`gather compact`) keeps every answer equal, so it needs no
 //! mark.
 
+mod entry;
+
 use crate::recent::Recent;
+use entry::{group_bytes, Ages, Answers, Entry};
 use lru::LruCache;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -60,70 +63,6 @@ use zigzag_model::{MeasureValues, Rollup};
 
 /// Fill turns kept before the ones no read holds are dropped.
 const TURNS_KEPT: usize = 1024;
-
-/// One slice of one read, as it was read.
-struct Entry {
-    /// The marks found before its read (settled: the same after it).
-    marks: SliceMarks,
-    settled: bool,
-    /// A flush was in progress on the slice when it was read.
-    busy: bool,
-    /// When its read began.
-    read_at: Instant,
-    /// The part of the slice it holds, `[from, to)`.
-    from: i64,
-    to: i64,
-    groups: Vec<(GroupKey, MeasureValues)>,
-    bytes: usize,
-}
-
-/// How an entry answers a slice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answers {
-    No,
-    Yes,
-    /// As the slice was before a flush now in progress.
-    BeforeFlush,
-    /// As read a while ago (beyond `recheck`), part way through a flush
-    /// still in progress.
-    WhileFlushing,
-}
-
-/// How long entries answer beyond their marks.
-#[derive(Debug, Clone, Copy)]
-struct Ages {
-    /// Any entry, from when its read began.
-    recheck: Duration,
-    /// An unsettled entry read while a flush was writing its slice, as long
-    /// as no flush finished on the slice since.
-    unsettled_for: Duration,
-}
-
-impl Entry {
-    /// Whether it answers `[a, b)` of its slice, whose marks are `now`, at `at`.
-    fn answers(&self, a: i64, b: i64, now: &SliceMarks, at: Instant, ages: Ages) -> Answers {
-        if !(self.from <= a && b <= self.to) {
-            return Answers::No;
-        }
-        if self.settled && self.marks.holds_done_of(now) {
-            return match self.marks.misses_a_flush_begun_in(now) {
-                true => Answers::BeforeFlush,
-                false => Answers::Yes,
-            };
-        }
-        let age = at.saturating_duration_since(self.read_at);
-        if age < ages.recheck {
-            return Answers::Yes;
-        }
-        // Unsettled: its marks are those before its read, so holding their
-        // done marks means no flush finished on the slice since.
-        let flushing = self.busy && !now.quiet() && self.marks.holds_done_of(now);
-        match !self.settled && flushing && age < ages.unsettled_for {
-            true => Answers::WhileFlushing,
-            false => Answers::No,
-        }
-    }
-}
 
 /// (what was read: table, projection, rollup, step, filters, grouping; slice start)
 type Key = (Arc<str>, i64);
@@ -576,17 +515,4 @@ impl SliceCache {
         let Planned { plan, .. } = planned;
         Ok(CachedRead { plan, actual, aggregation, used })
     }
-}
-
-/// Memory of one group's entry (estimated: strings, measures, the map's overhead).
-fn group_bytes(k: &GroupKey, v: &MeasureValues) -> usize {
-    let strings: usize = k.values.iter().map(|s| s.len() + 24).sum();
-    let measures: usize =
-        v.0.iter()
-            .map(|m| match m {
-                zigzag_model::MeasureValue::Sketch(s) => 32 + s.heap_bytes(),
-                _ => 32,
-            })
-            .sum();
-    64 + strings + measures
 }
