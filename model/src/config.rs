@@ -54,6 +54,7 @@ pub use crate::error::ConfigError;
 pub use crate::shipped::SHIPPED_TOML;
 
 mod assemble;
+mod layout_file;
 mod projection_file;
 
 use crate::measure::{default_measures, default_ratios, MeasureSet, MeasureSpec, RatioSpec};
@@ -66,7 +67,7 @@ use crate::schema::{default_fields, FieldSpec, FieldType, InputSpec, TypedField}
 use projection_file::ProjectionFile;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FlushConfig {
     pub interval_ms: u64,

@@ -83,6 +83,12 @@ impl Retention {
         ))
     }
 
+    /// The configuration's `[retention]` table that [`Retention::parse`]
+    /// reads back as this (a rollup kept forever is left out).
+    pub fn to_table(&self) -> BTreeMap<String, String> {
+        self.0.iter().map(|(r, s)| (r.name().to_string(), days(Duration::from_secs(*s)))).collect()
+    }
+
     /// Per rollup as the configuration writes it (`minute = 14d`), for
     /// messages and `--explain`.
     pub fn describe(&self) -> String {

@@ -15,10 +15,12 @@ use zigzag_model::layout::{self, Layout};
 use zigzag_model::{Config, Projections, Truth};
 
 mod compact_cmd;
+mod layout_cmd;
 mod report_cmd;
 mod serve_cmd;
 mod zbench_cmd;
 use compact_cmd::compact_cmd;
+use layout_cmd::{layout_cmd, LayoutCmd};
 use report_cmd::{report_cmd, Common, Kind};
 use serve_cmd::{serve_cmd, ServeArgs};
 use zbench_cmd::{zbench_cmd, ZbenchArgs};
@@ -95,6 +97,10 @@ enum Command {
     Serve(ServeArgs),
     /// Compare query strategies (and a single-attribute index) on your data
     Zbench(ZbenchArgs),
+    /// The layout the table records (what ingest writes: projections,
+    /// rollups, measures, scatter, retention)
+    #[command(subcommand)]
+    Layout(LayoutCmd),
     /// Fold the scatter partials of closed buckets into one item per key
     /// (a bucket no flush adds to any more is read with one query, not one
     /// per scatter prefix): seal the table at --before
@@ -229,6 +235,7 @@ async fn run() -> Result<()> {
     match cli.command {
         Command::Zbench(args) => zbench_cmd(args).await,
         Command::Serve(args) => serve_cmd(store, config, args).await,
+        Command::Layout(cmd) => layout_cmd(store, config, cmd).await,
         Command::Timeseries { common, chart, measure } => {
             report_cmd(store, config, common, Kind::Timeseries { chart, measure }).await
         }

@@ -1,0 +1,84 @@
+//! `gather layout show` as an operator runs it: ingest writes a table with
+//! a layout file, `show` prints the table's layout, and ingest accepts what
+//! it printed against the same table (an edited layout is refused).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(bin: &str, args: &[&str], dir: &Path) -> Output {
+    Command::new(bin).args(args).current_dir(dir).env("RUST_LOG", "warn").output().unwrap()
+}
+
+fn ingest(dir: &Path, config: &str, seed: &str) -> Output {
+    let args = ["--records", "2000", "--seed", seed, "--sink", "ingest", "--db", "z.db", "--config", config];
+    run(env!("CARGO_BIN_EXE_loadgen"), &args, dir)
+}
+
+fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn the_layout_shown_is_one_ingest_accepts_and_its_cadences_are_the_config_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let layout =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/layouts/with-by-referrer.toml"))
+            .unwrap();
+    std::fs::write(d.join("layout.toml"), &layout).unwrap();
+    let out = ingest(d, "layout.toml", "1");
+    assert!(out.status.success(), "the first ingest: {:?}", text(&out));
+
+    let gather = env!("CARGO_BIN_EXE_gather");
+    let out = run(gather, &["--db", "z.db", "--config", "layout.toml", "layout", "show"], d);
+    let (shown, err) = text(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(shown.starts_with("# The layout recorded in the table (digest "), "{shown}");
+    assert!(shown.contains("cadences are those of --config layout.toml"), "{shown}");
+    for cadence in ["by_referrer = 300000", "\"cc.hour\" = 300000", "referrer_country = 300000", "interval_ms = 10000"]
+    {
+        assert!(shown.contains(cadence), "the config's cadence {cadence}:\n{shown}");
+    }
+    for projection in ["name = \"total\"", "name = \"cc\"", "name = \"referrer_country\"", "name = \"by_referrer\""] {
+        assert!(shown.contains(projection), "{projection}:\n{shown}");
+    }
+
+    // What it printed is the table's layout: ingest writes on with it.
+    std::fs::write(d.join("shown.toml"), &shown).unwrap();
+    let out = ingest(d, "shown.toml", "2");
+    assert!(out.status.success(), "ingest with the shown layout: {:?}", text(&out));
+
+    // Its cadences edited: still the layout (cadences are not layout).
+    let slower = shown.replace("interval_ms = 10000", "interval_ms = 20000");
+    std::fs::write(d.join("slower.toml"), &slower).unwrap();
+    let out = ingest(d, "slower.toml", "3");
+    assert!(out.status.success(), "another cadence is the same layout: {:?}", text(&out));
+
+    // Its layout edited: refused, as any other layout is.
+    let other = shown.replacen("prefixes = 16", "prefixes = 8", 1);
+    assert_ne!(other, shown, "the shown layout has a scatter of 16:\n{shown}");
+    std::fs::write(d.join("other.toml"), &other).unwrap();
+    let out = ingest(d, "other.toml", "4");
+    let (_, err) = text(&out);
+    assert!(!out.status.success(), "another layout is refused");
+    assert!(err.contains("another layout"), "{err}");
+
+    // Without --config: the default cadences, said so.
+    let out = run(gather, &["--db", "z.db", "layout", "show"], d);
+    let (shown, _) = text(&out);
+    assert!(out.status.success());
+    assert!(shown.contains("cadences are the defaults"), "{shown}");
+    assert!(shown.contains("interval_ms = 2000"), "{shown}");
+}
+
+#[test]
+fn a_table_without_a_layout_has_none_to_show() {
+    let dir = tempfile::tempdir().unwrap();
+    // A table no ingest wrote to.
+    drop(zigzag_sqlite::SqliteTable::open(&dir.path().join("empty.db")).unwrap());
+    let out = run(env!("CARGO_BIN_EXE_gather"), &["--db", "empty.db", "layout", "show"], dir.path());
+    let (_, err) = text(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("the table records no layout"), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("stack backtrace"), "{err}");
+}
