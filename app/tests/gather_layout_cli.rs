@@ -75,10 +75,55 @@ fn the_layout_shown_is_one_ingest_accepts_and_its_cadences_are_the_config_s() {
 fn a_table_without_a_layout_has_none_to_show() {
     let dir = tempfile::tempdir().unwrap();
     // A table no ingest wrote to.
-    drop(zigzag_sqlite::SqliteTable::open(&dir.path().join("empty.db")).unwrap());
+    drop(zigzag_sqlite::SqliteTable::open(dir.path().join("empty.db")).unwrap());
     let out = run(env!("CARGO_BIN_EXE_gather"), &["--db", "empty.db", "layout", "show"], dir.path());
     let (_, err) = text(&out);
     assert!(!out.status.success());
     assert!(err.contains("the table records no layout"), "{err}");
     assert!(!err.contains("panicked") && !err.contains("stack backtrace"), "{err}");
+}
+
+#[test]
+fn a_diff_prices_each_fill_from_the_statistics_and_says_what_cannot_be_filled() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let layout =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/layouts/with-by-referrer.toml"))
+            .unwrap();
+    std::fs::write(d.join("layout.toml"), &layout).unwrap();
+    assert!(ingest(d, "layout.toml", "1").status.success());
+    let diff = |name: &str, file: &str| {
+        std::fs::write(d.join(name), file).unwrap();
+        let out = run(env!("CARGO_BIN_EXE_gather"), &["--db", "z.db", "layout", "diff", name], d);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stderr}");
+        stdout
+    };
+    assert_eq!(diff("same.toml", &layout), "no change: the layout is the table's\n");
+
+    let by_campaign = format!("{layout}\n[[projection]]\nname = \"by_campaign\"\ndimensions = [\"campaign\"]\nrollups = [\"hour\", \"day\"]\n");
+    let said = diff("by_campaign.toml", &by_campaign);
+    assert!(said.contains("- add projection by_campaign (campaign), hour\n  summed from cc hour items: ~"), "{said}");
+    assert!(said.contains("- add projection by_campaign (campaign), day\n  summed from cc day items: ~"), "{said}");
+    assert!(said.contains("\nall fills: ~"), "{said}");
+
+    // referrer_country by the minute: nothing the table holds has referrers by the minute.
+    let minutes = layout.replace(
+        "name = \"referrer_country\"\ndimensions = [\"referrer\", \"country\"]\nrollups = [\"hour\", \"day\"]",
+        "name = \"referrer_country\"\ndimensions = [\"referrer\", \"country\"]\nrollups = [\"minute\", \"hour\", \"day\"]",
+    );
+    assert_ne!(minutes, layout);
+    let said = diff("minutes.toml", &minutes);
+    assert!(
+        said.contains("- projection referrer_country: add rollup minute\n  counted from each worker's adoption on"),
+        "{said}"
+    );
+
+    // by_referrer dropped.
+    let dropped = layout.replace("by_referrer", "by_referrer_again");
+    let said = diff("dropped.toml", &dropped);
+    assert!(
+        said.contains("- drop projection by_referrer, hour\n  nothing to write: reports stop reading it"),
+        "{said}"
+    );
 }

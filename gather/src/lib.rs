@@ -24,7 +24,9 @@
 //! - [`report`]: `timeseries`, `top`, `ctr`, `totals` as typed rows;
 //! - [`render`]: table, CSV, JSON, and SVG/PNG charts;
 //! - [`explain`]: the plan, estimate and actual cost;
-//! - [`check`]: the store against a generator's ground truth.
+//! - [`check`]: the store against a generator's ground truth;
+//! - [`relayout`]: what changing the table's layout costs, priced from
+//!   the statistics before anything is written.
 //!
 //! [`gather`] (`run.rs`) strings plan, execute and merge together; what the two
 //! front ends (`gather`'s commands, `gather serve`) use is public, the
@@ -41,6 +43,7 @@ pub mod explain;
 pub mod filter;
 pub mod merge;
 pub mod plan;
+pub mod relayout;
 pub mod render;
 pub mod report;
 pub(crate) mod route;

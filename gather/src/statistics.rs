@@ -23,6 +23,11 @@ impl Statistics {
         self.by_sk.is_empty()
     }
 
+    /// The items of every bin read (each bin's estimate, summed).
+    pub fn total_items(&self) -> f64 {
+        self.by_sk.values().map(|s| s.items as f64).sum()
+    }
+
     /// When `read`'s items were last written (the latest flush into any
     /// of its bins), if the statistics say.
     pub fn written_at(&self, read: &Read) -> Option<i64> {
@@ -127,7 +132,7 @@ pub async fn load<T: SortedTable + ?Sized>(table: &T, reads: &[&Read]) -> Result
 }
 
 /// Every statistics item whose sort key `sk` admits, page after page.
-async fn read<T: SortedTable + ?Sized>(table: &T, sk: SortKeyCondition) -> Result<Statistics> {
+pub(crate) async fn read<T: SortedTable + ?Sized>(table: &T, sk: SortKeyCondition) -> Result<Statistics> {
     let mut stats = Statistics::default();
     let mut req = QueryRequest::new(STATS_PK, sk);
     loop {

@@ -40,6 +40,7 @@ pub mod error;
 pub mod hll;
 pub mod keys;
 pub mod layout;
+pub mod layout_diff;
 pub mod literal;
 pub mod mark;
 pub mod measure;

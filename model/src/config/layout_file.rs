@@ -21,14 +21,15 @@ impl Layout {
         };
         // Sections in the order the configuration docs write them (a table
         // sorts its keys): one table each, written one after another.
-        let mut doc: Vec<(&str, Value)> = Vec::new();
-        doc.push(("rollups", value(Value::try_from(&self.rollups))?));
-        doc.push(("input", value(Value::try_from(&self.input))?));
-        doc.push(("field", value(Value::try_from(&self.fields))?));
-        doc.push(("dimension", value(Value::try_from(&self.dimensions))?));
-        doc.push(("measure", value(Value::try_from(&self.measures))?));
-        doc.push(("ratio", value(Value::try_from(&self.ratios))?));
-        doc.push(("scatter", scatter(self.scatter_prefixes, self.scatter_mode)?));
+        let mut doc: Vec<(&str, Value)> = vec![
+            ("rollups", value(Value::try_from(&self.rollups))?),
+            ("input", value(Value::try_from(&self.input))?),
+            ("field", value(Value::try_from(&self.fields))?),
+            ("dimension", value(Value::try_from(&self.dimensions))?),
+            ("measure", value(Value::try_from(&self.measures))?),
+            ("ratio", value(Value::try_from(&self.ratios))?),
+            ("scatter", scatter(self.scatter_prefixes, self.scatter_mode)?),
+        ];
         let mut projections = Vec::with_capacity(self.projections.len());
         for p in &self.projections {
             let mut t = Table::new();

@@ -1,25 +1,48 @@
 //! `gather layout`: the layout recorded in the table, as a person reads
 //! and edits it.
 
-use super::stored_layout;
-use anyhow::{bail, Result};
+use super::{reader_config, stored_layout};
+use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use zigzag_app::store::StoreArgs;
+use zigzag_model::layout::Layout;
+use zigzag_model::Projections;
 
 #[derive(Subcommand)]
 pub(crate) enum LayoutCmd {
     /// Print the table's layout as the configuration file `ingest --config`
     /// reads: rollups, schema, dimensions, measures, projections, scatter,
-    /// retention, and the [flush] cadences of --config (else the defaults:
-    /// cadences are not recorded with the layout). Edit its [flush] to
-    /// change cadences without retyping the layout
+    /// retention, and the flush cadences of --config (else the defaults:
+    /// cadences are not recorded with the layout). Edit its flush section
+    /// to change cadences without retyping the layout
     Show,
+    /// Each change from the table's layout to NEW's, how it is made exact
+    /// (summed from items the table holds, counted from the workers'
+    /// adoption on, or refused with what to do instead), and what filling
+    /// it costs before anything is written: items and RCU read, items and
+    /// WCU written (at most), dollars on demand, time at the budget
+    Diff {
+        /// The configuration file with the new layout
+        new: PathBuf,
+        /// The read budget the time is given at
+        #[arg(long, default_value_t = 1000.0)]
+        rcu_per_sec: f64,
+        /// The write budget the time is given at
+        #[arg(long, default_value_t = 1000.0)]
+        wcu_per_sec: f64,
+    },
 }
 
 pub(crate) async fn layout_cmd(store: &StoreArgs, config: Option<&Path>, cmd: LayoutCmd) -> Result<()> {
     match cmd {
         LayoutCmd::Show => show(store, config).await,
+        LayoutCmd::Diff { new, rcu_per_sec, wcu_per_sec } => {
+            if !(rcu_per_sec > 0.0 && wcu_per_sec > 0.0) {
+                bail!("--rcu-per-sec and --wcu-per-sec must be positive");
+            }
+            diff(store, config, &new, rcu_per_sec, wcu_per_sec).await
+        }
     }
 }
 
@@ -39,5 +62,22 @@ async fn show(store: &StoreArgs, path: Option<&Path>) -> Result<()> {
          the layout: its cadences are {whose}; edit them here.\n\n{text}",
         stored.digest()
     );
+    Ok(())
+}
+
+async fn diff(store: &StoreArgs, path: Option<&Path>, new: &Path, rcu_per_sec: f64, wcu_per_sec: f64) -> Result<()> {
+    let table = store.open_aggregates().await?;
+    let Some(stored) = stored_layout(store, table.as_ref()).await? else {
+        bail!("the table records no layout: no ingest has written to it yet, so any layout is its first");
+    };
+    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
+    let old = reader_config(&given, Some(&stored), path)?;
+    let next = zigzag_app::config::load(Some(new), zigzag_app::config::Base::Full, &[])?;
+    let projections = Projections::new(&old)?;
+    let next_projections = Projections::new(&next).with_context(|| format!("the layout of {}", new.display()))?;
+    let priced =
+        zigzag_gather::relayout::diff(table.as_ref(), &stored, &projections, &Layout::of(&next), &next_projections)
+            .await?;
+    print!("{}", zigzag_gather::relayout::render(&priced, rcu_per_sec, wcu_per_sec));
     Ok(())
 }

@@ -1,0 +1,186 @@
+//! What changing a table's layout costs, before anything is written
+//! (`gather layout diff`): each change of `zigzag_model::layout_diff`
+//! with how it is made exact, and for one summed from the table's items,
+//! the cheapest source by the statistics ingest keeps: the items and read
+//! units read, the items and write units written (at most the fewest items
+//! of any source: each holds one or more per target item), dollars at
+//! on-demand prices, and the time at a read and write budget.
+
+use crate::error::Result;
+use crate::plan::item_bytes;
+use std::fmt::Write;
+use zigzag_core::table::{SortKeyCondition, SortedTable};
+use zigzag_model::layout::Layout;
+use zigzag_model::layout_diff::{changes, Change, Fill, Source};
+use zigzag_model::Projections;
+
+/// USD per million write request units, on demand (us-east-1, since
+/// November 2024); a unit writes 1 KB.
+pub const USD_PER_MILLION_WRU: f64 = 0.625;
+
+/// What filling one change from its source costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Price {
+    pub source: Source,
+    pub items_read: f64,
+    pub rcu: f64,
+    /// At most: summing merges items, never adds any.
+    pub items_written: f64,
+    pub wcu: f64,
+}
+
+impl Price {
+    pub fn usd(&self) -> f64 {
+        crate::explain::cost_usd(self.rcu) + self.wcu * USD_PER_MILLION_WRU / 1e6
+    }
+
+    /// Seconds at `rcu_per_sec` and `wcu_per_sec`, the slower of the two.
+    pub fn seconds(&self, rcu_per_sec: f64, wcu_per_sec: f64) -> f64 {
+        (self.rcu / rcu_per_sec.max(f64::MIN_POSITIVE)).max(self.wcu / wcu_per_sec.max(f64::MIN_POSITIVE))
+    }
+}
+
+/// A change, priced when the table fills it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Priced {
+    pub change: Change,
+    pub price: Option<Price>,
+}
+
+/// The price of reading `items` items of `source_bytes` bytes each and
+/// writing as many of `target_bytes`: eventually consistent pages (half a
+/// unit per 4 KB), one write unit per started KB of an item.
+pub fn price(source: Source, items: f64, source_bytes: f64, target_bytes: f64) -> Price {
+    let rcu = items * source_bytes / 4096.0 * 0.5;
+    let wcu = items * (target_bytes / 1024.0).ceil().max(1.0);
+    Price { source, items_read: items, rcu, items_written: items, wcu }
+}
+
+/// `p` writing at most `items` items of `target_bytes`.
+fn bounded(p: Price, items: f64, target_bytes: f64) -> Price {
+    let written = p.items_written.min(items);
+    Price { items_written: written, wcu: written * (target_bytes / 1024.0).ceil().max(1.0), ..p }
+}
+
+/// Every change from the table's layout (`old`, read with `projections`)
+/// to `new` (`new_projections`), each fill priced from the statistics:
+/// the source holding the fewest items.
+pub async fn diff<T: SortedTable + ?Sized>(
+    table: &T,
+    old: &Layout,
+    projections: &Projections,
+    new: &Layout,
+    new_projections: &Projections,
+) -> Result<Vec<Priced>> {
+    let mut out = Vec::new();
+    for change in changes(old, new) {
+        let price = match (&change.fill, &change.target) {
+            (Fill::From(sources), Some((target, _))) => {
+                let target_bytes = new_projections.by_name(target).map_or(0.0, item_bytes);
+                let mut best: Option<Price> = None;
+                // Every source holds at least one item per target item:
+                // the fewest bound what is written.
+                let mut fewest = f64::INFINITY;
+                for s in sources {
+                    let Some(km) = projections.by_name(&s.projection) else { continue };
+                    let prefix = format!("{}#{}#", s.projection, s.rollup).into_bytes();
+                    let stats = crate::statistics::read(table, SortKeyCondition::BeginsWith(prefix)).await?;
+                    let items: f64 = stats.total_items();
+                    fewest = fewest.min(items);
+                    let p = price(s.clone(), items, item_bytes(km), target_bytes);
+                    if best.as_ref().is_none_or(|b| p.rcu < b.rcu) {
+                        best = Some(p);
+                    }
+                }
+                best.map(|p| bounded(p, fewest, target_bytes))
+            }
+            _ => None,
+        };
+        out.push(Priced { change, price });
+    }
+    Ok(out)
+}
+
+/// The changes as `gather layout diff` prints them.
+pub fn render(priced: &[Priced], rcu_per_sec: f64, wcu_per_sec: f64) -> String {
+    let mut s = String::new();
+    if priced.is_empty() {
+        s.push_str("no change: the layout is the table's\n");
+        return s;
+    }
+    let mut total: Option<Price> = None;
+    for p in priced {
+        let _ = writeln!(s, "- {}", p.change.what);
+        let _ = match (&p.change.fill, &p.price) {
+            (Fill::From(_), Some(price)) => {
+                let t = total.get_or_insert(Price {
+                    items_read: 0.0,
+                    rcu: 0.0,
+                    items_written: 0.0,
+                    wcu: 0.0,
+                    ..price.clone()
+                });
+                (t.items_read, t.rcu, t.items_written, t.wcu) = (
+                    t.items_read + price.items_read,
+                    t.rcu + price.rcu,
+                    t.items_written + price.items_written,
+                    t.wcu + price.wcu,
+                );
+                writeln!(
+                    s,
+                    "  summed from {} {} items: ~{:.0} items and ~{:.1} RCU read, at most ~{:.0} items and ~{:.0} WCU \
+                     written, ${:.4}, ~{:.0} s at {rcu_per_sec} RCU/s and {wcu_per_sec} WCU/s; meanwhile reports read \
+                     what they read today",
+                    price.source.projection,
+                    price.source.rollup,
+                    price.items_read,
+                    price.rcu,
+                    price.items_written,
+                    price.wcu,
+                    price.usd(),
+                    price.seconds(rcu_per_sec, wcu_per_sec)
+                )
+            }
+            (Fill::From(sources), None) => {
+                let names: Vec<String> = sources.iter().map(|s| format!("{} {}", s.projection, s.rollup)).collect();
+                writeln!(s, "  summed from {} (not priced: no statistics)", names.join(" or "))
+            }
+            (Fill::Nothing(why), _) => writeln!(s, "  nothing to write: {why}"),
+            (Fill::FromAdoption(why), _) => {
+                writeln!(s, "  counted from each worker's adoption on, not before: {why}")
+            }
+            (Fill::Refused(why), _) => writeln!(s, "  refused: {why}"),
+        };
+    }
+    if let Some(t) = total {
+        let _ = writeln!(
+            s,
+            "\nall fills: ~{:.0} items and ~{:.1} RCU read, at most ~{:.0} items and ~{:.0} WCU written, ${:.4}, ~{:.0} s",
+            t.items_read,
+            t.rcu,
+            t.items_written,
+            t.wcu,
+            t.usd(),
+            t.seconds(rcu_per_sec, wcu_per_sec)
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zigzag_model::Rollup;
+
+    #[test]
+    fn a_fill_costs_its_source_s_pages_read_and_a_write_unit_per_started_kilobyte_of_each_item() {
+        let source = Source { projection: "cc".into(), rollup: Rollup::Minute };
+        let p = price(source, 8192.0, 100.0, 1500.0);
+        assert_eq!(p.rcu, 8192.0 * 100.0 / 4096.0 * 0.5, "eventually consistent: half a unit per 4 KB");
+        assert_eq!(p.wcu, 8192.0 * 2.0, "1.5 KB items: two units each");
+        assert_eq!(p.items_written, p.items_read, "summing never adds an item");
+        assert!((p.usd() - (p.rcu * 0.125 + p.wcu * 0.625) / 1e6).abs() < 1e-12);
+        assert_eq!(p.seconds(100.0, 1000.0), 16.384, "the slower budget: 16,384 WCU at 1,000 a second");
+        assert_eq!(p.seconds(10.0, 1e6), 10.0, "100 RCU at 10 a second");
+    }
+}
