@@ -106,6 +106,16 @@ fn a_diff_prices_each_fill_from_the_statistics_and_says_what_cannot_be_filled() 
     assert!(said.contains("- add projection by_campaign (campaign), hour\n  summed from cc hour items: ~"), "{said}");
     assert!(said.contains("- add projection by_campaign (campaign), day\n  summed from cc day items: ~"), "{said}");
     assert!(said.contains("\nall fills: ~"), "{said}");
+    // The day's items by campaign are bounded by the campaigns the value
+    // catalog holds times the days, far under cc's day items (campaign x
+    // country).
+    let day = said.split("- add projection by_campaign (campaign), day\n").nth(1).expect("the day line");
+    let number = |after: &str| -> f64 {
+        let at = day.find(after).expect(after) + after.len();
+        day[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+    };
+    let (read, written) = (number("items: ~"), number("at most ~"));
+    assert!(written > 0.0 && written * 3.0 < read, "{written} written of {read} read:\n{said}");
 
     // referrer_country by the minute: nothing the table holds has referrers by the minute.
     let minutes = layout.replace(

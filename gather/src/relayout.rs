@@ -2,15 +2,18 @@
 //! (`gather layout diff`): each change of `zigzag_model::layout_diff`
 //! with how it is made exact, and for one summed from the table's items,
 //! the cheapest source by the statistics ingest keeps: the items and read
-//! units read, the items and write units written (at most the fewest items
-//! of any source: each holds one or more per target item), dollars at
-//! on-demand prices, and the time at a read and write budget.
+//! units read, the items and write units written, dollars at on-demand
+//! prices, and the time at a read and write budget. What is written is
+//! bounded twice: by the fewest items of any source (each holds one or
+//! more per target item), and, where the table's value catalog holds every
+//! value written, by the target's keys per bucket (the product of its
+//! dimensions' distinct values) over the buckets each source bin spans.
 
 use crate::error::Result;
 use crate::plan::item_bytes;
 use std::fmt::Write;
 use zigzag_core::table::{SortKeyCondition, SortedTable};
-use zigzag_model::layout::Layout;
+use zigzag_model::layout::{self, Layout};
 use zigzag_model::layout_diff::{changes, Change, Fill, Source};
 use zigzag_model::Projections;
 
@@ -65,29 +68,58 @@ fn bounded(p: Price, items: f64, target_bytes: f64) -> Price {
 /// Every change from the table's layout (`old`, read with `projections`)
 /// to `new` (`new_projections`), each fill priced from the statistics:
 /// the source holding the fewest items.
-pub async fn diff<T: SortedTable + ?Sized>(
-    table: &T,
+pub async fn diff(
+    table: &dyn SortedTable,
     old: &Layout,
     projections: &Projections,
     new: &Layout,
     new_projections: &Projections,
+    now: i64,
 ) -> Result<Vec<Priced>> {
+    let whole = {
+        let item = layout::load_item(table).await.map_err(|e| crate::GatherError::Config(e.to_string()))?;
+        zigzag_model::value_catalog::is_whole(item.as_ref().map(|(_, i)| i))
+    };
+    let mut counts: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
     let mut out = Vec::new();
     for change in changes(old, new) {
         let price = match (&change.fill, &change.target) {
-            (Fill::From(sources), Some((target, _))) => {
-                let target_bytes = new_projections.by_name(target).map_or(0.0, item_bytes);
+            (Fill::From(sources), Some((target, rollup))) => {
+                let Some(km) = new_projections.by_name(target) else { continue };
+                let target_bytes = item_bytes(km);
+                // The target's keys per bucket, when the catalog says.
+                let mut keys = whole.then_some(1.0);
+                for d in km.dims() {
+                    if keys.is_none() {
+                        break;
+                    }
+                    if !counts.contains_key(&d.name) {
+                        let values = zigzag_model::value_catalog::read(table, &d.name, now)
+                            .await
+                            .map_err(|e| crate::GatherError::Config(format!("the value catalog: {e}")))?;
+                        counts.insert(d.name.clone(), values.values.len() as f64);
+                    }
+                    keys = keys.map(|k| k * counts[&d.name]);
+                }
                 let mut best: Option<Price> = None;
-                // Every source holds at least one item per target item:
-                // the fewest bound what is written.
                 let mut fewest = f64::INFINITY;
                 for s in sources {
-                    let Some(km) = projections.by_name(&s.projection) else { continue };
+                    let Some(source) = projections.by_name(&s.projection) else { continue };
                     let prefix = format!("{}#{}#", s.projection, s.rollup).into_bytes();
                     let stats = crate::statistics::read(table, SortKeyCondition::BeginsWith(prefix)).await?;
-                    let items: f64 = stats.total_items();
-                    fewest = fewest.min(items);
-                    let p = price(s.clone(), items, item_bytes(km), target_bytes);
+                    let items = stats.total_items();
+                    // Each source bin: at most its items, and at most the
+                    // target's keys in each of the target's buckets it spans.
+                    let bound: f64 = stats
+                        .bins()
+                        .map(|b| {
+                            let span = (b.hi - b.lo + s.rollup.unit_ms()) as f64;
+                            let buckets = (span / rollup.unit_ms() as f64).ceil() + 1.0;
+                            keys.map_or(b.items as f64, |k| (k * buckets).min(b.items as f64))
+                        })
+                        .sum();
+                    fewest = fewest.min(bound);
+                    let p = price(s.clone(), items, item_bytes(source), target_bytes);
                     if best.as_ref().is_none_or(|b| p.rcu < b.rcu) {
                         best = Some(p);
                     }

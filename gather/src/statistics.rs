@@ -23,6 +23,11 @@ impl Statistics {
         self.by_sk.is_empty()
     }
 
+    /// Each bin read: its estimated items and the buckets it spans.
+    pub fn bins(&self) -> impl Iterator<Item = &StoredStats> {
+        self.by_sk.values()
+    }
+
     /// The items of every bin read (each bin's estimate, summed).
     pub fn total_items(&self) -> f64 {
         self.by_sk.values().map(|s| s.items as f64).sum()

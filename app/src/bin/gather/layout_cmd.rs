@@ -75,8 +75,10 @@ async fn diff(store: &StoreArgs, path: Option<&Path>, new: &Path, rcu_per_sec: f
     let next = zigzag_app::config::load(Some(new), zigzag_app::config::Base::Full, &[])?;
     let projections = Projections::new(&old)?;
     let next_projections = Projections::new(&next).with_context(|| format!("the layout of {}", new.display()))?;
+    let now = chrono::Utc::now().timestamp_millis();
+    let next_layout = Layout::of(&next);
     let priced =
-        zigzag_gather::relayout::diff(table.as_ref(), &stored, &projections, &Layout::of(&next), &next_projections)
+        zigzag_gather::relayout::diff(table.as_ref(), &stored, &projections, &next_layout, &next_projections, now)
             .await?;
     print!("{}", zigzag_gather::relayout::render(&priced, rcu_per_sec, wcu_per_sec));
     Ok(())
