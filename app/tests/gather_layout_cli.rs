@@ -61,7 +61,7 @@ fn the_layout_shown_is_one_ingest_accepts_and_its_cadences_are_the_config_s() {
     let out = ingest(d, "other.toml", "4");
     let (_, err) = text(&out);
     assert!(!out.status.success(), "another layout is refused");
-    assert!(err.contains("another layout"), "{err}");
+    assert!(err.contains("another layout") && err.contains("`gather layout show` prints the table's layout"), "{err}");
 
     // Without --config: the default cadences, said so.
     let out = run(gather, &["--db", "z.db", "layout", "show"], d);

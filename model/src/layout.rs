@@ -59,7 +59,9 @@ pub enum LayoutError {
     Corrupt(String),
     #[error(
         "the table was written with another layout; this configuration differs in: {}. \
-         Use the table's layout (gather reads it from the table) or write to another table",
+         `gather layout show` prints the table's layout as a configuration file (edit only its [flush]); \
+         `gather layout diff FILE` says what changing it would take. Until a change can be applied, a new \
+         layout needs another table",
         first_of(.0)
     )]
     Differs(Vec<String>),
@@ -323,10 +325,11 @@ mod tests {
     #[test]
     fn a_long_list_of_differences_shows_the_first_few_and_counts_the_rest() {
         let diffs = |n: usize| LayoutError::Differs((1..=n).map(|i| format!("d{i}")).collect()).to_string();
-        assert!(diffs(2).contains("differs in: d1; d2. Use"), "{}", diffs(2));
-        assert!(diffs(6).contains("d5; d6. Use"), "{}", diffs(6));
+        assert!(diffs(2).contains("differs in: d1; d2. `gather layout show`"), "{}", diffs(2));
+        assert!(diffs(6).contains("d5; d6. `gather layout show`"), "{}", diffs(6));
         let many = diffs(31);
-        assert!(many.contains("d1; d2; d3; d4; d5; d6; and 25 more. Use"), "{many}");
+        assert!(many.contains("d1; d2; d3; d4; d5; d6; and 25 more. `gather layout show`"), "{many}");
+        assert!(many.contains("`gather layout diff FILE`"), "{many}");
         assert!(!many.contains("d7"), "{many}");
     }
 
