@@ -10,10 +10,12 @@
 # With --backlog, `gather serve` and the viewers start as soon as ingest
 # does: they open the dashboard while it flushes the day's backlog (a cold
 # cache under a long flush).
+# With --moving, each refresh asks at its own clock, as Grafana does (both
+# ends of `now-24h` .. `now` move); without, every ask is at one `time`.
 #
 # Usage: bench/serve/dynamodb.sh [--minutes 10] [--rate 200] [--history 300000]
 #        [--viewers "1 10 100"] [--cache-bytes 256MiB] [--recheck 1s] [--max-queries 128]
-#        [--backlog]
+#        [--backlog] [--moving]
 # Needs release binaries with the AWS feature (built here if missing).
 # ZIGZAG_BENCH_SERVE_LOG=FILE keeps gather serve's log, every plan explained.
 # Everything listens on 127.0.0.1; every process is stopped at the end.
@@ -21,7 +23,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-MINUTES=10 RATE=200 HISTORY=300000 VIEWERS="1 10 100" CACHE=256MiB RECHECK=1s MAX_QUERIES=128 BACKLOG=0
+MINUTES=10 RATE=200 HISTORY=300000 VIEWERS="1 10 100" CACHE=256MiB RECHECK=1s MAX_QUERIES=128 BACKLOG=0 MOVING=0
 while (($#)); do
 	case $1 in
 	--minutes) MINUTES=$2 && shift 2 ;;
@@ -32,6 +34,7 @@ while (($#)); do
 	--recheck) RECHECK=$2 && shift 2 ;;
 	--max-queries) MAX_QUERIES=$2 && shift 2 ;;
 	--backlog) BACKLOG=1 && shift ;;
+	--moving) MOVING=1 && shift ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" && exit 0 ;;
 	*) echo "unknown option $1 (see --help)" >&2 && exit 2 ;;
 	esac
@@ -114,5 +117,6 @@ if ((BACKLOG)); then
 	PIDS+=($!)
 fi
 for n in $VIEWERS; do
-	python3 "$HERE/viewers.py" --url "$ADDR" --viewers "$n" --seconds "$((MINUTES * 60))"
+	python3 "$HERE/viewers.py" --url "$ADDR" --viewers "$n" --seconds "$((MINUTES * 60))" \
+		$( ((MOVING)) && echo --moving)
 done

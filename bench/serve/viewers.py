@@ -2,9 +2,11 @@
 """Dashboard viewers against `gather serve`: each viewer refreshes the
 shipped Grafana dashboard (deploy/grafana/dashboards/zigzag.json) every
 --refresh seconds for --seconds, sending what Grafana sends (the time range
-resolved from the dashboard's `now-24h/h` .. `now/h`, $__range substituted,
+resolved from the dashboard's `now-24h` .. `now`, $__range substituted,
 instant targets at the range's end, range targets with start and end
-aligned down to the panel's 5m step, form POSTs), and reports each query's
+aligned down to the panel's 5m step, form POSTs), at one fixed `now`, or
+with --moving at the clock of each refresh (as Grafana does: both ends of
+the range move every refresh), and reports each query's
 latency (p50, p99) and the errors, and from the server's /metrics what the
 run cost the table: read units (RCU, as DynamoDB reported them) and
 requests per minute, and the time slices served from the cache. Standard
@@ -57,10 +59,10 @@ def requests_of(dashboard, now, country):
     return out
 
 
-def viewer(url, reqs, refresh, until, lat, errors, lock):
+def viewer(url, reqs_at, refresh, until, lat, errors, lock):
     while time.monotonic() < until:
         began = time.monotonic()
-        for title, path, form in reqs:
+        for title, path, form in reqs_at():
             body = urllib.parse.urlencode(form).encode()
             t0 = time.perf_counter()
             try:
@@ -109,16 +111,22 @@ def main():
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--refresh", type=float, default=5)
     p.add_argument("--now", help="the dashboard's clock (RFC 3339; default: now)")
+    p.add_argument("--moving", action="store_true", help="the clock moves: each refresh asks at its own now")
     p.add_argument("--country", default="DE")
     p.add_argument("--dashboard", default=os.path.join(here, "../../deploy/grafana/dashboards/zigzag.json"))
     a = p.parse_args()
     assert a.url.startswith("http://127.0.0.1") or a.url.startswith("http://localhost"), "loopback only"
     now = int(datetime.datetime.fromisoformat(a.now.replace("Z", "+00:00")).timestamp()) if a.now else int(time.time())
-    reqs = requests_of(json.load(open(a.dashboard)), now, a.country)
+    dashboard = json.load(open(a.dashboard))
+    started = time.time()
+
+    def reqs_at():
+        t = now + int(time.time() - started) if a.moving else now
+        return requests_of(dashboard, t, a.country)
     lat, errors, lock = [], [0], threading.Lock()
     before, t_before = scrape(a.url), time.monotonic()
     until = time.monotonic() + a.seconds
-    threads = [threading.Thread(target=viewer, args=(a.url, reqs, a.refresh, until, lat, errors, lock))
+    threads = [threading.Thread(target=viewer, args=(a.url, reqs_at, a.refresh, until, lat, errors, lock))
                for _ in range(a.viewers)]
     for t in threads:
         t.start()
