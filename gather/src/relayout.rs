@@ -48,6 +48,9 @@ impl Price {
 pub struct Priced {
     pub change: Change,
     pub price: Option<Price>,
+    /// What the fill cannot cover, if anything: history its source no
+    /// longer keeps.
+    pub short: Option<String>,
 }
 
 /// The price of reading `items` items of `source_bytes` bytes each and
@@ -57,6 +60,23 @@ pub fn price(source: Source, items: f64, source_bytes: f64, target_bytes: f64) -
     let rcu = items * source_bytes / 4096.0 * 0.5;
     let wcu = items * (target_bytes / 1024.0).ceil().max(1.0);
     Price { source, items_read: items, rcu, items_written: items, wcu }
+}
+
+/// Why a fill from `source` holds less history than the target keeps: the
+/// source's rollup is deleted sooner than the target's rollup is kept.
+fn shorter_history(old: &Layout, new: &Layout, source: &Source, rollup: zigzag_model::Rollup) -> Option<String> {
+    let from = old.retention.of(source.rollup)?;
+    let kept = new.retention.of(rollup);
+    let days = |d: std::time::Duration| format!("{} days", d.as_secs() / 86_400);
+    kept.is_none_or(|k| k > from).then(|| {
+        let wanted = kept.map_or("forever".to_string(), days);
+        format!(
+            "{} {} items are kept {}, so the fill covers that much history; the target keeps {wanted}",
+            source.projection,
+            source.rollup,
+            days(from)
+        )
+    })
 }
 
 /// `p` writing at most `items` items of `target_bytes`.
@@ -83,6 +103,7 @@ pub async fn diff(
     let mut counts: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
     let mut out = Vec::new();
     for change in changes(old, new) {
+        let mut short = None;
         let price = match (&change.fill, &change.target) {
             (Fill::From(sources), Some((target, rollup))) => {
                 let Some(km) = new_projections.by_name(target) else { continue };
@@ -124,11 +145,14 @@ pub async fn diff(
                         best = Some(p);
                     }
                 }
+                if let Some(p) = &best {
+                    short = shorter_history(old, new, &p.source, *rollup);
+                }
                 best.map(|p| bounded(p, fewest, target_bytes))
             }
             _ => None,
         };
-        out.push(Priced { change, price });
+        out.push(Priced { change, price, short });
     }
     Ok(out)
 }
@@ -183,6 +207,9 @@ pub fn render(priced: &[Priced], rcu_per_sec: f64, wcu_per_sec: f64) -> String {
             }
             (Fill::Refused(why), _) => writeln!(s, "  refused: {why}"),
         };
+        if let Some(short) = &p.short {
+            let _ = writeln!(s, "  note: {short}");
+        }
     }
     if let Some(t) = total {
         let _ = writeln!(
@@ -203,6 +230,28 @@ pub fn render(priced: &[Priced], rcu_per_sec: f64, wcu_per_sec: f64) -> String {
 mod tests {
     use super::*;
     use zigzag_model::Rollup;
+
+    /// A source deleted sooner than the target is kept fills less history,
+    /// and says so; one kept as long, or longer, says nothing.
+    #[test]
+    fn a_fill_from_a_source_kept_less_long_than_its_target_says_how_much_history_it_covers() {
+        let layout = |retention: &str| {
+            let toml = format!("{}\n[retention]\n{retention}\n", zigzag_model::config::SHIPPED_TOML);
+            Layout::of(&zigzag_model::Config::from_toml(&toml).unwrap())
+        };
+        let source = Source { projection: "cc".into(), rollup: Rollup::Minute };
+        let (short, long) = (layout("minute = \"14d\""), layout("minute = \"14d\"\nhour = \"400d\""));
+        let said = shorter_history(&short, &short, &source, Rollup::Hour).expect("hours kept forever");
+        assert_eq!(
+            said,
+            "cc minute items are kept 14 days, so the fill covers that much history; the target keeps forever"
+        );
+        let said = shorter_history(&short, &long, &source, Rollup::Hour).expect("hours kept 400 days");
+        assert!(said.ends_with("the target keeps 400 days"), "{said}");
+        assert_eq!(shorter_history(&short, &short, &source, Rollup::Minute), None, "minutes from minutes");
+        let forever = Source { projection: "cc".into(), rollup: Rollup::Hour };
+        assert_eq!(shorter_history(&short, &long, &forever, Rollup::Day), None, "a source kept forever");
+    }
 
     #[test]
     fn a_fill_costs_its_source_s_pages_read_and_a_write_unit_per_started_kilobyte_of_each_item() {
