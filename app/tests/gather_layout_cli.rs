@@ -18,16 +18,23 @@ fn text(out: &Output) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-#[test]
-fn the_layout_shown_is_one_ingest_accepts_and_its_cadences_are_the_config_s() {
+/// A table ingest wrote with `examples/layouts/with-by-referrer.toml`
+/// (written beside it as `layout.toml`), and that layout's text.
+fn ingested() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
     let layout =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/layouts/with-by-referrer.toml"))
             .unwrap();
-    std::fs::write(d.join("layout.toml"), &layout).unwrap();
-    let out = ingest(d, "layout.toml", "1");
+    std::fs::write(dir.path().join("layout.toml"), &layout).unwrap();
+    let out = ingest(dir.path(), "layout.toml", "1");
     assert!(out.status.success(), "the first ingest: {:?}", text(&out));
+    (dir, layout)
+}
+
+#[test]
+fn the_layout_shown_is_one_ingest_accepts_and_its_cadences_are_the_config_s() {
+    let (dir, _) = ingested();
+    let d = dir.path();
 
     let gather = env!("CARGO_BIN_EXE_gather");
     let out = run(gather, &["--db", "z.db", "--config", "layout.toml", "layout", "show"], d);
@@ -85,13 +92,8 @@ fn a_table_without_a_layout_has_none_to_show() {
 
 #[test]
 fn a_diff_prices_each_fill_from_the_statistics_and_says_what_cannot_be_filled() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, layout) = ingested();
     let d = dir.path();
-    let layout =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/layouts/with-by-referrer.toml"))
-            .unwrap();
-    std::fs::write(d.join("layout.toml"), &layout).unwrap();
-    assert!(ingest(d, "layout.toml", "1").status.success());
     let diff = |name: &str, file: &str| {
         std::fs::write(d.join(name), file).unwrap();
         let out = run(env!("CARGO_BIN_EXE_gather"), &["--db", "z.db", "layout", "diff", name], d);

@@ -11,11 +11,13 @@
 
 use crate::error::Result;
 use crate::plan::item_bytes;
+use crate::statistics::Statistics;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use zigzag_core::table::{SortKeyCondition, SortedTable};
 use zigzag_model::layout::{self, Layout};
 use zigzag_model::layout_diff::{changes, Change, Fill, Source};
-use zigzag_model::Projections;
+use zigzag_model::{Projections, Rollup};
 
 /// USD per million write request units, on demand (us-east-1, since
 /// November 2024); a unit writes 1 KB.
@@ -100,61 +102,70 @@ pub async fn diff(
         let item = layout::load_item(table).await.map_err(|e| crate::GatherError::Config(e.to_string()))?;
         zigzag_model::value_catalog::is_whole(item.as_ref().map(|(_, i)| i))
     };
-    let mut counts: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    // Read once each, however many changes ask.
+    let mut values: BTreeMap<String, f64> = BTreeMap::new();
+    let mut statistics: BTreeMap<(String, Rollup), Statistics> = BTreeMap::new();
     let mut out = Vec::new();
     for change in changes(old, new) {
         let mut short = None;
-        let price = match (&change.fill, &change.target) {
-            (Fill::From(sources), Some((target, rollup))) => {
-                let Some(km) = new_projections.by_name(target) else { continue };
-                let target_bytes = item_bytes(km);
-                // The target's keys per bucket, when the catalog says.
-                let mut keys = whole.then_some(1.0);
-                for d in km.dims() {
-                    if keys.is_none() {
-                        break;
+        let price =
+            match (&change.fill, &change.target, &change.target.as_ref().and_then(|(t, _)| new_projections.by_name(t)))
+            {
+                (Fill::From(sources), Some((_, rollup)), Some(km)) => {
+                    let target_bytes = item_bytes(km);
+                    // The target's keys per bucket, when the catalog says.
+                    let mut keys = whole.then_some(1.0);
+                    for d in km.dims().iter().take_while(|_| whole) {
+                        if !values.contains_key(&d.name) {
+                            let read = zigzag_model::value_catalog::read(table, &d.name, now)
+                                .await
+                                .map_err(|e| crate::GatherError::Config(format!("the value catalog: {e}")))?;
+                            values.insert(d.name.clone(), read.values.len() as f64);
+                        }
+                        keys = keys.map(|k| k * values[&d.name]);
                     }
-                    if !counts.contains_key(&d.name) {
-                        let values = zigzag_model::value_catalog::read(table, &d.name, now)
-                            .await
-                            .map_err(|e| crate::GatherError::Config(format!("the value catalog: {e}")))?;
-                        counts.insert(d.name.clone(), values.values.len() as f64);
+                    let mut best: Option<Price> = None;
+                    let mut fewest = f64::INFINITY;
+                    for s in sources {
+                        let Some(source) = projections.by_name(&s.projection) else { continue };
+                        let key = (s.projection.clone(), s.rollup);
+                        if !statistics.contains_key(&key) {
+                            let prefix = format!("{}#{}#", s.projection, s.rollup).into_bytes();
+                            let read = crate::statistics::read(table, SortKeyCondition::BeginsWith(prefix)).await?;
+                            statistics.insert(key.clone(), read);
+                        }
+                        let stats = &statistics[&key];
+                        fewest = fewest.min(written_bound(stats, s.rollup, *rollup, keys));
+                        let p = price(s.clone(), stats.total_items(), item_bytes(source), target_bytes);
+                        if best.as_ref().is_none_or(|b| p.rcu < b.rcu) {
+                            best = Some(p);
+                        }
                     }
-                    keys = keys.map(|k| k * counts[&d.name]);
-                }
-                let mut best: Option<Price> = None;
-                let mut fewest = f64::INFINITY;
-                for s in sources {
-                    let Some(source) = projections.by_name(&s.projection) else { continue };
-                    let prefix = format!("{}#{}#", s.projection, s.rollup).into_bytes();
-                    let stats = crate::statistics::read(table, SortKeyCondition::BeginsWith(prefix)).await?;
-                    let items = stats.total_items();
-                    // Each source bin: at most its items, and at most the
-                    // target's keys in each of the target's buckets it spans.
-                    let bound: f64 = stats
-                        .bins()
-                        .map(|b| {
-                            let span = (b.hi - b.lo + s.rollup.unit_ms()) as f64;
-                            let buckets = (span / rollup.unit_ms() as f64).ceil() + 1.0;
-                            keys.map_or(b.items as f64, |k| (k * buckets).min(b.items as f64))
-                        })
-                        .sum();
-                    fewest = fewest.min(bound);
-                    let p = price(s.clone(), items, item_bytes(source), target_bytes);
-                    if best.as_ref().is_none_or(|b| p.rcu < b.rcu) {
-                        best = Some(p);
+                    if let Some(p) = &best {
+                        short = shorter_history(old, new, &p.source, *rollup);
                     }
+                    best.map(|p| bounded(p, fewest, target_bytes))
                 }
-                if let Some(p) = &best {
-                    short = shorter_history(old, new, &p.source, *rollup);
-                }
-                best.map(|p| bounded(p, fewest, target_bytes))
-            }
-            _ => None,
-        };
+                _ => None,
+            };
         out.push(Priced { change, price, short });
     }
     Ok(out)
+}
+
+/// What a target at `rollup` summed from a source at `from` (read as
+/// `stats`) writes at most: per source bin, its items, and, when the
+/// target's `keys` per bucket are known, that many in each of the target's
+/// buckets the bin spans.
+fn written_bound(stats: &Statistics, from: Rollup, rollup: Rollup, keys: Option<f64>) -> f64 {
+    stats
+        .bins()
+        .map(|b| {
+            let span = (b.hi - b.lo + from.unit_ms()) as f64;
+            let buckets = (span / rollup.unit_ms() as f64).ceil() + 1.0;
+            keys.map_or(b.items as f64, |k| (k * buckets).min(b.items as f64))
+        })
+        .sum()
 }
 
 /// The changes as `gather layout diff` prints them.
@@ -164,24 +175,10 @@ pub fn render(priced: &[Priced], rcu_per_sec: f64, wcu_per_sec: f64) -> String {
         s.push_str("no change: the layout is the table's\n");
         return s;
     }
-    let mut total: Option<Price> = None;
     for p in priced {
         let _ = writeln!(s, "- {}", p.change.what);
         let _ = match (&p.change.fill, &p.price) {
             (Fill::From(_), Some(price)) => {
-                let t = total.get_or_insert(Price {
-                    items_read: 0.0,
-                    rcu: 0.0,
-                    items_written: 0.0,
-                    wcu: 0.0,
-                    ..price.clone()
-                });
-                (t.items_read, t.rcu, t.items_written, t.wcu) = (
-                    t.items_read + price.items_read,
-                    t.rcu + price.rcu,
-                    t.items_written + price.items_written,
-                    t.wcu + price.wcu,
-                );
                 writeln!(
                     s,
                     "  summed from {} {} items: ~{:.0} items and ~{:.1} RCU read, at most ~{:.0} items and ~{:.0} WCU \
@@ -211,7 +208,15 @@ pub fn render(priced: &[Priced], rcu_per_sec: f64, wcu_per_sec: f64) -> String {
             let _ = writeln!(s, "  note: {short}");
         }
     }
-    if let Some(t) = total {
+    let mut prices = priced.iter().filter_map(|p| p.price.as_ref());
+    if let Some(first) = prices.next() {
+        let t = prices.fold(first.clone(), |t, p| Price {
+            items_read: t.items_read + p.items_read,
+            rcu: t.rcu + p.rcu,
+            items_written: t.items_written + p.items_written,
+            wcu: t.wcu + p.wcu,
+            ..t
+        });
         let _ = writeln!(
             s,
             "\nall fills: ~{:.0} items and ~{:.1} RCU read, at most ~{:.0} items and ~{:.0} WCU written, ${:.4}, ~{:.0} s",
