@@ -15,7 +15,8 @@ use crate::statistics::Statistics;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use zigzag_core::table::{SortKeyCondition, SortedTable};
-use zigzag_model::layout::{self, Layout};
+use zigzag_model::layout::Layout;
+use zigzag_model::versions;
 use zigzag_model::layout_diff::{changes, Change, Fill, Source};
 use zigzag_model::{Projections, Rollup};
 
@@ -99,8 +100,8 @@ pub async fn diff(
     now: i64,
 ) -> Result<Vec<Priced>> {
     let whole = {
-        let item = layout::load_item(table).await.map_err(|e| crate::GatherError::Config(e.to_string()))?;
-        zigzag_model::value_catalog::is_whole(item.as_ref().map(|(_, i)| i))
+        let stored = versions::load(table).await.map_err(|e| crate::GatherError::Config(e.to_string()))?;
+        zigzag_model::value_catalog::is_whole(stored.as_ref().map(|s| &s.item))
     };
     // Read once each, however many changes ask.
     let mut values: BTreeMap<String, f64> = BTreeMap::new();

@@ -65,6 +65,11 @@ pub enum LayoutError {
         first_of(.0)
     )]
     Differs(Vec<String>),
+    #[error(
+        "this configuration is the table's layout version {mine}, but version {newest} was applied since \
+         (`gather layout show` prints it as a configuration file; or start without --config to take it)"
+    )]
+    Superseded { mine: u32, newest: u32 },
 }
 
 /// The differences a message shows: a whole other schema differs in every
@@ -115,13 +120,6 @@ impl Layout {
         entries("ratio", &self.ratios, &stored.ratios, |r| &r.name, &mut out);
         entries("projection", &self.projections, &stored.projections, |p| &p.name, &mut out);
         out
-    }
-
-    fn from_item(item: &Item) -> Result<Layout, LayoutError> {
-        match item.attrs.get(TEXT) {
-            Some(AttrValue::S(text)) => Layout::parse(text),
-            other => Err(LayoutError::Corrupt(format!("no layout text ({other:?})"))),
-        }
     }
 
     /// A stored layout's text, of any version.
@@ -246,6 +244,14 @@ fn entries<T: Serialize + PartialEq>(
 /// the table's first flush, and the item says so
 /// (`value_catalog::coverage`); on a table recorded before, the first
 /// writer that has the catalog says it is partial.
+/// The layout an item's text holds (the `#layout` item, or a version's).
+pub(crate) fn from_item(item: &Item) -> Result<Layout, LayoutError> {
+    match item.attrs.get(TEXT) {
+        Some(AttrValue::S(text)) => Layout::parse(text),
+        other => Err(LayoutError::Corrupt(format!("no layout text ({other:?})"))),
+    }
+}
+
 pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<(), LayoutError> {
     use crate::value_catalog::{coverage, ON_LAYOUT};
     // Only where no layout is recorded: its text is JSON ("{..."), never
@@ -260,7 +266,7 @@ pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<(), Layo
         UpdateOutcome::ConditionFailed(Some(item)) => item,
         UpdateOutcome::ConditionFailed(None) => return Err(LayoutError::Corrupt("refused without an item".into())),
     };
-    let differences = layout.differences(&Layout::from_item(&item)?);
+    let differences = layout.differences(&from_item(&item)?);
     if !differences.is_empty() {
         return Err(LayoutError::Differs(differences));
     }
@@ -281,7 +287,7 @@ pub async fn load(table: &dyn SortedTable) -> Result<Option<Layout>, LayoutError
 pub async fn load_item(table: &dyn SortedTable) -> Result<Option<(Layout, Item)>, LayoutError> {
     match table.get(LAYOUT_PK, LAYOUT_SK).await? {
         None => Ok(None),
-        Some(item) => Ok(Some((Layout::from_item(&item)?, item))),
+        Some(item) => Ok(Some((from_item(&item)?, item))),
     }
 }
 

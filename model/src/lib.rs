@@ -16,7 +16,8 @@
 //! - [`literal`]: quoted values in `where` expressions (measures and
 //!   gather's `--where`).
 //! - [`layout`]: the layout stored with the data (writers must match it,
-//!   readers take it from the table).
+//!   readers take it from the table); [`versions`]: the versions
+//!   `gather layout apply` records, each with its cut and fill targets.
 //! - [`projection`]: declared subsets of the dimensions, each written
 //!   with its own rollups, measures and scatter; the base is one of them.
 //! - [`scatter`]: the scatter rule (the GSI write-scaling article's write-rate formula) and the
@@ -55,6 +56,7 @@ pub mod source;
 pub mod stats;
 pub mod truth;
 pub mod value_catalog;
+pub mod versions;
 
 pub use config::Config;
 pub use error::ConfigError;

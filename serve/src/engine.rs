@@ -175,19 +175,11 @@ impl Engine {
 
     /// The table's layout and the identity of its layout item.
     async fn load(&self) -> Result<(Option<zigzag_model::layout::Layout>, String)> {
-        let item = layout::load_item(self.table())
+        let stored = zigzag_model::versions::load(self.table())
             .await
             .map_err(|e| ServeError::Layout(format!("reading the table's layout: {e}")))?;
-        let identity = item.as_ref().map_or_else(
-            || "no layout".to_string(),
-            |(_, item)| {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                format!("{:?}", item.attrs).hash(&mut h);
-                format!("{:016x}", h.finish())
-            },
-        );
-        Ok((item.map(|(l, _)| l), identity))
+        let identity = stored.as_ref().map_or_else(|| "no layout".to_string(), |s| s.identity());
+        Ok((stored.map(|s| s.newest.layout), identity))
     }
 
     async fn reload(&self) -> Result<()> {

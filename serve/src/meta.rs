@@ -112,10 +112,10 @@ impl Engine {
     /// Whether the table's value catalog holds every value its items ever
     /// had (its layout item says so).
     async fn catalog_is_whole(&self) -> Result<bool> {
-        let item = zigzag_model::layout::load_item(self.table())
+        let stored = zigzag_model::versions::load(self.table())
             .await
             .map_err(|e| ServeError::Layout(format!("reading the table's layout item: {e}")))?;
-        Ok(value_catalog::is_whole(item.map(|(_, i)| i).as_ref()))
+        Ok(value_catalog::is_whole(stored.map(|s| s.item).as_ref()))
     }
 
     /// The series the selectors name where `lookup` says: every

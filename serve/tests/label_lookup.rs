@@ -41,8 +41,8 @@ async fn served(events: &[Event], whole: bool) -> Router {
     if !whole {
         // A layout recorded by a writer from before the catalog.
         let layout = zigzag_model::layout::Layout::of(&config);
-        let item = zigzag_model::layout::load_item(&table).await.unwrap();
-        assert!(item.is_none());
+        let stored = zigzag_model::versions::load(&table).await.unwrap();
+        assert!(stored.is_none());
         let req = UpdateRequest::new(zigzag_model::layout::LAYOUT_PK, zigzag_model::layout::LAYOUT_SK.to_vec())
             .set("layout", layout.canonical().as_str())
             .set("digest", layout.digest().as_str());

@@ -173,21 +173,41 @@ pub fn print_with(settings: &[Setting], path: Option<&Path>, base: Option<Base>,
     Ok(())
 }
 
-/// `config` with the scatter prefix counts `aggregates` records for the
+/// What a writer takes of the layout `aggregates` records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// All of it (no `--config` and no layout flag given: the table's
+    /// newest version, flush settings kept).
+    Layout,
+    /// Only the scatter prefix counts the scatter rule derived.
+    Scatter,
+}
+
+/// `config` with what `aggregates` records: its whole layout
+/// ([`Recorded::Layout`]), or the scatter prefix counts for the
 /// projections whose counts the scatter rule derived (`prefixes =
 /// "auto"`): a count cannot change under written items, so the table's
 /// holds (logged when the rule now says otherwise). No read when nothing
 /// was derived.
-pub async fn adopt_recorded_scatter(
+pub async fn adopt_recorded(
     config: Config,
+    take: Recorded,
     aggregates: &dyn zigzag_core::table::SortedTable,
 ) -> Result<Config> {
-    if config.scatter_rule.derived.is_empty() {
+    if take == Recorded::Scatter && config.scatter_rule.derived.is_empty() {
         return Ok(config);
     }
-    let Some(stored) = zigzag_model::layout::load(aggregates).await.context("reading the table's layout")? else {
+    let Some(stored) = zigzag_model::versions::load(aggregates).await.context("reading the table's layout")? else {
         return Ok(config);
     };
+    if take == Recorded::Layout {
+        tracing::info!(
+            version = stored.newest.number,
+            "no --config: writing the table's layout (`gather layout show` prints it)"
+        );
+        return Ok(stored.layout().apply(&config));
+    }
+    let stored = stored.newest.layout;
     let (config, notes) = config.adopt_recorded(&stored);
     for note in notes {
         tracing::info!("{note}");

@@ -229,6 +229,11 @@ pub struct Override {
 }
 
 impl Override {
+    /// Whether it sets part of the layout (anything but `[flush]`).
+    pub fn is_layout(&self) -> bool {
+        self.key.path.first() != Some(&"flush")
+    }
+
     /// `--flush-interval-ms from environment (ZIGZAG_FLUSH_INTERVAL_MS)`.
     pub fn origin(&self) -> String {
         format!("--{} from {}", self.key.flag, self.source)

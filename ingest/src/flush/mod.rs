@@ -146,6 +146,10 @@ pub struct Flusher {
     concurrency: usize,
     retry: RetryPolicy,
     statistics: statistics::StatisticsWriter,
+    /// Item sets a layout version added, and the cut their buckets are
+    /// written from (`zigzag_model::versions`): the fill writes those
+    /// before it, so a partial of an earlier bucket is not written here.
+    written_from: std::sync::RwLock<Vec<((u8, zigzag_model::Rollup), i64)>>,
     pub stats: FlushStats,
 }
 
@@ -184,6 +188,7 @@ impl Flusher {
             concurrency: config.flush.concurrency,
             retry: RetryPolicy::default(),
             statistics: Default::default(),
+            written_from: Default::default(),
             stats: FlushStats { per_prefix, ..Default::default() },
         })
     }
@@ -198,6 +203,25 @@ impl Flusher {
     /// before the flush) are dropped: the new owner reads them again.
     pub fn merge(&self, gen: Generation, keep: impl Fn(u32) -> bool) -> Result<Merged, IdentityCollision> {
         Ok(Merged { partials: gen.into_projections(&self.set, &self.shapes, keep)? })
+    }
+
+    /// Writes the item sets `version` added only from its cut on (the
+    /// fill owns the buckets before it).
+    pub fn adopt(&self, version: &zigzag_model::versions::Version) {
+        let from = self
+            .projections
+            .iter()
+            .enumerate()
+            .flat_map(|(i, km)| km.rollups().map(move |r| (i as u8, km.name().to_string(), r)))
+            .filter_map(|(i, name, r)| version.written_from(&name, r).map(|cut| ((i, r), cut)))
+            .collect();
+        *self.written_from.write().unwrap_or_else(|e| e.into_inner()) = from;
+    }
+
+    /// Whether a partial of `key` is written here: not one of a bucket
+    /// before the cut of an item set the layout's version added.
+    fn writes(&self, from: &[((u8, zigzag_model::Rollup), i64)], key: &AggKey) -> bool {
+        !from.iter().any(|&((p, r), cut)| p == key.projection && r == key.rollup && key.bucket < cut)
     }
 
     /// The item sets, numbered in layout order.
@@ -302,9 +326,11 @@ impl Flusher {
         // Locate every partial (cheap), then build full item keys one
         // partition at a time: the flush's extra memory is the compact
         // partials plus one partition's writes, not every item key at once.
+        let from = self.written_from.read().unwrap_or_else(|e| e.into_inner()).clone();
         let mut located: Vec<Located> = merged
             .partials
             .iter()
+            .filter(|(key, _)| self.writes(&from, key))
             .map(|(&key, p)| {
                 let keys = self.projection(key);
                 let prefix = keys.prefix(key.id(), key.rollup, key.bucket, writer.lane, writer.k);

@@ -393,7 +393,8 @@ impl Pipeline {
             .outage()
             .wait_out(stop.cancelled(), failed, || async {
                 if self.coord.joined() == 0 {
-                    zigzag_model::layout::ensure(self.aggregates.as_ref(), &layout).await?;
+                    let version = zigzag_model::versions::ensure(self.aggregates.as_ref(), &layout).await?;
+                    self.flusher.adopt(&version);
                     self.coord.prepare(self.aggregates.as_ref(), self.source.identity().await?).await?;
                 }
                 self.coord.join().await?;

@@ -11,7 +11,7 @@ use zigzag_app::store::StoreArgs;
 use zigzag_core::table::SortedTable;
 use zigzag_gather::execute::{ExecOptions, DEFAULT_CONCURRENCY};
 use zigzag_gather::{check, explain};
-use zigzag_model::layout::{self, Layout};
+use zigzag_model::layout::Layout;
 use zigzag_model::{Config, Projections, Truth};
 
 mod compact_cmd;
@@ -144,7 +144,7 @@ enum Command {
 /// can (missing table, other key schema). What it read is cached for the
 /// next report ([`zigzag_app::layout_cache`]).
 pub(crate) async fn stored_layout(store: &StoreArgs, table: &dyn SortedTable) -> Result<Option<Layout>> {
-    match layout::load(table).await.context("reading the table's layout") {
+    match zigzag_model::versions::load_layout(table).await.context("reading the table's layout") {
         Ok(stored) => {
             if let Some(cache) = store.layout_cache() {
                 cache.write(stored.as_ref());

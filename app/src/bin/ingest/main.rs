@@ -264,6 +264,9 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
         say(cli.log.log_format, &format!("ingest: serving /metrics, /health and /ready on http://{bound}"));
     }
     let config = config::load(cli.config.as_deref(), Base::Shipped, &overrides)?;
+    // Without a layout given, a writer writes the table's.
+    let layout_given = cli.config.is_some() || overrides.iter().any(|o| o.is_layout());
+    let take = if layout_given { config::Recorded::Scatter } else { config::Recorded::Layout };
     let source: Arc<dyn Source> = match &kinesis {
         #[cfg(feature = "aws")]
         Some(stream) => {
@@ -286,7 +289,7 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
         other => other?,
     };
     let config = startup::wait_out("reading the table's layout", outage, &stop, &watched, || {
-        config::adopt_recorded_scatter(config.clone(), stores.aggregates.as_ref())
+        config::adopt_recorded(config.clone(), take, stores.aggregates.as_ref())
     })
     .await;
     let config = match config {
