@@ -192,6 +192,7 @@ fn totals_are_exact_after_repeated_kill_9() {
             source: Default::default(),
             mixing: None,
             snap: None,
+            filling: Default::default(),
         };
         let snapshot = rt.block_on(gather(&reader, &config, hour, vec![], &ExecOptions::default()));
         assert!(snapshot.is_ok(), "a read during ingestion failed: {:?}", snapshot.err());

@@ -95,6 +95,7 @@ fn request(from: i64, to: i64, now: i64, kind: &Kind, mixed: bool, complete: Com
         },
         mixing: mixed.then(|| Mixing::complete(complete)),
         snap: None,
+        filling: Default::default(),
     }
 }
 

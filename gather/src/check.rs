@@ -205,6 +205,7 @@ async fn check_rollup<T: SortedTable + ?Sized>(
         source: Default::default(),
         mixing: None,
         snap: None,
+        filling: Default::default(),
     };
     let plan = plan_source(km, req)?;
     let fresh_total = || Aggregation::new(None, vec![], set.clone());

@@ -266,6 +266,7 @@ mod tests {
             source: Default::default(),
             mixing: None,
             snap: None,
+            filling: Default::default(),
         };
         let mut p = plan_source(&km, req).unwrap();
         p.reads[0].bin_items = vec![bin_items; p.reads[0].boxes.len()];

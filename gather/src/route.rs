@@ -170,6 +170,7 @@ mod tests {
             source: Default::default(),
             mixing: None,
             snap: None,
+            filling: Default::default(),
         };
         plan_source(&km, req).unwrap().reads.remove(0)
     }
@@ -272,6 +273,7 @@ mod tests {
             source: Default::default(),
             mixing: None,
             snap: None,
+            filling: Default::default(),
         };
         let plan = plan_source(&km, req).unwrap().reads.remove(0);
         assert!(!plan.compactable);

@@ -193,6 +193,7 @@ mod tests {
                 source: Default::default(),
                 mixing: None,
                 snap: None,
+                filling: Default::default(),
             };
             plan_source(&km, req).unwrap().reads.remove(0)
         };

@@ -178,6 +178,7 @@ fn run(c: &Case) -> (Groups, zigzag_gather::Gathered) {
         source: Default::default(),
         mixing: None,
         snap: None,
+        filling: Default::default(),
     };
     let strategy = match c.strategy {
         0 => ZStrategy::Auto(AutoConfig::default()),
@@ -279,6 +280,7 @@ fn rcu_budget_paces_reads() {
         source: Default::default(),
         mixing: None,
         snap: None,
+        filling: Default::default(),
     };
     let strategy = ZStrategy::PageJump { limit: 3 };
     let opts = ExecOptions { concurrency: 1, strategy, rcu_per_sec: Some(rate), ..ExecOptions::default() };

@@ -160,8 +160,7 @@ pub fn blockers(seal: i64, lanes: &[Lane], leases: &[(String, ShardLease)]) -> V
 /// Reads every lane and every registered stream's leases (strongly
 /// consistent) and says what keeps `seal` from holding (empty: it holds).
 pub async fn barrier(leases: &dyn SortedTable, seal: i64) -> Result<Vec<Blocker>, LeaseError> {
-    let lanes: Vec<Lane> =
-        read_partition(leases, LANES_PK).await?.iter().map(Lane::from_item).collect::<Result<_, _>>()?;
+    let lanes = read_lanes(leases).await?;
     let keys = read_partition(leases, STREAM_KEYS_PK).await?;
     let mut all = Vec::new();
     for key in keys {
@@ -171,6 +170,11 @@ pub async fn barrier(leases: &dyn SortedTable, seal: i64) -> Result<Vec<Blocker>
         }
     }
     Ok(blockers(seal, &lanes, &all))
+}
+
+/// Every lane, strongly consistent: who owns it and its last intent.
+pub async fn read_lanes(leases: &dyn SortedTable) -> Result<Vec<Lane>, LeaseError> {
+    read_partition(leases, LANES_PK).await?.iter().map(|i| Lane::from_item(i).map_err(Into::into)).collect()
 }
 
 async fn read_partition(t: &dyn SortedTable, pk: &str) -> Result<Vec<zigzag_core::table::Item>, LeaseError> {

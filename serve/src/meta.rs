@@ -204,6 +204,7 @@ impl Engine {
             mixing: Some(Mixing::complete(self.reader().completeness(&catalog.config).await?)),
             // A projection of hours answers over the hours the span touches.
             snap: Some(Snap::Out),
+            filling: Default::default(),
             ..groups_request(s, projection, from, to, now)
         };
         let planned = zigzag_gather::plan_report(self.table(), &catalog.config, req, dims.to_vec(), &self.opts).await?;
@@ -281,6 +282,7 @@ fn groups_request(s: &Selector, projection: Option<&str>, from: i64, to: i64, no
         source: SourceRequest { projection: projection.map(str::to_string), measures: measures_of(s) },
         mixing: None,
         snap: None,
+        filling: Default::default(),
     }
 }
 

@@ -343,6 +343,7 @@ async fn plan_reads(
             source: SourceRequest { projection: None, measures: Some(names) },
             mixing: r.mixed.then(|| Mixing { complete: complete.clone(), cuts: r.cuts.clone() }),
             snap: None,
+            filling: Default::default(),
         };
         let p =
             zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req.clone(), first.group.clone(), opts)

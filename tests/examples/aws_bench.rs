@@ -145,6 +145,7 @@ async fn gather_bench(records: u64) {
         source: Default::default(),
         mixing: None,
         snap: None,
+        filling: Default::default(),
     };
     println!("\none-day hourly report, 100 prefixes (DynamoDB Local, eventually consistent reads)");
     println!("{:<34} {:>9} {:>9} {:>11} {:>10}", "gatherer", "wall s", "requests", "items read", "RCU");

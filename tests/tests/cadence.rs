@@ -256,6 +256,7 @@ async fn the_shipped_layout_answers_the_readme_reports_exactly() {
             },
             mixing: None,
             snap: None,
+            filling: Default::default(),
         };
         let group_by: Vec<String> = group_by.iter().map(|s| s.to_string()).collect();
         let g = zigzag_gather::gather(&table, &config, req, group_by.clone(), &ExecOptions::default()).await.unwrap();

@@ -239,6 +239,7 @@ fn request(r: &Report, config: &Config, projection: Option<&str>) -> PlanRequest
         source: SourceRequest { projection: projection.map(String::from), measures: r.measures.clone() },
         mixing: None,
         snap: None,
+        filling: Default::default(),
     }
 }
 

@@ -106,6 +106,7 @@ async fn quantiles_are_exact_sketches_and_within_accuracy_in_check_reports_and_t
         source: Default::default(),
         mixing: None,
         snap: None,
+        filling: Default::default(),
     };
     let mut g = zigzag_gather::gather(table.as_ref(), &config(), req, vec!["country".into()], &ExecOptions::default())
         .await

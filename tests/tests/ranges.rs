@@ -120,6 +120,7 @@ fn request(from: i64, to: i64, step: Option<i64>, rollup: Option<Rollup>, projec
         source: SourceRequest { projection, measures: None },
         mixing: Some(Mixing::complete(Completeness::unchecked())),
         snap: None,
+        filling: Default::default(),
     }
 }
 

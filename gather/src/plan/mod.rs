@@ -24,9 +24,11 @@
 
 mod decompose;
 mod estimate;
+mod filling;
 mod read;
 
 pub use decompose::{decompose, Span};
+pub use filling::Filling;
 pub use estimate::{Candidate, Estimate, Reading, Way, ROUND_TRIP_MS};
 pub use read::{item_bytes, PlannedQuery, Read};
 
@@ -73,6 +75,16 @@ pub struct PlanRequest {
     /// Whether a projection whose buckets the window's ends are not on may
     /// read it over its buckets touched or inside (None: refused).
     pub snap: Option<Snap>,
+    /// Parts a layout change added that hold their buckets from some
+    /// instant on only (empty: none).
+    pub filling: Filling,
+}
+
+/// Whether `km`'s `rollup` still holds every bucket from `start` on: kept
+/// by the table's retention, and filled if a layout change added it.
+fn holds(km: &KeyModel, req: &PlanRequest, rollup: Rollup, start: i64) -> std::result::Result<(), String> {
+    km.retention().readable(rollup, start, req.now)?;
+    req.filling.readable(km.name(), rollup, start).map_err(|note| format!("{} {rollup}: {note}", km.name()))
 }
 
 /// What lets a window be read from several rollups.
@@ -285,7 +297,7 @@ fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>
     // divide the step.
     let folded = req.mixing.as_ref().is_some_and(|m| !m.cuts.is_empty());
     let divides = |r: Rollup| folded || step.is_none_or(|s| s % r.unit_ms() == 0);
-    let kept = |r: Rollup| km.retention().readable(r, w.start, req.now);
+    let kept = |r: Rollup| holds(km, req, r, w.start);
     if let Some(r) = req.rollup {
         let names: Vec<&str> = rollups.iter().map(|r| r.name()).collect();
         if !rollups.contains(&r) {
@@ -394,7 +406,7 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Draft>> 
     for cap in (0..usable.len()).rev() {
         let mut may_stand = |r: Rollup, lo: i64, hi: i64| {
             !mixing.cuts.iter().any(|&c| lo < c && c < hi)
-                && km.retention().readable(r, lo, req.now).is_ok()
+                && holds(km, &req, r, lo).is_ok()
                 && mixing.complete.complete(projection, r, finest, lo, hi)
         };
         let spans = decompose(window.start, window.end, &usable[..=cap], &mut may_stand);
@@ -404,7 +416,7 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Draft>> 
         // The finest spans are read whatever their retention: refused if
         // their items may be gone.
         let gone: Vec<String> =
-            spans.iter().filter_map(|s| km.retention().readable(s.rollup, s.start, req.now).err()).collect();
+            spans.iter().filter_map(|s| holds(km, &req, s.rollup, s.start).err()).collect();
         if !gone.is_empty() {
             first_error.get_or_insert_with(|| not_kept(&window, gone));
             continue;

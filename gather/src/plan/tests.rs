@@ -17,6 +17,7 @@ fn req(from: i64, to: i64, step: Option<i64>, timeseries: bool) -> PlanRequest {
         source: SourceRequest::default(),
         mixing: None,
         snap: None,
+        filling: Default::default(),
     }
 }
 

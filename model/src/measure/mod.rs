@@ -36,6 +36,7 @@ mod partial;
 pub mod quantile;
 pub mod sketch;
 pub mod update;
+pub mod whole;
 pub(crate) mod values;
 
 use crate::error::ConfigError;

@@ -32,6 +32,39 @@ pub(crate) enum LayoutCmd {
         #[arg(long, default_value_t = 1000.0)]
         wcu_per_sec: f64,
     },
+    /// Records NEW as the table's next layout version and fills what the
+    /// table's items can fill, below the version's cut (see `diff`). Every
+    /// worker must be stopped first; started again (without --config, or
+    /// with NEW), they write the new layout from the cut on
+    Apply {
+        /// The configuration file with the new layout
+        new: PathBuf,
+        #[command(flatten)]
+        budget: Budget,
+        /// The clock the cut is chosen by (default: now)
+        #[arg(long, hide = true)]
+        now: Option<String>,
+    },
+    /// Fills the newest version's targets again where their sources changed
+    /// since (late events) or a fill stopped: only what is not current is
+    /// written
+    Fill {
+        #[command(flatten)]
+        budget: Budget,
+    },
+    /// Each change of the newest version and how far its fill is
+    Status,
+}
+
+/// A fill's budget.
+#[derive(clap::Args, Clone, Copy)]
+pub(crate) struct Budget {
+    /// Read units per second the fill may use (default: unpaced)
+    #[arg(long)]
+    rcu_per_sec: Option<f64>,
+    /// Write units per second the fill may use (default: unpaced)
+    #[arg(long)]
+    wcu_per_sec: Option<f64>,
 }
 
 pub(crate) async fn layout_cmd(store: &StoreArgs, config: Option<&Path>, cmd: LayoutCmd) -> Result<()> {
@@ -43,6 +76,26 @@ pub(crate) async fn layout_cmd(store: &StoreArgs, config: Option<&Path>, cmd: La
             }
             diff(store, config, &new, rcu_per_sec, wcu_per_sec).await
         }
+        LayoutCmd::Apply { new, budget, now } => {
+            let now = match now {
+                Some(t) => zigzag_gather::window::parse_time("--now", &t, chrono::Utc::now().timestamp_millis())?,
+                None => chrono::Utc::now().timestamp_millis(),
+            };
+            super::relayout_cmd::apply(store, config, &new, budget.check()?, now).await
+        }
+        LayoutCmd::Fill { budget } => super::relayout_cmd::fill_again(store, config, budget.check()?).await,
+        LayoutCmd::Status => super::relayout_cmd::status(store).await,
+    }
+}
+
+impl Budget {
+    fn check(self) -> Result<(Option<f64>, Option<f64>)> {
+        for (name, v) in [("--rcu-per-sec", self.rcu_per_sec), ("--wcu-per-sec", self.wcu_per_sec)] {
+            if v.is_some_and(|v| !(v > 0.0)) {
+                bail!("{name} must be positive");
+            }
+        }
+        Ok((self.rcu_per_sec, self.wcu_per_sec))
     }
 }
 

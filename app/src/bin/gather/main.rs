@@ -16,6 +16,7 @@ use zigzag_model::{Config, Projections, Truth};
 
 mod compact_cmd;
 mod layout_cmd;
+mod relayout_cmd;
 mod report_cmd;
 mod serve_cmd;
 mod zbench_cmd;

@@ -13,7 +13,7 @@ use zigzag_core::table::SortedTable;
 use zigzag_gather::execute::{ExecOptions, DEFAULT_CONCURRENCY};
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::plan::SourceRequest;
-use zigzag_gather::plan::{Mixing, PlanRequest};
+use zigzag_gather::plan::{Filling, Mixing, PlanRequest};
 use zigzag_gather::render::{render, write_chart, ChartMeasure, Format};
 use zigzag_gather::report::{self, RankBy};
 use zigzag_gather::window::{parse_duration, parse_time, Snap, WindowSpec};
@@ -188,6 +188,22 @@ struct Prepared {
     planned: Planned,
 }
 
+/// What the parts a layout change added hold of `window` (nothing to say
+/// when the table has one layout version).
+async fn filling(table: &dyn SortedTable, window: &WindowSpec, now: i64) -> Result<Filling> {
+    let Some(stored) = zigzag_model::versions::load(table).await? else { return Ok(Filling::default()) };
+    if stored.versions.len() < 2 {
+        return Ok(Filling::default());
+    }
+    // Widened to whole days: a plan may read the buckets around the window.
+    const DAY: i64 = 86_400_000;
+    let (from, to) = match window.resolve(now, 60_000, 60_000, Some(Snap::Out)) {
+        Ok(w) => (w.start - DAY, w.end + DAY),
+        Err(_) => (i64::MIN, i64::MAX),
+    };
+    Ok(zigzag_gather::relayout::filling(table, &stored.newest, from, to).await?)
+}
+
 /// The report `c` and `kind` ask for, planned on `config` (the planner's
 /// statistics read, none of its items).
 async fn prepare(
@@ -217,8 +233,14 @@ async fn prepare(
         ),
         _ => None,
     };
+    let window = WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?;
+    let now = now_ms(c.now.as_deref())?;
+    // Which hour and day items hold all their minutes (the lease table says
+    // what the slower cadences have not written yet), and what a layout
+    // change added holds (the table's versions): read at once.
+    let (complete, filling) = tokio::join!(Completeness::read(config, leases), filling(table, &window, now));
     let req = PlanRequest {
-        window: WindowSpec::from_args(c.from.as_deref(), c.to.as_deref(), c.last.as_deref())?,
+        window,
         rollup: match c.rollup {
             RollupArg::Auto => None,
             RollupArg::Minute => Some(Rollup::Minute),
@@ -228,19 +250,16 @@ async fn prepare(
         step: c.step.as_deref().map(|s| parse_duration("--step", s)).transpose()?,
         timeseries: matches!(kind, Kind::Timeseries { .. }),
         filters: FilterSet::parse(&c.filters, config)?,
-        now: now_ms(c.now.as_deref())?,
+        now,
         source: SourceRequest { projection: c.projection.clone(), measures: needed },
-        // Which hour and day items hold all their minutes: the lease table
-        // says what the slower cadences have not written yet.
         mixing: Some(Mixing::complete(
-            Completeness::read(config, leases)
-                .await
-                .context("reading the lease table (which hour and day items hold all their minutes)")?,
+            complete.context("reading the lease table (which hour and day items hold all their minutes)")?,
         )),
         snap: c.snap.map(|s| match s {
             SnapArg::Out => Snap::Out,
             SnapArg::In => Snap::In,
         }),
+        filling: filling.context("reading the table's layout versions")?,
     };
     let group_by = merge::parse_group_by(&c.group_by, config)?;
     if matches!(kind, Kind::Top { .. }) && group_by.is_empty() {

@@ -9,6 +9,12 @@
 //! value written, by the target's keys per bucket (the product of its
 //! dimensions' distinct values) over the buckets each source bin spans.
 
+pub mod apply;
+pub mod coverage;
+pub mod fill;
+
+pub use coverage::filling;
+
 use crate::error::Result;
 use crate::plan::item_bytes;
 use crate::statistics::Statistics;

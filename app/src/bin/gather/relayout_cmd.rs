@@ -1,0 +1,239 @@
+//! `gather layout apply`, `fill` and `status`: a new layout version
+//! recorded and filled (`zigzag_gather::relayout`), with a progress bar on
+//! a terminal and plain lines otherwise.
+
+use anyhow::{anyhow, bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::Path;
+use zigzag_app::store::StoreArgs;
+use zigzag_core::table::SortedTable;
+use zigzag_gather::relayout::apply::{cut, version_changes, workers_running};
+use zigzag_gather::relayout::coverage::states;
+use zigzag_gather::relayout::fill::{fill, Event, FillOptions, Totals, Unit};
+use zigzag_model::layout::Layout;
+use zigzag_model::versions::{self, Stored, Version};
+use zigzag_model::{Config, Projections};
+
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |d| d.format("%Y-%m-%dT%H:%MZ").to_string())
+}
+
+async fn stored(table: &dyn SortedTable) -> Result<Stored> {
+    versions::load(table)
+        .await?
+        .ok_or_else(|| anyhow!("the table records no layout: no ingest has written to it yet, so any layout is its first"))
+}
+
+pub(crate) async fn apply(
+    store: &StoreArgs,
+    path: Option<&Path>,
+    new: &Path,
+    (rcu_per_sec, wcu_per_sec): (Option<f64>, Option<f64>),
+    now: i64,
+) -> Result<()> {
+    let table = store.open_aggregates().await?;
+    let leases = store.open_leases().await?;
+    let stored = stored(table.as_ref()).await?;
+    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
+    let old = super::reader_config(&given, Some(stored.layout()), path)?;
+    let next = zigzag_app::config::load(Some(new), zigzag_app::config::Base::Full, &[])?;
+    let (projections, next_projections) = (Projections::new(&old)?, Projections::new(&next)?);
+    let next_layout = Layout::of(&next);
+    if next_layout.differences(stored.layout()).is_empty() {
+        bail!("{} is the table's layout already (version {}): nothing to apply", new.display(), stored.newest.number);
+    }
+    let priced = zigzag_gather::relayout::diff(
+        table.as_ref(),
+        stored.layout(),
+        &projections,
+        &next_layout,
+        &next_projections,
+        now,
+    )
+    .await?;
+    let changes = version_changes(&priced, &projections, &next_projections).map_err(|refused| {
+        anyhow!("{} cannot be applied, nothing was written:\n  - {}", new.display(), refused.join("\n  - "))
+    })?;
+    let running = workers_running(leases.as_ref()).await?;
+    if !running.is_empty() {
+        bail!(
+            "stop every ingest worker of this table first (a worker adopting a new layout while it runs is not built \
+             yet): {}. A dead worker's flush is recovered by a worker started again with the current layout; stop \
+             it once it runs",
+            running.join("; ")
+        );
+    }
+    let (span, _, _) = zigzag_gather::kept_span(table.as_ref(), &projections).await?;
+    let cut_ms = cut(&changes, now, span.map(|w| w.end));
+    let version = versions::record(table.as_ref(), stored.newest.number, &next_layout, cut_ms, changes, now).await?;
+    say(&format!(
+        "layout version {} recorded: workers started from now on write it (without --config, or with {}); \
+         the targets below are the fill's before {} and the workers' from then on",
+        version.number,
+        new.display(),
+        iso(cut_ms)
+    ));
+    for t in &version.changes.counted {
+        say(&format!("  {} {}: counted from {} on (the table holds no source)", t.projection, t.rollup, iso(cut_ms)));
+    }
+    run_fill(table.as_ref(), &old, &next, &version, rcu_per_sec, wcu_per_sec).await
+}
+
+pub(crate) async fn fill_again(
+    store: &StoreArgs,
+    path: Option<&Path>,
+    (rcu_per_sec, wcu_per_sec): (Option<f64>, Option<f64>),
+) -> Result<()> {
+    let table = store.open_aggregates().await?;
+    let stored = stored(table.as_ref()).await?;
+    let Some(before) = stored.versions.iter().rev().nth(1) else {
+        bail!("the table has one layout version: nothing to fill (`gather layout apply` records another)");
+    };
+    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
+    let (old, new) = (before.layout.apply(&given), stored.layout().apply(&given));
+    run_fill(table.as_ref(), &old, &new, &stored.newest, rcu_per_sec, wcu_per_sec).await
+}
+
+async fn run_fill(
+    table: &dyn SortedTable,
+    old: &Config,
+    new: &Config,
+    version: &Version,
+    rcu_per_sec: Option<f64>,
+    wcu_per_sec: Option<f64>,
+) -> Result<()> {
+    if version.changes.fills.is_empty() {
+        say("nothing to fill");
+        return Ok(());
+    }
+    let opts = FillOptions {
+        rcu_per_sec,
+        wcu_per_sec,
+        concurrency: zigzag_gather::execute::DEFAULT_CONCURRENCY,
+        now_ms: chrono::Utc::now().timestamp_millis(),
+    };
+    let started = std::time::Instant::now();
+    let mut watch = Watch::new();
+    let totals = fill(table, old, new, version, &opts, &mut |e| watch.on(e)).await?;
+    watch.finish();
+    say(&summary(&totals, started.elapsed().as_secs_f64()));
+    if totals.pending > 0 {
+        say(&format!(
+            "{} bins were being written by a flush while they were read: run `gather layout fill` again (reports read \
+             their sources for them meanwhile)",
+            totals.pending
+        ));
+    }
+    Ok(())
+}
+
+fn summary(t: &Totals, secs: f64) -> String {
+    format!(
+        "filled: {} bins derived, {} already current, {} left for later; {} items read ({:.1} RCU), {} items written \
+         ({:.0} WCU) in {secs:.1} s",
+        t.derived, t.current, t.pending, t.items_read, t.rcu, t.items_written, t.wcu
+    )
+}
+
+/// What a person watching sees: a bar with an ETA on a terminal, a line
+/// per target and every tenth bin otherwise.
+struct Watch {
+    bar: Option<ProgressBar>,
+    seen: usize,
+    totals: Totals,
+}
+
+impl Watch {
+    fn new() -> Watch {
+        Watch { bar: None, seen: 0, totals: Totals::default() }
+    }
+
+    fn on(&mut self, e: &Event) {
+        match e {
+            Event::Planned { target, units } => {
+                let what = format!("{} {} from {} {}", target.projection, target.rollup, target.source, target.source_rollup);
+                if let Some(bar) = self.bar.take() {
+                    bar.finish();
+                }
+                if std::io::stderr().is_terminal() {
+                    let bar = ProgressBar::new(*units as u64);
+                    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} bins, ETA {eta}") {
+                        bar.set_style(style.progress_chars("=> "));
+                    }
+                    bar.set_message(what);
+                    self.bar = Some(bar);
+                } else {
+                    say(&format!("filling {what}: {units} bins"));
+                }
+                self.seen = 0;
+            }
+            Event::Unit { bin_start, unit, .. } => {
+                self.seen += 1;
+                match unit {
+                    Unit::Derived { items_written, wcu, .. } => {
+                        self.totals.items_written += items_written;
+                        self.totals.wcu += wcu;
+                    }
+                    Unit::Pending(why) => say(&format!("  bin {}: left for later ({why})", iso(*bin_start))),
+                    Unit::Current => {}
+                }
+                match &self.bar {
+                    Some(bar) => bar.inc(1),
+                    None if self.seen % 10 == 0 => say(&format!(
+                        "  {} bins done, {} items written ({:.0} WCU)",
+                        self.seen, self.totals.items_written, self.totals.wcu
+                    )),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish();
+        }
+    }
+}
+
+fn say(line: &str) {
+    eprintln!("{line}");
+}
+
+pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
+    let table = store.open_aggregates().await?;
+    let stored = stored(table.as_ref()).await?;
+    let v = &stored.newest;
+    if v.number == 1 {
+        println!("layout version 1 (as the first writer recorded it): no change applied");
+        return Ok(());
+    }
+    println!("layout version {} (applied {}), cut {}", v.number, iso(v.at_ms), iso(v.cut_ms));
+    for s in states(table.as_ref(), v).await? {
+        let t = &s.target;
+        let to = s.derived_to.map_or("nothing derived yet".into(), |e| format!("derived up to {}", iso(e)));
+        println!(
+            "  {} {} summed from {} {}: {} of {} bins ({:.0} %), {} items written, {to}",
+            t.projection,
+            t.rollup,
+            t.source,
+            t.source_rollup,
+            s.derived,
+            s.bins.len(),
+            s.percent(),
+            s.items_written
+        );
+    }
+    for t in &v.changes.counted {
+        println!("  {} {}: counted from {} on", t.projection, t.rollup, iso(v.cut_ms));
+    }
+    let filling = zigzag_gather::relayout::filling(table.as_ref(), v, i64::MIN, v.cut_ms).await?;
+    for note in filling.notes() {
+        println!("  reports: {note}");
+    }
+    if filling.is_empty() {
+        println!("  reports read every target for any window");
+    }
+    Ok(())
+}
