@@ -6,7 +6,6 @@
 //! while a writer that gives another count outright is refused.
 
 use std::process::{Command, Output};
-use zigzag_model::layout;
 use zigzag_sqlite::SqliteTable;
 
 fn run(bin: &str, args: &[&str], env: &[(&str, &str)]) -> Output {

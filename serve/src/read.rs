@@ -116,6 +116,21 @@ impl Reader {
     /// Which coarse buckets hold all their finer items: the lease table's
     /// reading begun at most `recheck` before this call (each call reads
     /// it when `recheck` is 0; concurrent calls then wait for one another).
+    /// What the parts a layout change added hold of `[from, to)` (nothing
+    /// to say when the table has one layout version); read through the
+    /// shared reads.
+    pub async fn filling(&self, from: i64, to: i64) -> Result<zigzag_gather::plan::Filling> {
+        let layout_err = |e: String| ServeError::Layout(format!("reading the table's layout versions: {e}"));
+        let stored =
+            zigzag_model::versions::load(self.recent.as_ref()).await.map_err(|e| layout_err(e.to_string()))?;
+        match stored {
+            Some(s) if s.versions.len() > 1 => zigzag_gather::relayout::filling(self.recent.as_ref(), &s.newest, from, to)
+                .await
+                .map_err(|e| layout_err(e.to_string())),
+            _ => Ok(Default::default()),
+        }
+    }
+
     pub async fn completeness(&self, config: &zigzag_model::Config) -> Result<Completeness> {
         let Some(leases) = &self.leases else { return Ok(Completeness::unchecked()) };
         let asked = std::time::Instant::now();
@@ -223,7 +238,15 @@ pub async fn read_leaves(
 ) -> Result<(Leaves, ReadReport)> {
     let mut report = ReadReport::default();
     let reads = group_reads(catalog, query, ts, limits, &mut report)?;
-    let planned = plan_reads(reader, catalog, query, &reads, now, opts, limits).await?;
+    // Widened by a day: a plan may read the buckets around its range.
+    const DAY: i64 = 86_400_000;
+    let (from, to) = (reads.iter().map(|r| r.from).min(), reads.iter().map(|r| r.to).max());
+    let filling = match (from, to) {
+        (Some(from), Some(to)) => reader.filling(from - DAY, to + DAY).await?,
+        _ => Default::default(),
+    };
+    report.infos.extend(filling.notes().map(|n| format!("a part a layout change added is {n}")));
+    let planned = plan_reads(reader, catalog, query, &reads, now, opts, limits, &filling).await?;
     let gathered = read_planned(reader, identity, catalog, planned, opts).await?;
     let mut out = Vec::with_capacity(reads.len());
     for (r, read) in reads.iter().zip(gathered) {
@@ -315,6 +338,7 @@ async fn plan_reads(
     now: i64,
     opts: &ExecOptions,
     limits: &Limits,
+    filling: &zigzag_gather::plan::Filling,
 ) -> Result<Vec<PlannedRead>> {
     // Which coarse buckets hold all their minutes, when a read may use them.
     let complete = match reads.iter().any(|r| r.mixed) {
@@ -343,7 +367,7 @@ async fn plan_reads(
             source: SourceRequest { projection: None, measures: Some(names) },
             mixing: r.mixed.then(|| Mixing { complete: complete.clone(), cuts: r.cuts.clone() }),
             snap: None,
-            filling: Default::default(),
+            filling: filling.clone(),
         };
         let p =
             zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req.clone(), first.group.clone(), opts)

@@ -1,7 +1,8 @@
-//! Small reads shared between queries: the layout item, the planner's
-//! statistics, the change marks and the compaction markers read before a
-//! report's items (the partitions `#layout`, `#stats`, `#changes`, and
-//! eventually consistent reads of `#compacted`) are read at most once per
+//! Small reads shared between queries: the layout items, the planner's
+//! statistics, the change marks, a layout fill's progress and the
+//! compaction markers read before a report's items (the partitions
+//! `#layout`, `#stats`, `#changes`, `#fill`, and eventually consistent
+//! reads of `#compacted`) are read at most once per
 //! `recheck` whatever the number of queries asking, and concurrent
 //! identical reads are one read. A hundred dashboards then cost the table
 //! what one does: every query still plans and checks what changed, on
@@ -26,6 +27,7 @@ use zigzag_core::table::{
 use zigzag_gather::compact::marker::MARKERS_PK;
 use zigzag_model::changes::CHANGES_PK;
 use zigzag_model::layout::LAYOUT_PK;
+use zigzag_gather::relayout::fill::FILL_PK;
 use zigzag_model::stats::STATS_PK;
 
 /// The planner's inputs are shared this many times `recheck`.
@@ -54,6 +56,7 @@ fn partition(req: &QueryRequest) -> &'static str {
         STATS_PK => "stats",
         MARKERS_PK => "compacted",
         pk if pk.starts_with(CHANGES_PK) => "changes",
+        pk if pk.starts_with(FILL_PK) => "fill",
         _ => "items",
     }
 }
@@ -61,7 +64,7 @@ fn partition(req: &QueryRequest) -> &'static str {
 fn is_shared(req: &QueryRequest) -> bool {
     req.exclusive_start.is_none()
         && match partition(req) {
-            "layout" | "stats" | "changes" => true,
+            "layout" | "stats" | "changes" | "fill" => true,
             "compacted" => !req.consistent,
             _ => false,
         }

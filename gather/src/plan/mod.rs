@@ -331,7 +331,8 @@ fn choose_rollup(km: &KeyModel, req: &PlanRequest, w: &Window, step: Option<i64>
     Ok((r, format!("auto: the coarsest configured rollup whose buckets ({}) {step_part}align with the window", r)))
 }
 
-fn not_kept(w: &Window, deleted: Vec<String>) -> GatherError {
+fn not_kept(w: &Window, mut deleted: Vec<String>) -> GatherError {
+    deleted.dedup();
     GatherError::Rollup(match deleted.is_empty() {
         true => format!("no configured rollup answers the window {w}"),
         false => format!("no configured rollup answers the window {w} from items still kept: {}", deleted.join("; ")),

@@ -45,10 +45,13 @@ use zigzag_model::{Config, KeyModel, Projections, Rollup};
 /// The change-mark lane of fills (no lease lane is this high).
 pub const FILL_LANE: u32 = u32::MAX;
 
+/// Every fill progress partition key starts with this.
+pub const FILL_PK: &str = "#fill";
+
 /// The partition of a version's fill progress: one item per (target,
 /// source bin).
 pub fn progress_pk(version: u32) -> String {
-    format!("#fill#v{version:06}")
+    format!("{FILL_PK}#v{version:06}")
 }
 
 fn progress_sk(t: &FillTarget, bin_start: i64) -> Vec<u8> {

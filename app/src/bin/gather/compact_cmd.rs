@@ -27,6 +27,21 @@ pub(crate) async fn compact_cmd(
     let stores = store.open(None).await?;
     let (aggregates, leases) = (stores.aggregates, stores.leases);
     let config = super::layout(store, aggregates.as_ref(), config).await?;
+    // A target put by a fill while its bins are folded would lose what it
+    // puts after the fold: the fill first.
+    if let Some(stored) = zigzag_model::versions::load(aggregates.as_ref()).await? {
+        let states = zigzag_gather::relayout::coverage::states(aggregates.as_ref(), &stored.newest).await?;
+        if let Some(s) = states.iter().find(|s| s.derived < s.bins.len()) {
+            bail!(
+                "layout version {}'s fill is not done ({} {}: {} of {} bins): run `gather layout fill` first (`gather                  layout status` shows it)",
+                stored.newest.number,
+                s.target.projection,
+                s.target.rollup,
+                s.derived,
+                s.bins.len()
+            );
+        }
+    }
     let projections = Projections::new(&config)?;
     let mut say = |line: String| eprintln!("compact: {line}");
     let report = compact(aggregates.as_ref(), leases.as_ref(), &projections, &opts, &mut say).await?;
