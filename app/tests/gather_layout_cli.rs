@@ -139,3 +139,89 @@ fn a_diff_prices_each_fill_from_the_statistics_and_says_what_cannot_be_filled() 
         "{said}"
     );
 }
+
+#[test]
+fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
+    let (dir, layout) = ingested();
+    let d = dir.path();
+    let gather = |args: &[&str]| {
+        let mut all = vec!["--db", "z.db"];
+        all.extend_from_slice(args);
+        let out = run(env!("CARGO_BIN_EXE_gather"), &all, d);
+        let (stdout, stderr) = text(&out);
+        (out.status.success(), stdout, stderr)
+    };
+    let by_campaign = format!(
+        "{layout}\n[[projection]]\nname = \"by_campaign\"\ndimensions = [\"campaign\"]\nrollups = [\"hour\", \"day\"]\n"
+    );
+    std::fs::write(d.join("by_campaign.toml"), &by_campaign).unwrap();
+    let (ok, _, err) = gather(&["layout", "apply", "by_campaign.toml"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("layout version 2 recorded") && err.contains("filled: 2 bins derived"), "{err}");
+    let (ok, status, _) = gather(&["layout", "status"]);
+    assert!(ok && status.contains("by_campaign hour summed from cc hour: 1 of 1 bins (100 %)"), "{status}");
+    assert!(status.contains("reports read every target for any window"), "{status}");
+
+    // The new projection answers what the one it was summed from answers.
+    let top = |projection: &str| {
+        let window = ["--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"];
+        let mut args = vec!["top", "--by", "clicks", "--group-by", "campaign", "-n", "50", "--projection", projection];
+        args.extend_from_slice(&window);
+        let (ok, out, err) = gather(&args);
+        assert!(ok, "{projection}: {err}");
+        out
+    };
+    let from_cc = top("cc");
+    assert!(from_cc.lines().count() > 5, "{from_cc}");
+    assert_eq!(top("by_campaign"), from_cc);
+
+    // Writers: the old layout is refused naming the versions; the new one
+    // writes (its events before the cut reach cc only, so by_campaign is
+    // read from cc until filled again).
+    let out = ingest(d, "layout.toml", "2");
+    let (_, err) = text(&out);
+    assert!(!out.status.success(), "the superseded layout is refused");
+    assert!(err.contains("version 1") && err.contains("version 2") && err.contains("gather layout show"), "{err}");
+    // Another stream (the first one's shards are finished).
+    let args = ["--records", "2000", "--seed", "3", "--stream", "more", "--sink", "ingest", "--db", "z.db", "--config"];
+    let out = run(env!("CARGO_BIN_EXE_loadgen"), &[&args[..], &["by_campaign.toml"]].concat(), d);
+    let (_, err) = text(&out);
+    assert!(out.status.success() && err.contains("2000 records"), "the new layout writes: {err}");
+    let (ok, _, err) =
+        gather(&["top", "--by", "clicks", "--group-by", "campaign", "--projection", "by_campaign", "--last", "30d"]);
+    assert!(!ok && err.contains("filling:") && err.contains("read from cc meanwhile"), "{err}");
+    let (ok, _, err) = gather(&["layout", "fill"]);
+    assert!(ok && err.contains("filled: 2 bins derived"), "{err}");
+    let from_cc = top("cc");
+    assert_eq!(top("by_campaign"), from_cc, "filled again: the same answer");
+
+    // Without --config, ingest writes the table's layout.
+    let out = run(
+        env!("CARGO_BIN_EXE_loadgen"),
+        &["--records", "500", "--seed", "4", "--shards", "2", "--sink", "files:in"],
+        d,
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let inputs: Vec<String> = std::fs::read_dir(d.join("in"))
+        .unwrap()
+        .map(|e| format!("in/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    let mut args = vec!["--db", "z.db", "--stream", "files"];
+    args.push("--input");
+    args.extend(inputs.iter().map(String::as_str));
+    let out = run(env!("CARGO_BIN_EXE_ingest"), &args, d);
+    assert!(out.status.success(), "ingest without --config: {:?}", text(&out));
+
+    // Applying it again, or a change this build does not apply: refused,
+    // nothing written.
+    let (ok, _, err) = gather(&["layout", "apply", "by_campaign.toml"]);
+    assert!(!ok && err.contains("is the table's layout already (version 2)"), "{err}");
+    let respread = by_campaign.replacen("prefixes = 1\n", "prefixes = 2\n", 1);
+    assert_ne!(respread, by_campaign);
+    std::fs::write(d.join("respread.toml"), &respread).unwrap();
+    let (ok, _, err) = gather(&["layout", "apply", "respread.toml"]);
+    assert!(!ok && err.contains("cannot be applied, nothing was written") && err.contains("not built yet"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let (_, status, _) = gather(&["layout", "status"]);
+    assert!(status.starts_with("layout version 2 "), "{status}");
+}

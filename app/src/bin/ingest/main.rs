@@ -68,7 +68,9 @@ struct Cli {
     #[arg(long)]
     follow: bool,
     /// Pipeline configuration (TOML; it starts from the full layout: every
-    /// dimension and rollup, written every flush). Without one, the shipped
+    /// dimension and rollup, written every flush). Without one (and no
+    /// layout flag), the table's layout, its newest version (`gather layout
+    /// show`), with the default cadences; on a new table, the shipped
     /// layout: three projections on cadences of 10 s and 5 minutes
     /// (model/src/shipped.rs, SHIPPED_TOML)
     #[arg(long)]
