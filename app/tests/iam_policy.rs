@@ -206,6 +206,15 @@ fn scenario(dir: &Path) -> BTreeMap<&'static str, Actions> {
     });
     let truth = dir.join("truth.json");
     let (t, s) = (truth.to_str().unwrap(), format!("kinesis:{name}"));
+    // The shipped layout (what ingest writes without --config), and a
+    // projection by campaign.
+    let new_layout = dir.join("by_campaign.toml");
+    let text = format!(
+        "{}\n[[projection]]\nname = \"by_campaign\"\ndimensions = [\"campaign\"]\nrollups = [\"hour\", \"day\"]\n",
+        zigzag_model::config::SHIPPED_TOML
+    );
+    std::fs::write(&new_layout, text).unwrap();
+    let by_campaign = new_layout.to_str().unwrap();
     let runs: &[(&str, &str, Vec<&str>, bool)] = &[
         ("loadgen", "loadgen", vec!["--sink", &s, "--records", "3000", "--span", "1h", "--truth", t], true),
         (
@@ -243,6 +252,11 @@ fn scenario(dir: &Path) -> BTreeMap<&'static str, Actions> {
         ("operator", "gather", vec!["--dynamodb", &name, "scatter"], true),
         // A missing table: gather explains its failed read with DescribeTable.
         ("gather", "gather", vec!["--dynamodb", "no-such-table", "totals", "--last", "1d"], false),
+        // A layout change (the compactor's role: the table's upkeep), with
+        // no worker running, then its status (a reader's).
+        ("compact", "gather", vec!["--dynamodb", &name, "layout", "apply", by_campaign], true),
+        ("compact", "gather", vec!["--dynamodb", &name, "layout", "fill"], true),
+        ("gather", "gather", vec!["--dynamodb", &name, "layout", "status"], true),
         (
             "compact",
             "gather",

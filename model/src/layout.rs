@@ -60,8 +60,7 @@ pub enum LayoutError {
     #[error(
         "the table was written with another layout; this configuration differs in: {}. \
          `gather layout show` prints the table's layout as a configuration file (edit only its [flush]); \
-         `gather layout diff FILE` says what changing it would take. Until a change can be applied, a new \
-         layout needs another table",
+         `gather layout diff FILE` says what changing it would take, and `gather layout apply FILE` changes it",
         first_of(.0)
     )]
     Differs(Vec<String>),

@@ -148,14 +148,34 @@ impl SortedTable for FailingPuts {
 }
 
 async fn run_fill(table: &dyn SortedTable, version: &Version) -> Result<Totals, zigzag_gather::GatherError> {
+    fill_with(table, &v1(), &v2(), version).await
+}
+
+async fn fill_with(
+    table: &dyn SortedTable,
+    old: &Config,
+    new: &Config,
+    version: &Version,
+) -> Result<Totals, zigzag_gather::GatherError> {
     let opts = FillOptions { rcu_per_sec: None, wcu_per_sec: None, concurrency: 4, now_ms: T0 + 3 * DAY };
-    fill(table, &v1(), &v2(), version, &opts, &mut |_| {}).await
+    fill(table, old, new, version, &opts, &mut |_| {}).await
 }
 
 /// Every item of `projection`'s `rollup` in `[from, to)`, by (pk without
 /// its prefix, sk), without writers' marks and sketch versions.
 async fn items(table: &dyn SortedTable, projection: &str, rollup: Rollup, from: i64, to: i64) -> BTreeMap<(String, Vec<u8>), Item> {
-    let ps = Projections::new(&v2()).unwrap();
+    items_of(table, &v2(), projection, rollup, from, to).await
+}
+
+async fn items_of(
+    table: &dyn SortedTable,
+    config: &Config,
+    projection: &str,
+    rollup: Rollup,
+    from: i64,
+    to: i64,
+) -> BTreeMap<(String, Vec<u8>), Item> {
+    let ps = Projections::new(config).unwrap();
     let km = ps.by_name(projection).unwrap();
     let mut out = BTreeMap::new();
     let mut bin = rollup.bin().start_of(from);
@@ -260,5 +280,166 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
             .map(|k| format!("{k:?}: filled {} / ingested {}", described(&mine, k), described(&theirs, k)))
             .collect();
         assert!(differ.is_empty(), "{projection} {rollup}: {} items vs {}: {differ:#?}", mine.len(), theirs.len());
+    }
+}
+
+/// A drawn layout change: version 1 (the base's rollups, one projection)
+/// and what version 2 adds (a projection, a rollup of the first one, or
+/// both).
+#[derive(Debug, Clone)]
+struct Drawn {
+    base: Vec<Rollup>,
+    first_dims: Vec<&'static str>,
+    first_rollups: Vec<Rollup>,
+    added_dims: Option<Vec<&'static str>>,
+    added_rollups: Vec<Rollup>,
+    extra_rollup: Option<Rollup>,
+    seeds: (u64, u64),
+    late: f64,
+    kill_after: i64,
+    fill_between: bool,
+}
+
+fn toml(rollups: &[Rollup]) -> String {
+    let names: Vec<String> = rollups.iter().map(|r| format!("\"{r}\"")).collect();
+    format!("[{}]", names.join(", "))
+}
+
+impl Drawn {
+    fn v1(&self) -> Config {
+        self.config(false)
+    }
+
+    fn v2(&self) -> Config {
+        self.config(true)
+    }
+
+    fn config(&self, second: bool) -> Config {
+        let dims = |d: &[&str]| d.iter().map(|x| format!("\"{x}\"")).collect::<Vec<_>>().join(", ");
+        let mut first = self.first_rollups.clone();
+        if second {
+            first.extend(self.extra_rollup);
+            first.sort();
+        }
+        let mut text = format!(
+            "rollups = {}\n{}\n[[projection]]\nname = \"first\"\ndimensions = [{}]\nrollups = {}\n",
+            toml(&self.base),
+            MEASURES.split("[[projection]]").next().unwrap(),
+            dims(&self.first_dims),
+            toml(&first)
+        );
+        if let (true, Some(added)) = (second, &self.added_dims) {
+            text.push_str(&format!(
+                "[[projection]]\nname = \"added\"\ndimensions = [{}]\nrollups = {}\n",
+                dims(added),
+                toml(&self.added_rollups)
+            ));
+        }
+        text.push_str("[flush]\ninterval_ms = 100\n");
+        Config::from_toml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+}
+
+fn drawn() -> impl proptest::strategy::Strategy<Value = Drawn> {
+    use proptest::prelude::*;
+    let all = vec!["referrer", "campaign", "country"];
+    let dims = proptest::sample::subsequence(all.clone(), 0..=3);
+    let rollups = || proptest::sample::subsequence(vec![Rollup::Minute, Rollup::Hour, Rollup::Day], 1..=3);
+    // The added projection: mostly over some of the first one's dimensions
+    // (summed from it), else over any (often counted from the cut).
+    let first_and_added = dims.prop_flat_map(move |first: Vec<&'static str>| {
+        let n = first.len();
+        let some_of_first = proptest::sample::subsequence(first.clone(), 0..=n);
+        let any = proptest::sample::subsequence(all.clone(), 0..=3);
+        let added = proptest::option::of(prop_oneof![3 => some_of_first, 1 => any]);
+        (Just(first), added)
+    });
+    (
+        proptest::sample::subsequence(vec![Rollup::Minute, Rollup::Hour], 0..=2),
+        first_and_added,
+        rollups(),
+        rollups(),
+        proptest::option::of(proptest::sample::select(vec![Rollup::Hour, Rollup::Day])),
+        (1u64..1000, 1u64..1000),
+        prop_oneof![Just(0.0), Just(0.2)],
+        0i64..4,
+        any::<bool>(),
+    )
+        .prop_map(|(base, (first_dims, added_dims), first_rollups, added_rollups, extra, seeds, late, kill_after, fill_between)| {
+            // A rollup the first projection has already is no change.
+            let extra_rollup = extra.filter(|r| !first_rollups.contains(r));
+            Drawn { base, first_dims, first_rollups, added_dims, added_rollups, extra_rollup, seeds, late, kill_after, fill_between }
+        })
+        .prop_filter("a change", |d| d.added_dims.is_some() || d.extra_rollup.is_some())
+}
+
+/// One drawn change, end to end: v1 ingested, v2 applied and filled (a
+/// kill first), more events under v2 (late ones before the cut), filled
+/// again (sometimes once in between), against v2 from the start.
+async fn check_drawn(d: &Drawn) {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.db"), dir.path().join("b.db"));
+    let first = Generator::new(GenConfig { records: 1_500, ..generator(d.seeds.0, T0 + 10 * HOUR, 6 * HOUR, 0.0).config().clone() });
+    let second = Generator::new(GenConfig { records: 1_500, ..generator(d.seeds.1, T0 + 20 * HOUR, 8 * HOUR, d.late).config().clone() });
+    let (v1, v2) = (d.v1(), d.v2());
+    ingest(&v1, &first, &a, "first").await;
+    let table = SqliteTable::open(&a).unwrap();
+    let stored = versions::load(&table).await.unwrap().expect("recorded");
+    let (old_ps, new_ps) = (Projections::new(&v1).unwrap(), Projections::new(&v2).unwrap());
+    let new_layout = Layout::of(&v2);
+    let priced = zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
+    let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
+    let (span, _, _) = zigzag_gather::kept_span(&table, &old_ps).await.unwrap();
+    let cut_ms = cut(&changes, T0 + 16 * HOUR, span.map(|w| w.end));
+    let version = versions::record(&table, 1, &new_layout, cut_ms, changes, T0).await.unwrap();
+    let failing = FailingPuts { inner: SqliteTable::open(&a).unwrap(), left: AtomicI64::new(d.kill_after) };
+    let _ = fill_with(&failing, &v1, &v2, &version).await;
+    if d.fill_between {
+        fill_with(&table, &v1, &v2, &version).await.unwrap();
+    }
+    ingest(&v2, &second, &a, "second").await;
+    let totals = fill_with(&table, &v1, &v2, &version).await.unwrap();
+    assert_eq!(totals.pending, 0, "{totals:?}");
+    let filling = zigzag_gather::relayout::filling(&table, &version, T0 - DAY, T0 + 3 * DAY).await.unwrap();
+    for f in &version.changes.fills {
+        assert!(filling.readable(&f.projection, f.rollup, T0 - DAY).is_ok(), "{f:?} filled");
+    }
+    ingest(&v2, &first, &b, "first").await;
+    ingest(&v2, &second, &b, "second").await;
+    let reference = SqliteTable::open(&b).unwrap();
+    let targets = version
+        .changes
+        .fills
+        .iter()
+        .map(|f| (f.projection.clone(), f.rollup, T0 - DAY))
+        .chain(version.changes.counted.iter().map(|t| (t.projection.clone(), t.rollup, cut_ms)));
+    for (projection, rollup, from) in targets {
+        let mine = items_of(&table, &v2, &projection, rollup, T0 - DAY, T0 + 3 * DAY).await;
+        let mut theirs = items_of(&reference, &v2, &projection, rollup, T0 - DAY, T0 + 3 * DAY).await;
+        // A counted target holds nothing before the cut; from it on, what
+        // the reference holds.
+        theirs.retain(|_, i| matches!(i.attrs.get(zigzag_model::rollup::TIME_ATTR), Some(AttrValue::N(t)) if i64::try_from(*t).unwrap() >= from));
+        let keys: std::collections::BTreeSet<_> = mine.keys().chain(theirs.keys()).collect();
+        let differ: Vec<String> = keys
+            .into_iter()
+            .filter(|k| mine.get(*k).map(|i| &i.attrs) != theirs.get(*k).map(|i| &i.attrs))
+            .take(3)
+            .map(|k| format!("{k:?}: filled {} / ingested {}", described(&mine, k), described(&theirs, k)))
+            .collect();
+        assert!(differ.is_empty(), "{projection} {rollup}: {} items vs {}: {differ:#?}\n{d:#?}", mine.len(), theirs.len());
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, max_shrink_iters: 0, ..Default::default() })]
+
+    /// Random layouts v1 → v2 (projections and rollups added, each from
+    /// the table or counted from the cut), random kills of the fill, fills
+    /// between ingests or not, late events: every target item equals
+    /// ingest with v2 from the start (a counted one, from the cut on).
+    #[test]
+    fn random_layout_changes_fill_to_what_ingest_with_the_new_layout_writes(d in drawn()) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(check_drawn(&d));
     }
 }

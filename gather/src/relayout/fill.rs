@@ -34,7 +34,7 @@ use crate::plan::{Filling, PlanRequest, SourceRequest};
 use crate::window::WindowSpec;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use zigzag_core::table::{AttrValue, Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome};
+use zigzag_core::table::{AttrValue, Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome, UpdateRequest};
 use zigzag_model::changes::{self, SliceMarks};
 use zigzag_model::measure::whole::{whole_items, WholeKey};
 use zigzag_model::measure::MeasureValues;
@@ -270,12 +270,16 @@ async fn fill_unit(
         return Ok(Unit::Pending("a flush wrote it while it was read".into()));
     }
     let (written, wcu) = write_target(table, km, t, &agg, opts, budget).await?;
-    let progress = Item::new(progress_pk(version.number), progress_sk(t, bin))
-        .with(MARKS, digest.as_str())
-        .with(ITEMS, written as i64)
-        .with(BIN, bin)
-        .with(DERIVED_AT, opts.now_ms);
-    table.put(progress).await.map_err(|e| GatherError::Query { pk: progress_pk(version.number), source: e.into() })?;
+    // An update, not a put: the fill needs no PutItem (the compactor's role).
+    let progress = UpdateRequest::new(progress_pk(version.number), progress_sk(t, bin))
+        .set(MARKS, digest.as_str())
+        .set(ITEMS, written as i64)
+        .set(BIN, bin)
+        .set(DERIVED_AT, opts.now_ms);
+    table
+        .update(&progress)
+        .await
+        .map_err(|e| GatherError::Query { pk: progress_pk(version.number), source: e.into() })?;
     Ok(Unit::Derived { items_read: actual.stats.scanned, items_written: written, rcu: actual.stats.rcu, wcu })
 }
 
