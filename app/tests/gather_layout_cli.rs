@@ -157,9 +157,9 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     std::fs::write(d.join("by_campaign.toml"), &by_campaign).unwrap();
     let (ok, _, err) = gather(&["layout", "apply", "by_campaign.toml"]);
     assert!(ok, "{err}");
-    assert!(err.contains("layout version 2 recorded") && err.contains("filled: 2 bins derived"), "{err}");
+    assert!(err.contains("layout version 2 recorded") && err.contains("filled: 4 days derived"), "{err}");
     let (ok, status, _) = gather(&["layout", "status"]);
-    assert!(ok && status.contains("by_campaign hour summed from cc hour: 1 of 1 bins (100 %)"), "{status}");
+    assert!(ok && status.contains("by_campaign hour summed from cc hour: 2 of 2 days (100 %)"), "{status}");
     assert!(status.contains("reports read every target for any window"), "{status}");
 
     // The new projection answers what the one it was summed from answers.
@@ -191,7 +191,7 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
         gather(&["top", "--by", "clicks", "--group-by", "campaign", "--projection", "by_campaign", "--last", "30d"]);
     assert!(!ok && err.contains("filling:") && err.contains("read from cc meanwhile"), "{err}");
     let (ok, _, err) = gather(&["layout", "fill"]);
-    assert!(ok && err.contains("filled: 2 bins derived"), "{err}");
+    assert!(ok && err.contains("filled: 4 days derived"), "{err}");
     let from_cc = top("cc");
     assert_eq!(top("by_campaign"), from_cc, "filled again: the same answer");
 

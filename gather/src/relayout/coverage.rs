@@ -1,16 +1,18 @@
 //! What a report may read of the parts a layout version added
 //! ([`crate::plan::Filling`]): a target the fill owns below the cut is
-//! read for a range only where every source bin of it was derived at the
+//! read for a range only where every source day of it was derived at the
 //! source's current change marks ([`super::fill`]); a target counted from
 //! the cut on, only from the cut. Elsewhere the planner reads the parts it
 //! read before the change, so an answer never changes because a fill runs.
 
-use super::fill::{marks_digest, progress, source_bins};
+use super::fill::{day_end, marks_digest, progress, progress_sk, source_days};
 use crate::error::{GatherError, Result};
 use crate::plan::Filling;
 use zigzag_core::table::SortedTable;
 use zigzag_model::changes;
 use zigzag_model::versions::{FillTarget, Version};
+
+const DAY_MS: i64 = 86_400_000;
 
 fn iso(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |d| d.format("%Y-%m-%dT%H:%MZ").to_string())
@@ -20,21 +22,21 @@ fn iso(ms: i64) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetState {
     pub target: FillTarget,
-    /// Source bins below the cut (by the statistics), and those derived
+    /// Source days below the cut (by the statistics), and those derived
     /// (at any marks).
-    pub bins: Vec<i64>,
+    pub days: Vec<i64>,
     pub derived: usize,
     pub items_written: u64,
-    /// The end of the first run of derived bins (None: none derived).
+    /// The end of the first run of derived days (None: none derived).
     pub derived_to: Option<i64>,
 }
 
 impl TargetState {
     pub fn percent(&self) -> f64 {
-        if self.bins.is_empty() {
+        if self.days.is_empty() {
             100.0
         } else {
-            100.0 * self.derived as f64 / self.bins.len() as f64
+            100.0 * self.derived as f64 / self.days.len() as f64
         }
     }
 }
@@ -45,16 +47,15 @@ pub async fn states(table: &dyn SortedTable, version: &Version) -> Result<Vec<Ta
     let done = progress(table, version.number).await?;
     let mut out = Vec::new();
     for t in &version.changes.fills {
-        let bins = source_bins(table, t, version.cut_ms).await?;
-        let key = |bin: i64| format!("{}#{}#{}", t.projection, t.rollup, t.source_rollup.bin().label(bin)).into_bytes();
-        let derived = bins.iter().filter(|b| done.contains_key(&key(**b))).count();
-        let items_written = bins.iter().filter_map(|b| done.get(&key(*b))).map(|(_, n)| n).sum();
-        let derived_to = bins
+        let days = source_days(table, t, version.cut_ms).await?;
+        let derived = days.iter().filter(|d| done.contains_key(&progress_sk(t, **d))).count();
+        let items_written = days.iter().filter_map(|d| done.get(&progress_sk(t, *d))).map(|(_, n)| n).sum();
+        let derived_to = days
             .iter()
-            .take_while(|b| done.contains_key(&key(**b)))
+            .take_while(|d| done.contains_key(&progress_sk(t, **d)))
             .last()
-            .map(|b| t.source_rollup.bin().next_start(*b).min(version.cut_ms));
-        out.push(TargetState { target: t.clone(), bins, derived, items_written, derived_to });
+            .map(|d| day_end(*d, version.cut_ms));
+        out.push(TargetState { target: t.clone(), days, derived, items_written, derived_to });
     }
     Ok(out)
 }
@@ -81,27 +82,25 @@ pub async fn filling(table: &dyn SortedTable, version: &Version, from: i64, to: 
     let states = states(table, version).await?;
     for state in states {
         let t = &state.target;
-        let bin = t.source_rollup.bin();
-        // Every source bin of the window below the cut (from the first the
+        // Every source day of the window below the cut (from the first the
         // statistics know: one without statistics but with marks is not
         // current), each derived at the source's marks as they are now?
         let mut stale_to = None;
-        let first = state.bins.first().copied().unwrap_or(cut);
-        let mut b = bin.start_of(from.max(first));
-        while b < to.min(cut) {
-            let end = bin.next_start(b).min(cut);
-            let marks = changes::read(table, &t.source, t.source_rollup, b, end)
+        let first = state.days.first().copied().unwrap_or(cut);
+        let mut day = from.max(first).div_euclid(DAY_MS) * DAY_MS;
+        while day < to.min(cut) {
+            let end = day_end(day, cut);
+            let marks = changes::read(table, &t.source, t.source_rollup, day, end)
                 .await
                 .map_err(|e| GatherError::Query { pk: changes::CHANGES_PK.into(), source: e.into() })?;
-            let key = format!("{}#{}#{}", t.projection, t.rollup, bin.label(b)).into_bytes();
-            let current = match done.get(&key) {
+            let current = match done.get(&progress_sk(t, day)) {
                 Some((digest, _)) => *digest == marks_digest(&marks),
                 None => marks.is_empty(),
             };
             if !current {
                 stale_to = Some(end);
             }
-            b = bin.next_start(b);
+            day += DAY_MS;
         }
         if let Some(readable_from) = stale_to {
             let up_to = state.derived_to.map_or("nothing derived yet".to_string(), |e| format!("derived up to {}", iso(e)));

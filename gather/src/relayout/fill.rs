@@ -2,10 +2,11 @@
 //! fill (`zigzag_model::versions::FillTarget`), below the version's cut,
 //! summed from its source's items.
 //!
-//! The unit is one partition time bin of the source (a day of minutes, a
-//! month of hours): its change marks are read (strongly consistent), then
-//! its items, read as a report grouped by the target's dimensions at the
-//! target's bucket, then its marks again. Only if the two reads of marks
+//! The unit is one UTC day of the source (every target bucket lies in one:
+//! a day is a minute bin, and a month bin of hours or days holds whole
+//! days), so a unit holds at most a day of items: its change marks are
+//! read (strongly consistent), then its items, read as a report grouped by
+//! the target's dimensions at the target's bucket, then its marks again. Only if the two reads of marks
 //! are equal and quiet (no flush between its begin and its done) did the
 //! read see no flush writing; the sums are then the target's items, to
 //! the unit (counts and sums add, minima and maxima compare, sketches
@@ -34,6 +35,7 @@ use crate::plan::{Filling, PlanRequest, SourceRequest};
 use crate::window::WindowSpec;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use zigzag_core::schema::TimeBin;
 use zigzag_core::table::{AttrValue, Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome, UpdateRequest};
 use zigzag_model::changes::{self, SliceMarks};
 use zigzag_model::measure::whole::{whole_items, WholeKey};
@@ -54,13 +56,16 @@ pub fn progress_pk(version: u32) -> String {
     format!("{FILL_PK}#v{version:06}")
 }
 
-fn progress_sk(t: &FillTarget, bin_start: i64) -> Vec<u8> {
-    format!("{}#{}#{}", t.projection, t.rollup, t.source_rollup.bin().label(bin_start)).into_bytes()
+/// A unit's progress key: the target and the day.
+pub(super) fn progress_sk(t: &FillTarget, day: i64) -> Vec<u8> {
+    format!("{}#{}#{}", t.projection, t.rollup, TimeBin::Day.label(day)).into_bytes()
 }
+
+const DAY_MS: i64 = 86_400_000;
 
 const MARKS: &str = "marks";
 const ITEMS: &str = "items";
-const BIN: &str = "bin";
+const DAY: &str = "day";
 const DERIVED_AT: &str = "at";
 
 /// How a fill runs.
@@ -92,7 +97,7 @@ pub enum Event {
     /// The units to look at, per target.
     Planned { target: FillTarget, units: usize },
     /// One unit done with.
-    Unit { target: FillTarget, bin_start: i64, unit: Unit },
+    Unit { target: FillTarget, day: i64, unit: Unit },
 }
 
 /// A fill's totals.
@@ -143,19 +148,25 @@ impl Budget {
     }
 }
 
-/// The source bins (start) of `t` holding items before `cut`, by the
-/// statistics ingest keeps.
-pub async fn source_bins(table: &dyn SortedTable, t: &FillTarget, cut: i64) -> Result<Vec<i64>> {
+/// The days (start) of `t`'s source holding items before `cut`: each
+/// day from a statistics item's first bucket to its last.
+pub async fn source_days(table: &dyn SortedTable, t: &FillTarget, cut: i64) -> Result<Vec<i64>> {
     let prefix = format!("{}#{}#", t.source, t.source_rollup).into_bytes();
     let stats = crate::statistics::read(table, SortKeyCondition::BeginsWith(prefix)).await?;
-    let mut bins: Vec<i64> = stats.bins().map(|s: &StoredStats| t.source_rollup.bin().start_of(s.lo)).collect();
-    bins.retain(|b| *b < cut);
-    bins.sort_unstable();
-    bins.dedup();
-    Ok(bins)
+    let mut days: Vec<i64> = stats
+        .bins()
+        .flat_map(|s: &StoredStats| {
+            let (first, last) = (s.lo.div_euclid(DAY_MS), s.hi.div_euclid(DAY_MS));
+            (first..=last).map(|d| d * DAY_MS)
+        })
+        .filter(|d| *d < cut)
+        .collect();
+    days.sort_unstable();
+    days.dedup();
+    Ok(days)
 }
 
-/// The recorded progress of `version`'s fill: per (target, bin label),
+/// The recorded progress of `version`'s fill: per (target, day label),
 /// the marks digest it was derived at and the items written.
 pub async fn progress(table: &dyn SortedTable, version: u32) -> Result<BTreeMap<Vec<u8>, (String, u64)>> {
     let mut req = QueryRequest::new(progress_pk(version), SortKeyCondition::Any);
@@ -180,7 +191,7 @@ pub async fn progress(table: &dyn SortedTable, version: u32) -> Result<BTreeMap<
         .collect())
 }
 
-/// A digest of a bin's marks: equal exactly when no flush wrote the bin in
+/// A digest of a unit's marks: equal exactly when no flush wrote it in
 /// between.
 pub fn marks_digest(marks: &BTreeMap<i64, SliceMarks>) -> String {
     let mut text = String::new();
@@ -194,9 +205,9 @@ pub fn marks_digest(marks: &BTreeMap<i64, SliceMarks>) -> String {
     format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
 }
 
-/// The end of the part of source bin `bin` a target's fill owns.
-fn bin_end(t: &FillTarget, bin: i64, cut: i64) -> i64 {
-    t.source_rollup.bin().next_start(bin).min(cut)
+/// The end of the part of `day` a target's fill owns.
+pub(super) fn day_end(day: i64, cut: i64) -> i64 {
+    (day + DAY_MS).min(cut)
 }
 
 /// Fills every target of `version` (the newest) below its cut. `old` is
@@ -223,14 +234,14 @@ pub async fn fill(
         old_projections
             .by_name(&t.source)
             .ok_or_else(|| GatherError::Config(format!("the table writes no projection {}", t.source)))?;
-        let bins = source_bins(table, t, version.cut_ms).await?;
-        on(&Event::Planned { target: t.clone(), units: bins.len() });
-        for bin in bins {
-            let recorded = done.get(&progress_sk(t, bin)).map(|(m, _)| m.as_str());
-            let unit = fill_unit(table, old, km, t, version, bin, recorded, opts, &mut budget).await?;
+        let days = source_days(table, t, version.cut_ms).await?;
+        on(&Event::Planned { target: t.clone(), units: days.len() });
+        for day in days {
+            let recorded = done.get(&progress_sk(t, day)).map(|(m, _)| m.as_str());
+            let unit = fill_unit(table, old, km, t, version, day, recorded, opts, &mut budget).await?;
             totals.units += 1;
             totals.add(&unit);
-            on(&Event::Unit { target: t.clone(), bin_start: bin, unit });
+            on(&Event::Unit { target: t.clone(), day, unit });
         }
     }
     Ok(totals)
@@ -245,14 +256,14 @@ async fn fill_unit(
     km: &KeyModel,
     t: &FillTarget,
     version: &Version,
-    bin: i64,
+    day: i64,
     recorded: Option<&str>,
     opts: &FillOptions,
     budget: &mut Budget,
 ) -> Result<Unit> {
-    let end = bin_end(t, bin, version.cut_ms);
+    let end = day_end(day, version.cut_ms);
     let marks = |table| async move {
-        changes::read(table, &t.source, t.source_rollup, bin, end)
+        changes::read(table, &t.source, t.source_rollup, day, end)
             .await
             .map_err(|e| GatherError::Query { pk: changes::CHANGES_PK.into(), source: e.into() })
     };
@@ -264,17 +275,17 @@ async fn fill_unit(
     if recorded == Some(digest.as_str()) {
         return Ok(Unit::Current);
     }
-    let (agg, actual) = read_source(table, old, km, t, bin, end, opts).await?;
+    let (agg, actual) = read_source(table, old, km, t, day, end, opts).await?;
     let after = marks(table).await?;
     if after != before {
         return Ok(Unit::Pending("a flush wrote it while it was read".into()));
     }
     let (written, wcu) = write_target(table, km, t, &agg, opts, budget).await?;
     // An update, not a put: the fill needs no PutItem (the compactor's role).
-    let progress = UpdateRequest::new(progress_pk(version.number), progress_sk(t, bin))
+    let progress = UpdateRequest::new(progress_pk(version.number), progress_sk(t, day))
         .set(MARKS, digest.as_str())
         .set(ITEMS, written as i64)
-        .set(BIN, bin)
+        .set(DAY, day)
         .set(DERIVED_AT, opts.now_ms);
     table
         .update(&progress)
@@ -283,14 +294,14 @@ async fn fill_unit(
     Ok(Unit::Derived { items_read: actual.stats.scanned, items_written: written, rcu: actual.stats.rcu, wcu })
 }
 
-/// The source's items of `[bin, end)`, strongly consistent, summed by the
+/// The source's items of `[from, end)`, strongly consistent, summed by the
 /// target's dimensions and buckets.
 async fn read_source(
     table: &dyn SortedTable,
     old: &Config,
     km: &KeyModel,
     t: &FillTarget,
-    bin: i64,
+    from: i64,
     end: i64,
     opts: &FillOptions,
 ) -> Result<(Aggregation, Actual)> {
@@ -298,7 +309,7 @@ async fn read_source(
         chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |d| d.format("%Y-%m-%dT%H:%M:%SZ").to_string())
     };
     let req = PlanRequest {
-        window: WindowSpec::Absolute { from: iso(bin), to: iso(end) },
+        window: WindowSpec::Absolute { from: iso(from), to: iso(end) },
         rollup: Some(t.source_rollup),
         step: Some(t.rollup.unit_ms()),
         timeseries: true,

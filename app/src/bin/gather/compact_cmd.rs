@@ -31,14 +31,14 @@ pub(crate) async fn compact_cmd(
     // puts after the fold: the fill first.
     if let Some(stored) = zigzag_model::versions::load(aggregates.as_ref()).await? {
         let states = zigzag_gather::relayout::coverage::states(aggregates.as_ref(), &stored.newest).await?;
-        if let Some(s) = states.iter().find(|s| s.derived < s.bins.len()) {
+        if let Some(s) = states.iter().find(|s| s.derived < s.days.len()) {
             bail!(
-                "layout version {}'s fill is not done ({} {}: {} of {} bins): run `gather layout fill` first (`gather                  layout status` shows it)",
+                "layout version {}'s fill is not done ({} {}: {} of {} days): run `gather layout fill` first (`gather                  layout status` shows it)",
                 stored.newest.number,
                 s.target.projection,
                 s.target.rollup,
                 s.derived,
-                s.bins.len()
+                s.days.len()
             );
         }
     }

@@ -120,7 +120,7 @@ async fn run_fill(
     say(&summary(&totals, started.elapsed().as_secs_f64()));
     if totals.pending > 0 {
         say(&format!(
-            "{} bins were being written by a flush while they were read: run `gather layout fill` again (reports read \
+            "{} days were being written by a flush while they were read: run `gather layout fill` again (reports read \
              their sources for them meanwhile)",
             totals.pending
         ));
@@ -130,7 +130,7 @@ async fn run_fill(
 
 fn summary(t: &Totals, secs: f64) -> String {
     format!(
-        "filled: {} bins derived, {} already current, {} left for later; {} items read ({:.1} RCU), {} items written \
+        "filled: {} days derived, {} already current, {} left for later; {} items read ({:.1} RCU), {} items written \
          ({:.0} WCU) in {secs:.1} s",
         t.derived, t.current, t.pending, t.items_read, t.rcu, t.items_written, t.wcu
     )
@@ -158,30 +158,30 @@ impl Watch {
                 }
                 if std::io::stderr().is_terminal() {
                     let bar = ProgressBar::new(*units as u64);
-                    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} bins, ETA {eta}") {
+                    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} days, ETA {eta}") {
                         bar.set_style(style.progress_chars("=> "));
                     }
                     bar.set_message(what);
                     self.bar = Some(bar);
                 } else {
-                    say(&format!("filling {what}: {units} bins"));
+                    say(&format!("filling {what}: {units} days"));
                 }
                 self.seen = 0;
             }
-            Event::Unit { bin_start, unit, .. } => {
+            Event::Unit { day, unit, .. } => {
                 self.seen += 1;
                 match unit {
                     Unit::Derived { items_written, wcu, .. } => {
                         self.totals.items_written += items_written;
                         self.totals.wcu += wcu;
                     }
-                    Unit::Pending(why) => say(&format!("  bin {}: left for later ({why})", iso(*bin_start))),
+                    Unit::Pending(why) => say(&format!("  day {}: left for later ({why})", iso(*day))),
                     Unit::Current => {}
                 }
                 match &self.bar {
                     Some(bar) => bar.inc(1),
                     None if self.seen % 10 == 0 => say(&format!(
-                        "  {} bins done, {} items written ({:.0} WCU)",
+                        "  {} days done, {} items written ({:.0} WCU)",
                         self.seen, self.totals.items_written, self.totals.wcu
                     )),
                     None => {}
@@ -214,13 +214,13 @@ pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
         let t = &s.target;
         let to = s.derived_to.map_or("nothing derived yet".into(), |e| format!("derived up to {}", iso(e)));
         println!(
-            "  {} {} summed from {} {}: {} of {} bins ({:.0} %), {} items written, {to}",
+            "  {} {} summed from {} {}: {} of {} days ({:.0} %), {} items written, {to}",
             t.projection,
             t.rollup,
             t.source,
             t.source_rollup,
             s.derived,
-            s.bins.len(),
+            s.days.len(),
             s.percent(),
             s.items_written
         );
