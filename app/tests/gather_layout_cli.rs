@@ -159,7 +159,7 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     assert!(ok, "{err}");
     assert!(err.contains("layout version 2 recorded") && err.contains("filled: 4 days derived"), "{err}");
     let (ok, status, _) = gather(&["layout", "status"]);
-    assert!(ok && status.contains("by_campaign hour summed from cc hour: 2 of 2 days (100 %)"), "{status}");
+    assert!(ok && status.contains("by_campaign hour (version 2) summed from cc hour: 2 of 2 days (100 %)"), "{status}");
     assert!(status.contains("reports read every target for any window"), "{status}");
 
     // The new projection answers what the one it was summed from answers.
@@ -187,9 +187,16 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     let out = run(env!("CARGO_BIN_EXE_loadgen"), &[&args[..], &["by_campaign.toml"]].concat(), d);
     let (_, err) = text(&out);
     assert!(out.status.success() && err.contains("2000 records"), "the new layout writes: {err}");
-    let (ok, _, err) =
-        gather(&["top", "--by", "clicks", "--group-by", "campaign", "--projection", "by_campaign", "--last", "30d"]);
-    assert!(!ok && err.contains("filling:") && err.contains("read from cc meanwhile"), "{err}");
+    let refused = |projection: &str| {
+        let window = ["--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"];
+        let mut args = vec!["top", "--by", "clicks", "--group-by", "campaign", "--projection", projection];
+        args.extend_from_slice(&window);
+        let (ok, _, err) = gather(&args);
+        assert!(!ok, "{projection} is read where it is not filled");
+        err
+    };
+    let err = refused("by_campaign");
+    assert!(err.contains("filling:") && err.contains("read from cc meanwhile"), "{err}");
     let (ok, _, err) = gather(&["layout", "fill"]);
     assert!(ok && err.contains("filled: 4 days derived"), "{err}");
     let from_cc = top("cc");
@@ -224,4 +231,27 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     assert!(!err.contains("panicked"), "{err}");
     let (_, status, _) = gather(&["layout", "status"]);
     assert!(status.starts_with("layout version 2 "), "{status}");
+
+    // Version 3 adds a projection by campaign and country, hourly; version 2's
+    // target is still read only where its own fill holds it.
+    let v3 = format!(
+        "{by_campaign}\n[[projection]]\nname = \"by_cr\"\ndimensions = [\"campaign\", \"country\"]\nrollups = [\"hour\"]\n"
+    );
+    std::fs::write(d.join("v3.toml"), &v3).unwrap();
+    let (ok, _, err) = gather(&["layout", "apply", "v3.toml"]);
+    assert!(ok && err.contains("layout version 3 recorded"), "{err}");
+    let args = ["--records", "2000", "--seed", "6", "--stream", "later", "--sink", "ingest", "--db", "z.db", "--config"];
+    let out = run(env!("CARGO_BIN_EXE_loadgen"), &[&args[..], &["v3.toml"]].concat(), d);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let err = refused("by_campaign");
+    assert!(err.contains("layout version 2; read from cc"), "version 2's target, stale: {err}");
+    let err = refused("by_cr");
+    assert!(err.contains("layout version 3; read from cc"), "version 3's, stale: {err}");
+    let (ok, _, err) = gather(&["layout", "fill"]);
+    assert!(ok && err.matches("filled:").count() == 2, "each version's targets: {err}");
+    let from_cc = top("cc");
+    assert_eq!(top("by_campaign"), from_cc);
+    assert_eq!(top("by_cr"), from_cc);
+    let (_, status, _) = gather(&["layout", "status"]);
+    assert!(status.contains("by_campaign hour (version 2)") && status.contains("by_cr hour (version 3)"), "{status}");
 }

@@ -25,6 +25,9 @@ pub const LAYOUT_PK: &str = "#layout";
 pub const LAYOUT_SK: &[u8] = b"layout";
 const TEXT: &str = "layout";
 const DIGEST: &str = "digest";
+/// The `#layout` item's digest once versions were applied
+/// (`crate::versions`): its text is then no layout.
+pub(crate) const VERSIONED: &str = "versioned";
 
 /// Bumped when the meaning of a layout's fields changes.
 pub const LAYOUT_VERSION: u32 = 2;
@@ -69,6 +72,10 @@ pub enum LayoutError {
          (`gather layout show` prints it as a configuration file; or start without --config to take it)"
     )]
     Superseded { mine: u32, newest: u32 },
+    /// The table records versions (`crate::versions`): what a writer must
+    /// match is the newest of them.
+    #[error("the table records layout versions: read them with `zigzag_model::versions`")]
+    Versioned,
 }
 
 /// The differences a message shows: a whole other schema differs in every
@@ -265,6 +272,9 @@ pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<(), Layo
         UpdateOutcome::ConditionFailed(Some(item)) => item,
         UpdateOutcome::ConditionFailed(None) => return Err(LayoutError::Corrupt("refused without an item".into())),
     };
+    if item.attrs.get(DIGEST) == Some(&AttrValue::S(VERSIONED.into())) {
+        return Err(LayoutError::Versioned);
+    }
     let differences = layout.differences(&from_item(&item)?);
     if !differences.is_empty() {
         return Err(LayoutError::Differs(differences));

@@ -51,7 +51,7 @@ pub struct Change {
 
 /// The projections `layout` writes: the base (when it has top-level
 /// rollups) and the declared ones.
-fn written(layout: &Layout) -> Vec<ProjectionSpec> {
+pub(crate) fn written(layout: &Layout) -> Vec<ProjectionSpec> {
     let base = ProjectionSpec {
         name: BASE.into(),
         dimensions: layout.dimensions.iter().map(|d| d.field.clone()).collect(),

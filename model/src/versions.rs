@@ -73,15 +73,32 @@ pub struct Version {
     pub at_ms: i64,
 }
 
-impl Version {
-    /// Where a target of this version is written by the workers from, if
-    /// it is one (a projection's rollup added or re-spread by it).
-    pub fn written_from(&self, projection: &str, rollup: Rollup) -> Option<i64> {
-        let fill = self.changes.fills.iter().any(|f| f.projection == projection && f.rollup == rollup);
-        let counted = self.changes.counted.iter().any(|t| t.projection == projection && t.rollup == rollup);
-        (fill || counted).then_some(self.cut_ms)
+/// A target a version added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added<'a> {
+    /// Summed from the table below the version's cut.
+    Fill(&'a FillTarget),
+    /// Counted from the version's cut on.
+    Counted(&'a NewTarget),
+}
+
+impl Added<'_> {
+    pub fn projection(&self) -> &str {
+        match self {
+            Added::Fill(t) => &t.projection,
+            Added::Counted(t) => &t.projection,
+        }
     }
 
+    pub fn rollup(&self) -> Rollup {
+        match self {
+            Added::Fill(t) => t.rollup,
+            Added::Counted(t) => t.rollup,
+        }
+    }
+}
+
+impl Version {
     fn first(layout: Layout) -> Version {
         Version { number: 1, layout, cut_ms: 0, changes: Changes::default(), at_ms: 0 }
     }
@@ -138,6 +155,32 @@ impl Stored {
         &self.newest.layout
     }
 
+    /// Every target a version added that the newest layout still writes,
+    /// with the version that added it last (a target dropped and added
+    /// again is the later version's).
+    pub fn added(&self) -> Vec<(&Version, Added<'_>)> {
+        let written: Vec<(String, Rollup)> = crate::layout_diff::written(&self.newest.layout)
+            .into_iter()
+            .flat_map(|p| p.rollups.into_iter().map(move |r| (p.name.clone(), r)))
+            .collect();
+        let mut out: Vec<(&Version, Added<'_>)> = Vec::new();
+        for v in &self.versions {
+            let added = v.changes.fills.iter().map(Added::Fill).chain(v.changes.counted.iter().map(Added::Counted));
+            for a in added {
+                out.retain(|(_, b)| (b.projection(), b.rollup()) != (a.projection(), a.rollup()));
+                out.push((v, a));
+            }
+        }
+        out.retain(|(_, a)| written.iter().any(|(p, r)| p == a.projection() && *r == a.rollup()));
+        out
+    }
+
+    /// What a writer of the newest version writes of each target only from
+    /// its cut on: (projection, rollup, cut).
+    pub fn written_from(&self) -> Vec<(String, Rollup, i64)> {
+        self.added().into_iter().map(|(v, a)| (a.projection().to_string(), a.rollup(), v.cut_ms)).collect()
+    }
+
     /// A digest of every item read: equal as long as nothing was applied
     /// or recorded since (`gather serve` reloads when it moves).
     pub fn identity(&self) -> String {
@@ -176,26 +219,41 @@ pub async fn load_layout(table: &dyn SortedTable) -> Result<Option<Layout>, Layo
     Ok(load(table).await?.map(|s| s.newest.layout))
 }
 
+/// What a writer adopted: the version, and the targets it writes only
+/// from their cut on ([`Stored::written_from`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adopted {
+    pub number: u32,
+    pub written_from: Vec<(String, Rollup, i64)>,
+}
+
 /// A writer's check before its first write: the first records `layout`
-/// (version 1); later ones must match the newest version, and get it (its
-/// cut and targets). One matching an older version is refused naming the
-/// newest; any other, with what differs from the newest.
-pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<Version, LayoutError> {
+/// (version 1); later ones must match the newest version, and get what
+/// they write only from a cut on. One matching an older version is
+/// refused naming the newest; any other, with what differs from the
+/// newest.
+pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<Adopted, LayoutError> {
+    // One guarded write, no read, on a table without versions (as before
+    // they existed); the versions are read only when it says there are.
+    match crate::layout::ensure(table, layout).await {
+        Ok(()) => return Ok(Adopted { number: 1, written_from: Vec::new() }),
+        Err(LayoutError::Versioned) => {}
+        Err(e) => return Err(e),
+    }
+    // (An apply killed between marking the item and recording its version
+    // leaves version 1 alone, as an item of its own.)
     match load(table).await? {
-        Some(stored) if stored.versions.len() > 1 => {
+        Some(stored) => {
             let newest = &stored.newest;
             if layout.differences(&newest.layout).is_empty() {
-                return Ok(newest.clone());
+                return Ok(Adopted { number: newest.number, written_from: stored.written_from() });
             }
             if let Some(old) = stored.versions.iter().find(|v| layout.differences(&v.layout).is_empty()) {
                 return Err(LayoutError::Superseded { mine: old.number, newest: newest.number });
             }
             Err(LayoutError::Differs(layout.differences(&newest.layout)))
         }
-        _ => {
-            crate::layout::ensure(table, layout).await?;
-            Ok(Version::first(layout.clone()))
-        }
+        None => Err(LayoutError::Corrupt("the #layout item vanished while it was read".into())),
     }
 }
 
@@ -236,7 +294,7 @@ pub async fn record(
         create(table, &first).await?;
         let mark = UpdateRequest::new(LAYOUT_PK, LAYOUT_SK.to_vec())
             .set(TEXT, MARKER)
-            .set(DIGEST, "versioned")
+            .set(DIGEST, crate::layout::VERSIONED)
             .guard(TEXT, CmpOp::Eq, text, false);
         match table.update(&mark).await.map_err(LayoutError::Table)? {
             UpdateOutcome::Applied(_) => {}
@@ -294,9 +352,10 @@ mod tests {
         let recorded = record(&table, 1, &v2, 3_600_000, fills(), 7).await.unwrap();
         assert_eq!(recorded.number, 2);
         let got = ensure(&table, &v2).await.unwrap();
-        assert_eq!((got.number, got.cut_ms, got.changes.clone()), (2, 3_600_000, fills()));
-        assert_eq!(got.written_from("by_campaign", Rollup::Minute), Some(3_600_000));
-        assert_eq!(got.written_from("cc", Rollup::Minute), None, "written as before");
+        assert_eq!(got.number, 2);
+        assert_eq!(got.written_from, [("by_campaign".to_string(), Rollup::Minute, 3_600_000)], "cc as before");
+        let stored = load(&table).await.unwrap().unwrap();
+        assert_eq!((stored.newest.cut_ms, stored.newest.changes.clone()), (3_600_000, fills()));
         let e = ensure(&table, &v1).await.unwrap_err().to_string();
         assert!(e.contains("version 1") && e.contains("version 2") && e.contains("gather layout"), "{e}");
         let mut other = Config::default();
@@ -315,11 +374,14 @@ mod tests {
         let (v1, v2) = layouts();
         ensure(&table, &v1).await.unwrap();
         record(&table, 1, &v2, 0, Changes::default(), 0).await.unwrap();
-        // What such a build does: `layout::ensure` on the `#layout` item.
-        let e = crate::layout::ensure(&table, &v1).await.unwrap_err().to_string();
+        // What such a build does: parse the `#layout` item's text, whatever
+        // layout it has.
+        let item = table.get(LAYOUT_PK, LAYOUT_SK).await.unwrap().expect("kept");
+        let e = crate::layout::from_item(&item).unwrap_err().to_string();
         assert!(e.contains("layout version 3 is newer than this build"), "{e}");
-        let e = crate::layout::ensure(&table, &v2).await.unwrap_err().to_string();
-        assert!(e.contains("newer than this build"), "the new layout too: {e}");
+        // This build reads the versions instead.
+        assert!(matches!(crate::layout::ensure(&table, &v1).await, Err(LayoutError::Versioned)));
+        assert_eq!(ensure(&table, &v2).await.unwrap().number, 2);
     }
 
     #[tokio::test]
@@ -342,6 +404,32 @@ mod tests {
         assert_eq!(stored.versions.len(), 2);
         let e = record(&table, 1, &v2, 0, Changes::default(), 0).await.unwrap_err().to_string();
         assert!(e.contains("recorded version 2 first"), "a stale apply later: {e}");
+    }
+
+    #[tokio::test]
+    async fn a_target_keeps_the_cut_of_the_version_that_added_it_until_dropped_and_added_again() {
+        let table = MemoryTable::new();
+        let (v1, v2) = layouts();
+        ensure(&table, &v1).await.unwrap();
+        record(&table, 1, &v2, 100, fills(), 0).await.unwrap();
+        // Version 3 adds a projection by country; by_campaign minute keeps
+        // version 2's cut.
+        let c3 = Config::from_toml(
+            "[[projection]]\nname = \"by_campaign\"\ndimensions = [\"campaign\"]\n\
+             [[projection]]\nname = \"by_country\"\ndimensions = [\"country\"]\nrollups = [\"hour\"]\n",
+        )
+        .unwrap();
+        let hour = NewTarget { projection: "by_country".into(), rollup: Rollup::Hour };
+        let v3 = Layout::of(&c3);
+        record(&table, 2, &v3, 200, Changes { fills: vec![], counted: vec![hour] }, 0).await.unwrap();
+        let got = ensure(&table, &v3).await.unwrap().written_from;
+        assert_eq!(got, [("by_campaign".into(), Rollup::Minute, 100), ("by_country".into(), Rollup::Hour, 200)]);
+        // Version 4 drops by_campaign; version 5 adds it again, counted.
+        record(&table, 3, &v1, 300, Changes::default(), 0).await.unwrap();
+        assert_eq!(ensure(&table, &v1).await.unwrap().written_from, []);
+        let again = NewTarget { projection: "by_campaign".into(), rollup: Rollup::Minute };
+        record(&table, 4, &v2, 400, Changes { fills: vec![], counted: vec![again] }, 0).await.unwrap();
+        assert_eq!(ensure(&table, &v2).await.unwrap().written_from, [("by_campaign".into(), Rollup::Minute, 400)]);
     }
 
     #[tokio::test]

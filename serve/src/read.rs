@@ -124,7 +124,7 @@ impl Reader {
         let stored =
             zigzag_model::versions::load(self.recent.as_ref()).await.map_err(|e| layout_err(e.to_string()))?;
         match stored {
-            Some(s) if s.versions.len() > 1 => zigzag_gather::relayout::filling(self.recent.as_ref(), &s.newest, from, to)
+            Some(s) if s.versions.len() > 1 => zigzag_gather::relayout::filling(self.recent.as_ref(), &s, from, to)
                 .await
                 .map_err(|e| layout_err(e.to_string())),
             _ => Ok(Default::default()),

@@ -237,7 +237,7 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     assert!(totals.derived > 0 && totals.pending == 0, "{totals:?}");
     let again = run_fill(&table, &version).await.unwrap();
     assert_eq!((again.derived, again.current), (0, totals.units), "nothing to do: every unit current");
-    let filling = zigzag_gather::relayout::filling(&table, &version, T0, cut_ms).await.unwrap();
+    let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, cut_ms).await.unwrap();
     assert!(filling.is_empty(), "every target readable: {:?}", filling.notes().collect::<Vec<_>>());
 
     // Version 2's workers: targets written from the cut on; late events
@@ -249,7 +249,7 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     let after = items(&table, "by_campaign", Rollup::Minute, T0, cut_ms).await;
     assert!(filled == after, "no worker wrote a target's bucket before the cut (the fill owns them)");
     assert!(items(&table, "cc", Rollup::Minute, T0, cut_ms).await != sources, "events before the cut reached the source");
-    let filling = zigzag_gather::relayout::filling(&table, &version, T0, T0 + 2 * DAY).await.unwrap();
+    let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, T0 + 2 * DAY).await.unwrap();
     for (p, r) in [("by_campaign", Rollup::Minute), ("by_campaign", Rollup::Hour), ("cc", Rollup::Day)] {
         let e = filling.readable(p, r, T0).unwrap_err();
         assert!(e.contains("filling:") && e.contains("read from"), "{e}");
@@ -257,7 +257,7 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     }
     let refill = run_fill(&table, &version).await.unwrap();
     assert!(refill.derived > 0 && refill.pending == 0, "the late events' bins derived again: {refill:?}");
-    let filling = zigzag_gather::relayout::filling(&table, &version, T0, T0 + 2 * DAY).await.unwrap();
+    let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, T0 + 2 * DAY).await.unwrap();
     assert!(filling.is_empty(), "{:?}", filling.notes().collect::<Vec<_>>());
 
     // The reference: version 2 from the start, the same two streams.
@@ -400,7 +400,7 @@ async fn check_drawn(d: &Drawn) {
     ingest(&v2, &second, &a, "second").await;
     let totals = fill_with(&table, &v1, &v2, &version).await.unwrap();
     assert_eq!(totals.pending, 0, "{totals:?}");
-    let filling = zigzag_gather::relayout::filling(&table, &version, T0 - DAY, T0 + 3 * DAY).await.unwrap();
+    let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0 - DAY, T0 + 3 * DAY).await.unwrap();
     for f in &version.changes.fills {
         assert!(filling.readable(&f.projection, f.rollup, T0 - DAY).is_ok(), "{f:?} filled");
     }

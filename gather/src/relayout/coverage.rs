@@ -8,19 +8,23 @@
 use super::fill::{day_end, marks_digest, progress, progress_sk, source_days};
 use crate::error::{GatherError, Result};
 use crate::plan::Filling;
+use zigzag_core::schema::format_instant;
 use zigzag_core::table::SortedTable;
 use zigzag_model::changes;
-use zigzag_model::versions::{FillTarget, Version};
+use std::collections::BTreeMap;
+use zigzag_model::versions::{Added, FillTarget, Stored, Version};
+
+/// A fill's progress items, by key: (marks digest, items written).
+type Progress = BTreeMap<Vec<u8>, (String, u64)>;
 
 const DAY_MS: i64 = 86_400_000;
 
-fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |d| d.format("%Y-%m-%dT%H:%MZ").to_string())
-}
 
 /// How far one target is filled.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetState {
+    /// The version that added it.
+    pub version: u32,
     pub target: FillTarget,
     /// Source days below the cut (by the statistics), and those derived
     /// (at any marks).
@@ -41,47 +45,59 @@ impl TargetState {
     }
 }
 
-/// How far each fill target of `version` is (statistics and progress
+/// How far one fill target of `version` is (statistics and progress
 /// read, no marks).
-pub async fn states(table: &dyn SortedTable, version: &Version) -> Result<Vec<TargetState>> {
-    let done = progress(table, version.number).await?;
+async fn state(table: &dyn SortedTable, version: &Version, t: &FillTarget, done: &Progress) -> Result<TargetState> {
+    let days = source_days(table, t, version.cut_ms).await?;
+    let derived = days.iter().filter(|d| done.contains_key(&progress_sk(t, **d))).count();
+    let items_written = days.iter().filter_map(|d| done.get(&progress_sk(t, *d))).map(|(_, n)| n).sum();
+    let derived_to =
+        days.iter().take_while(|d| done.contains_key(&progress_sk(t, **d))).last().map(|d| day_end(*d, version.cut_ms));
+    Ok(TargetState { version: version.number, target: t.clone(), days, derived, items_written, derived_to })
+}
+
+/// How far each fill target the table's versions added and its layout
+/// still writes is.
+pub async fn states(table: &dyn SortedTable, stored: &Stored) -> Result<Vec<TargetState>> {
     let mut out = Vec::new();
-    for t in &version.changes.fills {
-        let days = source_days(table, t, version.cut_ms).await?;
-        let derived = days.iter().filter(|d| done.contains_key(&progress_sk(t, **d))).count();
-        let items_written = days.iter().filter_map(|d| done.get(&progress_sk(t, *d))).map(|(_, n)| n).sum();
-        let derived_to = days
-            .iter()
-            .take_while(|d| done.contains_key(&progress_sk(t, **d)))
-            .last()
-            .map(|d| day_end(*d, version.cut_ms));
-        out.push(TargetState { target: t.clone(), days, derived, items_written, derived_to });
+    let mut done: BTreeMap<u32, Progress> = BTreeMap::new();
+    for (v, added) in stored.added() {
+        let Added::Fill(t) = added else { continue };
+        if !done.contains_key(&v.number) {
+            done.insert(v.number, progress(table, v.number).await?);
+        }
+        out.push(state(table, v, t, &done[&v.number]).await?);
     }
     Ok(out)
 }
 
-/// What a report over `[from, to)` may read of `version`'s targets.
-pub async fn filling(table: &dyn SortedTable, version: &Version, from: i64, to: i64) -> Result<Filling> {
+/// What a report over `[from, to)` may read of the targets the table's
+/// versions added.
+pub async fn filling(table: &dyn SortedTable, stored: &Stored, from: i64, to: i64) -> Result<Filling> {
     let mut filling = Filling::default();
-    if version.number <= 1 || from >= version.cut_ms {
-        return Ok(filling);
-    }
-    let cut = version.cut_ms;
-    for t in &version.changes.counted {
-        filling.insert(
-            &t.projection,
-            t.rollup,
-            cut,
-            format!("added by layout version {} and counted from {} on only", version.number, iso(cut)),
-        );
-    }
-    if version.changes.fills.is_empty() {
-        return Ok(filling);
-    }
-    let done = progress(table, version.number).await?;
-    let states = states(table, version).await?;
-    for state in states {
-        let t = &state.target;
+    let mut done: BTreeMap<u32, Progress> = BTreeMap::new();
+    for (version, added) in stored.added() {
+        let cut = version.cut_ms;
+        if from >= cut {
+            continue;
+        }
+        let t = match added {
+            Added::Counted(t) => {
+                let note = format!(
+                    "added by layout version {} and counted from {} on only",
+                    version.number,
+                    format_instant(cut)
+                );
+                filling.insert(&t.projection, t.rollup, cut, note);
+                continue;
+            }
+            Added::Fill(t) => t,
+        };
+        if !done.contains_key(&version.number) {
+            done.insert(version.number, progress(table, version.number).await?);
+        }
+        let done = &done[&version.number];
+        let state = state(table, version, t, done).await?;
         // Every source day of the window below the cut (from the first the
         // statistics know: one without statistics but with marks is not
         // current), each derived at the source's marks as they are now?
@@ -103,7 +119,9 @@ pub async fn filling(table: &dyn SortedTable, version: &Version, from: i64, to: 
             day += DAY_MS;
         }
         if let Some(readable_from) = stale_to {
-            let up_to = state.derived_to.map_or("nothing derived yet".to_string(), |e| format!("derived up to {}", iso(e)));
+            let up_to = state
+                .derived_to
+                .map_or("nothing derived yet".to_string(), |e| format!("derived up to {}", format_instant(e)));
             filling.insert(
                 &t.projection,
                 t.rollup,

@@ -35,7 +35,7 @@ use crate::plan::{Filling, PlanRequest, SourceRequest};
 use crate::window::WindowSpec;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use zigzag_core::schema::TimeBin;
+use zigzag_core::schema::{format_instant, TimeBin};
 use zigzag_core::table::{AttrValue, Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome, UpdateRequest};
 use zigzag_model::changes::{self, SliceMarks};
 use zigzag_model::measure::whole::{whole_items, WholeKey};
@@ -305,11 +305,8 @@ async fn read_source(
     end: i64,
     opts: &FillOptions,
 ) -> Result<(Aggregation, Actual)> {
-    let iso = |ms: i64| {
-        chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |d| d.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-    };
     let req = PlanRequest {
-        window: WindowSpec::Absolute { from: iso(from), to: iso(end) },
+        window: WindowSpec::Absolute { from: format_instant(from), to: format_instant(end) },
         rollup: Some(t.source_rollup),
         step: Some(t.rollup.unit_ms()),
         timeseries: true,

@@ -205,15 +205,17 @@ impl Flusher {
         Ok(Merged { partials: gen.into_projections(&self.set, &self.shapes, keep)? })
     }
 
-    /// Writes the item sets `version` added only from its cut on (the
-    /// fill owns the buckets before it).
-    pub fn adopt(&self, version: &zigzag_model::versions::Version) {
-        let from = self
-            .projections
+    /// Writes the item sets layout versions added only from their cut on
+    /// (the fill owns the buckets before it; nothing holds them for a
+    /// counted one).
+    pub fn adopt(&self, adopted: &zigzag_model::versions::Adopted) {
+        let from = adopted
+            .written_from
             .iter()
-            .enumerate()
-            .flat_map(|(i, km)| km.rollups().map(move |r| (i as u8, km.name().to_string(), r)))
-            .filter_map(|(i, name, r)| version.written_from(&name, r).map(|cut| ((i, r), cut)))
+            .filter_map(|(name, r, cut)| {
+                let i = self.projections.iter().position(|km| km.name() == name)?;
+                Some(((i as u8, *r), *cut))
+            })
             .collect();
         *self.written_from.write().unwrap_or_else(|e| e.into_inner()) = from;
     }

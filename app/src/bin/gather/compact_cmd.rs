@@ -30,11 +30,12 @@ pub(crate) async fn compact_cmd(
     // A target put by a fill while its bins are folded would lose what it
     // puts after the fold: the fill first.
     if let Some(stored) = zigzag_model::versions::load(aggregates.as_ref()).await? {
-        let states = zigzag_gather::relayout::coverage::states(aggregates.as_ref(), &stored.newest).await?;
+        let states = zigzag_gather::relayout::coverage::states(aggregates.as_ref(), &stored).await?;
         if let Some(s) = states.iter().find(|s| s.derived < s.days.len()) {
             bail!(
-                "layout version {}'s fill is not done ({} {}: {} of {} days): run `gather layout fill` first (`gather                  layout status` shows it)",
-                stored.newest.number,
+                "layout version {}'s fill is not done ({} {}: {} of {} days): run `gather layout fill` first (`gather layout \
+                 status` shows it)",
+                s.version,
                 s.target.projection,
                 s.target.rollup,
                 s.derived,

@@ -7,6 +7,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::Path;
 use zigzag_app::store::StoreArgs;
+use zigzag_core::schema::format_instant;
 use zigzag_core::table::SortedTable;
 use zigzag_gather::relayout::apply::{cut, version_changes, workers_running};
 use zigzag_gather::relayout::coverage::states;
@@ -15,9 +16,6 @@ use zigzag_model::layout::Layout;
 use zigzag_model::versions::{self, Stored, Version};
 use zigzag_model::{Config, Projections};
 
-fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |d| d.format("%Y-%m-%dT%H:%MZ").to_string())
-}
 
 async fn stored(table: &dyn SortedTable) -> Result<Stored> {
     versions::load(table)
@@ -72,10 +70,10 @@ pub(crate) async fn apply(
          the targets below are the fill's before {} and the workers' from then on",
         version.number,
         new.display(),
-        iso(cut_ms)
+        format_instant(cut_ms)
     ));
     for t in &version.changes.counted {
-        say(&format!("  {} {}: counted from {} on (the table holds no source)", t.projection, t.rollup, iso(cut_ms)));
+        say(&format!("  {} {}: counted from {} on (the table holds no source)", t.projection, t.rollup, format_instant(cut_ms)));
     }
     run_fill(table.as_ref(), &old, &next, &version, rcu_per_sec, wcu_per_sec).await
 }
@@ -87,12 +85,31 @@ pub(crate) async fn fill_again(
 ) -> Result<()> {
     let table = store.open_aggregates().await?;
     let stored = stored(table.as_ref()).await?;
-    let Some(before) = stored.versions.iter().rev().nth(1) else {
+    if stored.versions.len() < 2 {
         bail!("the table has one layout version: nothing to fill (`gather layout apply` records another)");
-    };
+    }
     let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
-    let (old, new) = (before.layout.apply(&given), stored.layout().apply(&given));
-    run_fill(table.as_ref(), &old, &new, &stored.newest, rcu_per_sec, wcu_per_sec).await
+    let new = stored.layout().apply(&given);
+    // Each version's targets the layout still writes, read from the
+    // layout before that version.
+    let added = stored.added();
+    for (i, v) in stored.versions.iter().enumerate().skip(1) {
+        let fills: Vec<_> = added
+            .iter()
+            .filter(|(by, _)| by.number == v.number)
+            .filter_map(|(_, a)| match a {
+                versions::Added::Fill(t) => Some((*t).clone()),
+                versions::Added::Counted(_) => None,
+            })
+            .collect();
+        if fills.is_empty() {
+            continue;
+        }
+        let old = stored.versions[i - 1].layout.apply(&given);
+        let version = Version { changes: versions::Changes { fills, counted: Vec::new() }, ..v.clone() };
+        run_fill(table.as_ref(), &old, &new, &version, rcu_per_sec, wcu_per_sec).await?;
+    }
+    Ok(())
 }
 
 async fn run_fill(
@@ -175,7 +192,7 @@ impl Watch {
                         self.totals.items_written += items_written;
                         self.totals.wcu += wcu;
                     }
-                    Unit::Pending(why) => say(&format!("  day {}: left for later ({why})", iso(*day))),
+                    Unit::Pending(why) => say(&format!("  day {}: left for later ({why})", format_instant(*day))),
                     Unit::Current => {}
                 }
                 match &self.bar {
@@ -209,14 +226,15 @@ pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
         println!("layout version 1 (as the first writer recorded it): no change applied");
         return Ok(());
     }
-    println!("layout version {} (applied {}), cut {}", v.number, iso(v.at_ms), iso(v.cut_ms));
-    for s in states(table.as_ref(), v).await? {
+    println!("layout version {} (applied {}), cut {}", v.number, format_instant(v.at_ms), format_instant(v.cut_ms));
+    for s in states(table.as_ref(), &stored).await? {
         let t = &s.target;
-        let to = s.derived_to.map_or("nothing derived yet".into(), |e| format!("derived up to {}", iso(e)));
+        let to = s.derived_to.map_or("nothing derived yet".into(), |e| format!("derived up to {}", format_instant(e)));
         println!(
-            "  {} {} summed from {} {}: {} of {} days ({:.0} %), {} items written, {to}",
+            "  {} {} (version {}) summed from {} {}: {} of {} days ({:.0} %), {} items written, {to}",
             t.projection,
             t.rollup,
+            s.version,
             t.source,
             t.source_rollup,
             s.derived,
@@ -225,10 +243,13 @@ pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
             s.items_written
         );
     }
-    for t in &v.changes.counted {
-        println!("  {} {}: counted from {} on", t.projection, t.rollup, iso(v.cut_ms));
+    for (by, added) in stored.added() {
+        if let versions::Added::Counted(t) = added {
+            let cut = format_instant(by.cut_ms);
+            println!("  {} {} (version {}): counted from {cut} on", t.projection, t.rollup, by.number);
+        }
     }
-    let filling = zigzag_gather::relayout::filling(table.as_ref(), v, i64::MIN, v.cut_ms).await?;
+    let filling = zigzag_gather::relayout::filling(table.as_ref(), &stored, i64::MIN, i64::MAX).await?;
     for note in filling.notes() {
         println!("  reports: {note}");
     }

@@ -201,7 +201,7 @@ async fn filling(table: &dyn SortedTable, window: &WindowSpec, now: i64) -> Resu
         Ok(w) => (w.start - DAY, w.end + DAY),
         Err(_) => (i64::MIN, i64::MAX),
     };
-    Ok(zigzag_gather::relayout::filling(table, &stored.newest, from, to).await?)
+    Ok(zigzag_gather::relayout::filling(table, &stored, from, to).await?)
 }
 
 /// The report `c` and `kind` ask for, planned on `config` (the planner's
