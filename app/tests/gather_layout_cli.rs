@@ -240,7 +240,8 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     std::fs::write(d.join("v3.toml"), &v3).unwrap();
     let (ok, _, err) = gather(&["layout", "apply", "v3.toml"]);
     assert!(ok && err.contains("layout version 3 recorded"), "{err}");
-    let args = ["--records", "2000", "--seed", "6", "--stream", "later", "--sink", "ingest", "--db", "z.db", "--config"];
+    let args =
+        ["--records", "2000", "--seed", "6", "--stream", "later", "--sink", "ingest", "--db", "z.db", "--config"];
     let out = run(env!("CARGO_BIN_EXE_loadgen"), &[&args[..], &["v3.toml"]].concat(), d);
     assert!(out.status.success(), "{:?}", text(&out));
     let err = refused("by_campaign");

@@ -78,7 +78,10 @@ fn derived_prefix_counts_are_recorded_read_back_and_kept_by_later_writers() {
     ok(ingest(&conf, &[]));
     let table = SqliteTable::open(std::path::Path::new(&db)).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let stored = rt.block_on(zigzag_model::versions::load_layout(&table)).unwrap().expect("the first writer recorded the layout");
+    let stored = rt
+        .block_on(zigzag_model::versions::load_layout(&table))
+        .unwrap()
+        .expect("the first writer recorded the layout");
     assert_eq!(stored.scatter_prefixes, 40);
     let counts: Vec<(String, u32)> = stored.projections.iter().map(|p| (p.name.clone(), p.scatter.prefixes)).collect();
     assert_eq!(counts, vec![("cc".to_string(), 2), ("total".to_string(), 1)]);

@@ -21,7 +21,9 @@
 use crate::layout::{Layout, LayoutError, LAYOUT_PK, LAYOUT_SK};
 use crate::rollup::Rollup;
 use serde::{Deserialize, Serialize};
-use zigzag_core::table::{AttrValue, CmpOp, Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome, UpdateRequest};
+use zigzag_core::table::{
+    AttrValue, CmpOp, Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome, UpdateRequest,
+};
 
 const TEXT: &str = "layout";
 const DIGEST: &str = "digest";
@@ -300,7 +302,9 @@ pub async fn record(
             UpdateOutcome::Applied(_) => {}
             UpdateOutcome::ConditionFailed(Some(i)) if i.attrs.get(TEXT) == Some(&AttrValue::S(MARKER.into())) => {}
             UpdateOutcome::ConditionFailed(_) => {
-                return Err(LayoutError::Corrupt("the #layout item changed while versions were being recorded".into()).into())
+                return Err(
+                    LayoutError::Corrupt("the #layout item changed while versions were being recorded".into()).into()
+                )
             }
         }
     }
@@ -389,16 +393,16 @@ mod tests {
         let table = MemoryTable::new();
         let (v1, v2) = layouts();
         ensure(&table, &v1).await.unwrap();
-        let mut third = Config::default();
-        third.rollups = vec![Rollup::Minute, Rollup::Hour];
+        let third = Config { rollups: vec![Rollup::Minute, Rollup::Hour], ..Config::default() };
         let v3 = Layout::of(&third);
         let (a, b) = futures::join!(
             record(&table, 1, &v2, 0, Changes::default(), 0),
             record(&table, 1, &v3, 0, Changes::default(), 0)
         );
-        let won = [a.is_ok(), b.is_ok()];
-        assert_eq!(won.iter().filter(|w| **w).count(), 1, "{a:?} {b:?}");
-        let lost = if a.is_ok() { b.unwrap_err() } else { a.unwrap_err() };
+        let lost = match (a, b) {
+            (Ok(_), Err(lost)) | (Err(lost), Ok(_)) => lost,
+            other => panic!("one wins: {other:?}"),
+        };
         assert!(lost.to_string().contains("recorded version 2 first"), "{lost}");
         let stored = load(&table).await.unwrap().unwrap();
         assert_eq!(stored.versions.len(), 2);

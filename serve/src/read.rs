@@ -121,8 +121,7 @@ impl Reader {
     /// shared reads.
     pub async fn filling(&self, from: i64, to: i64) -> Result<zigzag_gather::plan::Filling> {
         let layout_err = |e: String| ServeError::Layout(format!("reading the table's layout versions: {e}"));
-        let stored =
-            zigzag_model::versions::load(self.recent.as_ref()).await.map_err(|e| layout_err(e.to_string()))?;
+        let stored = zigzag_model::versions::load(self.recent.as_ref()).await.map_err(|e| layout_err(e.to_string()))?;
         match stored {
             Some(s) if s.versions.len() > 1 => zigzag_gather::relayout::filling(self.recent.as_ref(), &s, from, to)
                 .await
@@ -238,15 +237,8 @@ pub async fn read_leaves(
 ) -> Result<(Leaves, ReadReport)> {
     let mut report = ReadReport::default();
     let reads = group_reads(catalog, query, ts, limits, &mut report)?;
-    // Widened by a day: a plan may read the buckets around its range.
-    const DAY: i64 = 86_400_000;
-    let (from, to) = (reads.iter().map(|r| r.from).min(), reads.iter().map(|r| r.to).max());
-    let filling = match (from, to) {
-        (Some(from), Some(to)) => reader.filling(from - DAY, to + DAY).await?,
-        _ => Default::default(),
-    };
+    let (planned, filling) = plan_reads(reader, catalog, query, &reads, now, opts, limits).await?;
     report.infos.extend(filling.notes().map(|n| format!("a part a layout change added is {n}")));
-    let planned = plan_reads(reader, catalog, query, &reads, now, opts, limits, &filling).await?;
     let gathered = read_planned(reader, identity, catalog, planned, opts).await?;
     let mut out = Vec::with_capacity(reads.len());
     for (r, read) in reads.iter().zip(gathered) {
@@ -328,7 +320,8 @@ fn group_reads(
 /// A read planned: its plan, the request it was planned from, its grouping.
 type PlannedRead = (zigzag_gather::Planned, PlanRequest, Vec<String>);
 
-/// Every read planned, before anything is read: the bucket and RCU limits
+/// Every read planned (with what a layout change added holds of them),
+/// before anything is read: the bucket and RCU limits
 /// refuse the query here.
 async fn plan_reads(
     reader: &Reader,
@@ -338,8 +331,14 @@ async fn plan_reads(
     now: i64,
     opts: &ExecOptions,
     limits: &Limits,
-    filling: &zigzag_gather::plan::Filling,
-) -> Result<Vec<PlannedRead>> {
+) -> Result<(Vec<PlannedRead>, zigzag_gather::plan::Filling)> {
+    // What a layout change added holds of the reads' span (widened by a
+    // day: a plan may read the buckets around its range).
+    const DAY: i64 = 86_400_000;
+    let filling = match (reads.iter().map(|r| r.from).min(), reads.iter().map(|r| r.to).max()) {
+        (Some(from), Some(to)) => reader.filling(from - DAY, to + DAY).await?,
+        _ => Default::default(),
+    };
     // Which coarse buckets hold all their minutes, when a read may use them.
     let complete = match reads.iter().any(|r| r.mixed) {
         true => reader.completeness(&catalog.config).await?,
@@ -397,7 +396,7 @@ async fn plan_reads(
         ),
         ));
     }
-    Ok(planned)
+    Ok((planned, filling))
 }
 
 /// The planned reads, in parallel, each shared with the same read in

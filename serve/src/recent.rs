@@ -25,9 +25,9 @@ use zigzag_core::table::{
     UpdateRequest,
 };
 use zigzag_gather::compact::marker::MARKERS_PK;
+use zigzag_gather::relayout::fill::FILL_PK;
 use zigzag_model::changes::CHANGES_PK;
 use zigzag_model::layout::LAYOUT_PK;
-use zigzag_gather::relayout::fill::FILL_PK;
 use zigzag_model::stats::STATS_PK;
 
 /// The planner's inputs are shared this many times `recheck`.

@@ -65,8 +65,10 @@ dimensions = ["campaign", "country"]
 "#;
 
 fn v1() -> Config {
-    Config::from_toml(&format!("rollups = [\"minute\", \"hour\"]\n{MEASURES}rollups = [\"minute\", \"hour\"]\n[flush]\ninterval_ms = 100\n"))
-        .expect("v1")
+    Config::from_toml(&format!(
+        "rollups = [\"minute\", \"hour\"]\n{MEASURES}rollups = [\"minute\", \"hour\"]\n[flush]\ninterval_ms = 100\n"
+    ))
+    .expect("v1")
 }
 
 fn v2() -> Config {
@@ -106,7 +108,10 @@ async fn ingest(config: &Config, gen: &Generator, db: &Path, stream: &str) {
     let leases: Arc<dyn SortedTable> = Arc::new(SqliteTable::open_table(db, "checkpoints").unwrap());
     let source = Arc::new(SyntheticSource::new(gen.clone(), None));
     let p = Arc::new(Pipeline::new(source, aggregates, leases, opts).unwrap());
-    tokio::time::timeout(Duration::from_secs(120), p.run(CancellationToken::new())).await.expect("in time").expect("run");
+    tokio::time::timeout(Duration::from_secs(120), p.run(CancellationToken::new()))
+        .await
+        .expect("in time")
+        .expect("run");
 }
 
 /// A table whose `put_batch` fails once `fail_after` batches went through
@@ -163,7 +168,13 @@ async fn fill_with(
 
 /// Every item of `projection`'s `rollup` in `[from, to)`, by (pk without
 /// its prefix, sk), without writers' marks and sketch versions.
-async fn items(table: &dyn SortedTable, projection: &str, rollup: Rollup, from: i64, to: i64) -> BTreeMap<(String, Vec<u8>), Item> {
+async fn items(
+    table: &dyn SortedTable,
+    projection: &str,
+    rollup: Rollup,
+    from: i64,
+    to: i64,
+) -> BTreeMap<(String, Vec<u8>), Item> {
     items_of(table, &v2(), projection, rollup, from, to).await
 }
 
@@ -198,7 +209,19 @@ async fn items_of(
 
 fn described(items: &BTreeMap<(String, Vec<u8>), Item>, key: &(String, Vec<u8>)) -> String {
     items.get(key).map_or("absent".into(), |i| {
-        i.attrs.iter().map(|(k, v)| format!("{k}={}", match v { AttrValue::B(b) => format!("{} bytes", b.len()), v => format!("{v:?}") })).collect::<Vec<_>>().join(", ")
+        i.attrs
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k}={}",
+                    match v {
+                        AttrValue::B(b) => format!("{} bytes", b.len()),
+                        v => format!("{v:?}"),
+                    }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     })
 }
 
@@ -217,7 +240,8 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     let stored = versions::load(&table).await.unwrap().expect("recorded");
     let (old_ps, new_ps) = (Projections::new(&v1()).unwrap(), Projections::new(&v2()).unwrap());
     let new_layout = Layout::of(&v2());
-    let priced = zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
+    let priced =
+        zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let targets: Vec<(String, Rollup, String)> =
         changes.fills.iter().map(|f| (f.projection.clone(), f.rollup, f.source.clone())).collect();
@@ -237,7 +261,9 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     assert!(totals.derived > 0 && totals.pending == 0, "{totals:?}");
     let again = run_fill(&table, &version).await.unwrap();
     assert_eq!((again.derived, again.current), (0, totals.units), "nothing to do: every unit current");
-    let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, cut_ms).await.unwrap();
+    let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, cut_ms)
+        .await
+        .unwrap();
     assert!(filling.is_empty(), "every target readable: {:?}", filling.notes().collect::<Vec<_>>());
 
     // Version 2's workers: targets written from the cut on; late events
@@ -248,8 +274,14 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     ingest(&v2(), &second, &a, "second").await;
     let after = items(&table, "by_campaign", Rollup::Minute, T0, cut_ms).await;
     assert!(filled == after, "no worker wrote a target's bucket before the cut (the fill owns them)");
-    assert!(items(&table, "cc", Rollup::Minute, T0, cut_ms).await != sources, "events before the cut reached the source");
-    let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, T0 + 2 * DAY).await.unwrap();
+    assert!(
+        items(&table, "cc", Rollup::Minute, T0, cut_ms).await != sources,
+        "events before the cut reached the source"
+    );
+    let filling =
+        zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, T0 + 2 * DAY)
+            .await
+            .unwrap();
     for (p, r) in [("by_campaign", Rollup::Minute), ("by_campaign", Rollup::Hour), ("cc", Rollup::Day)] {
         let e = filling.readable(p, r, T0).unwrap_err();
         assert!(e.contains("filling:") && e.contains("read from"), "{e}");
@@ -257,16 +289,22 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     }
     let refill = run_fill(&table, &version).await.unwrap();
     assert!(refill.derived > 0 && refill.pending == 0, "the late events' bins derived again: {refill:?}");
-    let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, T0 + 2 * DAY).await.unwrap();
+    let filling =
+        zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, T0 + 2 * DAY)
+            .await
+            .unwrap();
     assert!(filling.is_empty(), "{:?}", filling.notes().collect::<Vec<_>>());
 
     // The reference: version 2 from the start, the same two streams.
     ingest(&v2(), &first, &b, "first").await;
     ingest(&v2(), &second, &b, "second").await;
     let reference = SqliteTable::open(&b).unwrap();
-    for (projection, rollup) in
-        [("by_campaign", Rollup::Minute), ("by_campaign", Rollup::Hour), ("by_campaign", Rollup::Day), ("cc", Rollup::Day)]
-    {
+    for (projection, rollup) in [
+        ("by_campaign", Rollup::Minute),
+        ("by_campaign", Rollup::Hour),
+        ("by_campaign", Rollup::Day),
+        ("cc", Rollup::Day),
+    ] {
         let (mine, theirs) = (
             items(&table, projection, rollup, T0 - DAY, T0 + 3 * DAY).await,
             items(&reference, projection, rollup, T0 - DAY, T0 + 3 * DAY).await,
@@ -365,11 +403,34 @@ fn drawn() -> impl proptest::strategy::Strategy<Value = Drawn> {
         0i64..4,
         any::<bool>(),
     )
-        .prop_map(|(base, (first_dims, added_dims), first_rollups, added_rollups, extra, seeds, late, kill_after, fill_between)| {
-            // A rollup the first projection has already is no change.
-            let extra_rollup = extra.filter(|r| !first_rollups.contains(r));
-            Drawn { base, first_dims, first_rollups, added_dims, added_rollups, extra_rollup, seeds, late, kill_after, fill_between }
-        })
+        .prop_map(
+            |(
+                base,
+                (first_dims, added_dims),
+                first_rollups,
+                added_rollups,
+                extra,
+                seeds,
+                late,
+                kill_after,
+                fill_between,
+            )| {
+                // A rollup the first projection has already is no change.
+                let extra_rollup = extra.filter(|r| !first_rollups.contains(r));
+                Drawn {
+                    base,
+                    first_dims,
+                    first_rollups,
+                    added_dims,
+                    added_rollups,
+                    extra_rollup,
+                    seeds,
+                    late,
+                    kill_after,
+                    fill_between,
+                }
+            },
+        )
         .prop_filter("a change", |d| d.added_dims.is_some() || d.extra_rollup.is_some())
 }
 
@@ -379,15 +440,22 @@ fn drawn() -> impl proptest::strategy::Strategy<Value = Drawn> {
 async fn check_drawn(d: &Drawn) {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.db"), dir.path().join("b.db"));
-    let first = Generator::new(GenConfig { records: 1_500, ..generator(d.seeds.0, T0 + 10 * HOUR, 6 * HOUR, 0.0).config().clone() });
-    let second = Generator::new(GenConfig { records: 1_500, ..generator(d.seeds.1, T0 + 20 * HOUR, 8 * HOUR, d.late).config().clone() });
+    let first = Generator::new(GenConfig {
+        records: 1_500,
+        ..generator(d.seeds.0, T0 + 10 * HOUR, 6 * HOUR, 0.0).config().clone()
+    });
+    let second = Generator::new(GenConfig {
+        records: 1_500,
+        ..generator(d.seeds.1, T0 + 20 * HOUR, 8 * HOUR, d.late).config().clone()
+    });
     let (v1, v2) = (d.v1(), d.v2());
     ingest(&v1, &first, &a, "first").await;
     let table = SqliteTable::open(&a).unwrap();
     let stored = versions::load(&table).await.unwrap().expect("recorded");
     let (old_ps, new_ps) = (Projections::new(&v1).unwrap(), Projections::new(&v2).unwrap());
     let new_layout = Layout::of(&v2);
-    let priced = zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
+    let priced =
+        zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let (span, _, _) = zigzag_gather::kept_span(&table, &old_ps).await.unwrap();
     let cut_ms = cut(&changes, T0 + 16 * HOUR, span.map(|w| w.end));
@@ -400,7 +468,14 @@ async fn check_drawn(d: &Drawn) {
     ingest(&v2, &second, &a, "second").await;
     let totals = fill_with(&table, &v1, &v2, &version).await.unwrap();
     assert_eq!(totals.pending, 0, "{totals:?}");
-    let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0 - DAY, T0 + 3 * DAY).await.unwrap();
+    let filling = zigzag_gather::relayout::filling(
+        &table,
+        &versions::load(&table).await.unwrap().unwrap(),
+        T0 - DAY,
+        T0 + 3 * DAY,
+    )
+    .await
+    .unwrap();
     for f in &version.changes.fills {
         assert!(filling.readable(&f.projection, f.rollup, T0 - DAY).is_ok(), "{f:?} filled");
     }
@@ -426,7 +501,12 @@ async fn check_drawn(d: &Drawn) {
             .take(3)
             .map(|k| format!("{k:?}: filled {} / ingested {}", described(&mine, k), described(&theirs, k)))
             .collect();
-        assert!(differ.is_empty(), "{projection} {rollup}: {} items vs {}: {differ:#?}\n{d:#?}", mine.len(), theirs.len());
+        assert!(
+            differ.is_empty(),
+            "{projection} {rollup}: {} items vs {}: {differ:#?}\n{d:#?}",
+            mine.len(),
+            theirs.len()
+        );
     }
 }
 

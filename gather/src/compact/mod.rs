@@ -197,7 +197,8 @@ pub async fn compact(
     let lease_err = |e: zigzag_lease::LeaseError| GatherError::Compact(e.to_string());
     // The lease table must be the one the workers writing this table use
     // (its epoch is bound in the layout item ingest records first).
-    let layout = zigzag_model::versions::load_layout(aggregates).await.map_err(|e| GatherError::Compact(e.to_string()))?;
+    let layout =
+        zigzag_model::versions::load_layout(aggregates).await.map_err(|e| GatherError::Compact(e.to_string()))?;
     if layout.is_none() {
         return Err(GatherError::Compact(
             "the table records no layout (written before layouts were recorded, or not by ingest): its writers \

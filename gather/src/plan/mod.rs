@@ -28,8 +28,8 @@ mod filling;
 mod read;
 
 pub use decompose::{decompose, Span};
-pub use filling::Filling;
 pub use estimate::{Candidate, Estimate, Reading, Way, ROUND_TRIP_MS};
+pub use filling::Filling;
 pub use read::{item_bytes, PlannedQuery, Read};
 
 use crate::complete::Completeness;
@@ -416,8 +416,7 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Draft>> 
         }
         // The finest spans are read whatever their retention: refused if
         // their items may be gone.
-        let gone: Vec<String> =
-            spans.iter().filter_map(|s| holds(km, &req, s.rollup, s.start).err()).collect();
+        let gone: Vec<String> = spans.iter().filter_map(|s| holds(km, &req, s.rollup, s.start).err()).collect();
         if !gone.is_empty() {
             first_error.get_or_insert_with(|| not_kept(&window, gone));
             continue;

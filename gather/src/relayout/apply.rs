@@ -27,7 +27,11 @@ use zigzag_model::{Projections, Rollup};
 
 /// The version's changes from a priced diff, or every reason it cannot be
 /// applied.
-pub fn version_changes(priced: &[Priced], old: &Projections, new: &Projections) -> std::result::Result<Changes, Vec<String>> {
+pub fn version_changes(
+    priced: &[Priced],
+    old: &Projections,
+    new: &Projections,
+) -> std::result::Result<Changes, Vec<String>> {
     let mut changes = Changes::default();
     let mut refused = Vec::new();
     for p in priced {
@@ -47,7 +51,10 @@ pub fn version_changes(priced: &[Priced], old: &Projections, new: &Projections) 
                     refused.push(format!("{}: no source of it is in the table's statistics", c.what));
                     continue;
                 };
-                if new.by_name(&price.source.projection).is_none_or(|km| !km.rollups().any(|r| r == price.source.rollup)) {
+                if new
+                    .by_name(&price.source.projection)
+                    .is_none_or(|km| !km.rollups().any(|r| r == price.source.rollup))
+                {
                     refused.push(format!(
                         "{}: it is summed from {} {}, which this layout drops; drop it in a later version, once the \
                          fill is done",

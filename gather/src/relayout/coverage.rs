@@ -8,17 +8,16 @@
 use super::fill::{day_end, marks_digest, progress, progress_sk, source_days};
 use crate::error::{GatherError, Result};
 use crate::plan::Filling;
+use std::collections::BTreeMap;
 use zigzag_core::schema::format_instant;
 use zigzag_core::table::SortedTable;
 use zigzag_model::changes;
-use std::collections::BTreeMap;
 use zigzag_model::versions::{Added, FillTarget, Stored, Version};
 
 /// A fill's progress items, by key: (marks digest, items written).
 type Progress = BTreeMap<Vec<u8>, (String, u64)>;
 
 const DAY_MS: i64 = 86_400_000;
-
 
 /// How far one target is filled.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,8 +62,8 @@ pub async fn states(table: &dyn SortedTable, stored: &Stored) -> Result<Vec<Targ
     let mut done: BTreeMap<u32, Progress> = BTreeMap::new();
     for (v, added) in stored.added() {
         let Added::Fill(t) = added else { continue };
-        if !done.contains_key(&v.number) {
-            done.insert(v.number, progress(table, v.number).await?);
+        if let std::collections::btree_map::Entry::Vacant(e) = done.entry(v.number) {
+            e.insert(progress(table, v.number).await?);
         }
         out.push(state(table, v, t, &done[&v.number]).await?);
     }
@@ -93,8 +92,8 @@ pub async fn filling(table: &dyn SortedTable, stored: &Stored, from: i64, to: i6
             }
             Added::Fill(t) => t,
         };
-        if !done.contains_key(&version.number) {
-            done.insert(version.number, progress(table, version.number).await?);
+        if let std::collections::btree_map::Entry::Vacant(e) = done.entry(version.number) {
+            e.insert(progress(table, version.number).await?);
         }
         let done = &done[&version.number];
         let state = state(table, version, t, done).await?;

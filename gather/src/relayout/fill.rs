@@ -173,7 +173,7 @@ pub async fn progress(table: &dyn SortedTable, version: u32) -> Result<BTreeMap<
     req.consistent = true;
     let items = zigzag_core::query::run_key_range(table, req)
         .await
-        .map_err(|e| GatherError::Query { pk: progress_pk(version), source: e.into() })?
+        .map_err(|e| GatherError::Query { pk: progress_pk(version), source: e })?
         .items;
     Ok(items
         .into_iter()
@@ -339,7 +339,8 @@ async fn write_target(
     budget: &mut Budget,
 ) -> Result<(u64, f64)> {
     let rollup = t.rollup;
-    let table_err = |pk: &str, e: zigzag_core::table::TableError| GatherError::Query { pk: pk.into(), source: e.into() };
+    let table_err =
+        |pk: &str, e: zigzag_core::table::TableError| GatherError::Query { pk: pk.into(), source: e.into() };
     let mut items: Vec<Item> = Vec::new();
     let mut stats: BTreeMap<i64, BinStats> = BTreeMap::new();
     let mut slices: Vec<i64> = Vec::new();
@@ -354,8 +355,12 @@ async fn write_target(
         let dims: Vec<(&str, AttrValue)> =
             km.dims().iter().zip(&strs).map(|(d, v)| (d.name.as_str(), d.attr(v))).collect();
         let measures = MeasureValues::from_named(km.measures(), &values.named(&agg.set));
-        let whole = WholeKey { pk, sk, bucket_start: bucket, expires: km.retention().expires_at(rollup, bucket), dims: &dims };
-        items.extend(whole_items(&whole, km.measures(), &measures).map_err(|why| GatherError::Item { pk: whole.pk.clone(), why })?);
+        let whole =
+            WholeKey { pk, sk, bucket_start: bucket, expires: km.retention().expires_at(rollup, bucket), dims: &dims };
+        items.extend(
+            whole_items(&whole, km.measures(), &measures)
+                .map_err(|why| GatherError::Item { pk: whole.pk.clone(), why })?,
+        );
         let s = stats.entry(bin).or_insert_with(|| BinStats::new(bucket));
         s.add(rollup, prefix, bucket, id);
         if let Some(v) = km.partition_value(&strs) {

@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use zigzag_core::table::{SortKeyCondition, SortedTable};
 use zigzag_model::layout::Layout;
-use zigzag_model::versions;
 use zigzag_model::layout_diff::{changes, Change, Fill, Source};
+use zigzag_model::versions;
 use zigzag_model::{Projections, Rollup};
 
 /// USD per million write request units, on demand (us-east-1, since

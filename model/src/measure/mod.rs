@@ -36,8 +36,8 @@ mod partial;
 pub mod quantile;
 pub mod sketch;
 pub mod update;
-pub mod whole;
 pub(crate) mod values;
+pub mod whole;
 
 use crate::error::ConfigError;
 use crate::schema::{FieldType, TypedField};

@@ -91,7 +91,7 @@ pub(crate) async fn layout_cmd(store: &StoreArgs, config: Option<&Path>, cmd: La
 impl Budget {
     fn check(self) -> Result<(Option<f64>, Option<f64>)> {
         for (name, v) in [("--rcu-per-sec", self.rcu_per_sec), ("--wcu-per-sec", self.wcu_per_sec)] {
-            if v.is_some_and(|v| !(v > 0.0)) {
+            if v.is_some_and(|v| v.is_nan() || v <= 0.0) {
                 bail!("{name} must be positive");
             }
         }

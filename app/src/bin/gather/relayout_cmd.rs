@@ -16,11 +16,10 @@ use zigzag_model::layout::Layout;
 use zigzag_model::versions::{self, Stored, Version};
 use zigzag_model::{Config, Projections};
 
-
 async fn stored(table: &dyn SortedTable) -> Result<Stored> {
-    versions::load(table)
-        .await?
-        .ok_or_else(|| anyhow!("the table records no layout: no ingest has written to it yet, so any layout is its first"))
+    versions::load(table).await?.ok_or_else(|| {
+        anyhow!("the table records no layout: no ingest has written to it yet, so any layout is its first")
+    })
 }
 
 pub(crate) async fn apply(
@@ -73,7 +72,12 @@ pub(crate) async fn apply(
         format_instant(cut_ms)
     ));
     for t in &version.changes.counted {
-        say(&format!("  {} {}: counted from {} on (the table holds no source)", t.projection, t.rollup, format_instant(cut_ms)));
+        say(&format!(
+            "  {} {}: counted from {} on (the table holds no source)",
+            t.projection,
+            t.rollup,
+            format_instant(cut_ms)
+        ));
     }
     run_fill(table.as_ref(), &old, &next, &version, rcu_per_sec, wcu_per_sec).await
 }
@@ -169,7 +173,8 @@ impl Watch {
     fn on(&mut self, e: &Event) {
         match e {
             Event::Planned { target, units } => {
-                let what = format!("{} {} from {} {}", target.projection, target.rollup, target.source, target.source_rollup);
+                let what =
+                    format!("{} {} from {} {}", target.projection, target.rollup, target.source, target.source_rollup);
                 if let Some(bar) = self.bar.take() {
                     bar.finish();
                 }
@@ -197,7 +202,7 @@ impl Watch {
                 }
                 match &self.bar {
                     Some(bar) => bar.inc(1),
-                    None if self.seen % 10 == 0 => say(&format!(
+                    None if self.seen.is_multiple_of(10) => say(&format!(
                         "  {} days done, {} items written ({:.0} WCU)",
                         self.seen, self.totals.items_written, self.totals.wcu
                     )),

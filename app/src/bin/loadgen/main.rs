@@ -214,7 +214,9 @@ async fn run_in_process(cli: &Cli, config: Config, gen: Arc<dyn Traffic>) -> Res
     let source = Arc::new(SyntheticSource::shared(gen, cli.rate));
     let produced = source.produced.clone();
     let stores = cli.store.open(Some(&Default::default())).await?;
-    let config = zigzag_app::config::adopt_recorded(config, zigzag_app::config::Recorded::Scatter, stores.aggregates.as_ref()).await?;
+    let config =
+        zigzag_app::config::adopt_recorded(config, zigzag_app::config::Recorded::Scatter, stores.aggregates.as_ref())
+            .await?;
     let opts = cli.worker.apply(PipelineOptions::new(config, cli.stream.clone(), "", cli.dead_letters.clone()));
     let pipeline = Arc::new(Pipeline::new(source, stores.aggregates.clone(), stores.leases.clone(), opts)?);
     let stop = signals::stop_on_signal("flushing and checkpointing");
