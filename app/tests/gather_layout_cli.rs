@@ -255,4 +255,27 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     assert_eq!(top("by_cr"), from_cc);
     let (_, status, _) = gather(&["layout", "status"]);
     assert!(status.contains("by_campaign hour (version 2)") && status.contains("by_cr hour (version 3)"), "{status}");
+
+    // Undone: the first layout again, as version 4; the dropped parts'
+    // items deleted, the rest untouched.
+    let (ok, _, err) = gather(&["layout", "apply", "layout.toml"]);
+    assert!(ok && err.contains("layout version 4 recorded") && err.contains("nothing to fill"), "{err}");
+    let err = refused("by_campaign");
+    assert!(err.contains("by_campaign"), "{err}");
+    let count = |name: &str| {
+        let conn = rusqlite::Connection::open(d.join("z.db")).unwrap();
+        let like = format!("%#{name}#%");
+        let n: i64 = conn.query_row("SELECT count(*) FROM items WHERE pk LIKE ?1", [like], |r| r.get(0)).unwrap();
+        n
+    };
+    let kept = count("cc");
+    assert!(count("by_campaign") > 0 && count("by_cr") > 0, "left until deleted");
+    let (ok, out, err) = gather(&["layout", "delete-dropped", "--wcu-per-sec", "100000"]);
+    assert!(ok && out.starts_with("deleted ") && out.contains("bytes freed"), "{out}{err}");
+    assert!(err.contains("by_campaign hour (last written by layout version 3)"), "{err}");
+    assert_eq!((count("by_campaign"), count("by_cr")), (0, 0), "{out}");
+    assert_eq!(count("cc"), kept, "only the dropped parts");
+    assert_eq!(top("cc"), from_cc, "answers unchanged");
+    let (ok, out, err) = gather(&["layout", "delete-dropped"]);
+    assert!(ok && err.contains("nothing to delete") || out.starts_with("deleted 0 items"), "{out}{err}");
 }

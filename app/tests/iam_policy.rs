@@ -215,6 +215,9 @@ fn scenario(dir: &Path) -> BTreeMap<&'static str, Actions> {
     );
     std::fs::write(&new_layout, text).unwrap();
     let by_campaign = new_layout.to_str().unwrap();
+    let shipped_layout = dir.join("shipped.toml");
+    std::fs::write(&shipped_layout, zigzag_model::config::SHIPPED_TOML).unwrap();
+    let shipped = shipped_layout.to_str().unwrap();
     let runs: &[(&str, &str, Vec<&str>, bool)] = &[
         ("loadgen", "loadgen", vec!["--sink", &s, "--records", "3000", "--span", "1h", "--truth", t], true),
         (
@@ -257,6 +260,9 @@ fn scenario(dir: &Path) -> BTreeMap<&'static str, Actions> {
         ("compact", "gather", vec!["--dynamodb", &name, "layout", "apply", by_campaign], true),
         ("compact", "gather", vec!["--dynamodb", &name, "layout", "fill"], true),
         ("gather", "gather", vec!["--dynamodb", &name, "layout", "status"], true),
+        // Undone, and the dropped projection's items deleted.
+        ("compact", "gather", vec!["--dynamodb", &name, "layout", "apply", shipped], true),
+        ("compact", "gather", vec!["--dynamodb", &name, "layout", "delete-dropped"], true),
         (
             "compact",
             "gather",

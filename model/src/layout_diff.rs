@@ -49,9 +49,14 @@ pub struct Change {
     pub fill: Fill,
 }
 
+/// Every (projection, rollup) `layout` writes.
+pub fn written_parts(layout: &Layout) -> Vec<(String, Rollup)> {
+    written(layout).into_iter().flat_map(|p| p.rollups.into_iter().map(move |r| (p.name.clone(), r))).collect()
+}
+
 /// The projections `layout` writes: the base (when it has top-level
 /// rollups) and the declared ones.
-pub(crate) fn written(layout: &Layout) -> Vec<ProjectionSpec> {
+fn written(layout: &Layout) -> Vec<ProjectionSpec> {
     let base = ProjectionSpec {
         name: BASE.into(),
         dimensions: layout.dimensions.iter().map(|d| d.field.clone()).collect(),

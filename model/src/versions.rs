@@ -161,10 +161,7 @@ impl Stored {
     /// with the version that added it last (a target dropped and added
     /// again is the later version's).
     pub fn added(&self) -> Vec<(&Version, Added<'_>)> {
-        let written: Vec<(String, Rollup)> = crate::layout_diff::written(&self.newest.layout)
-            .into_iter()
-            .flat_map(|p| p.rollups.into_iter().map(move |r| (p.name.clone(), r)))
-            .collect();
+        let written = crate::layout_diff::written_parts(&self.newest.layout);
         let mut out: Vec<(&Version, Added<'_>)> = Vec::new();
         for v in &self.versions {
             let added = v.changes.fills.iter().map(Added::Fill).chain(v.changes.counted.iter().map(Added::Counted));

@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod coverage;
+pub mod dropped;
 pub mod fill;
 
 pub use coverage::filling;

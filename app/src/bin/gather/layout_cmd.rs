@@ -54,6 +54,15 @@ pub(crate) enum LayoutCmd {
     },
     /// Each change of the newest version and how far its fill is
     Status,
+    /// Deletes the items of every projection or rollup an earlier version
+    /// wrote and the newest does not (reports stopped reading them when it
+    /// was dropped), and says the space freed. Without it they stay until
+    /// their retention deletes them
+    DeleteDropped {
+        /// Write units per second the deletes may use (default: unpaced)
+        #[arg(long)]
+        wcu_per_sec: Option<f64>,
+    },
 }
 
 /// A fill's budget.
@@ -85,6 +94,10 @@ pub(crate) async fn layout_cmd(store: &StoreArgs, config: Option<&Path>, cmd: La
         }
         LayoutCmd::Fill { budget } => super::relayout_cmd::fill_again(store, config, budget.check()?).await,
         LayoutCmd::Status => super::relayout_cmd::status(store).await,
+        LayoutCmd::DeleteDropped { wcu_per_sec } => {
+            let budget = Budget { rcu_per_sec: None, wcu_per_sec }.check()?;
+            super::relayout_cmd::delete_dropped(store, config, budget.1).await
+        }
     }
 }
 

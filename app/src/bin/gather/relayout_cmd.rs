@@ -263,3 +263,29 @@ pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
     }
     Ok(())
 }
+
+pub(crate) async fn delete_dropped(store: &StoreArgs, path: Option<&Path>, wcu_per_sec: Option<f64>) -> Result<()> {
+    let table = store.open_aggregates().await?;
+    let stored = stored(table.as_ref()).await?;
+    let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
+    if zigzag_gather::relayout::dropped::dropped(&stored).is_empty() {
+        say("no layout version dropped a projection or rollup: nothing to delete");
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let mut tell = |line: String| say(&line);
+    let deleted =
+        zigzag_gather::relayout::dropped::delete_dropped(table.as_ref(), &stored, &given, wcu_per_sec, &mut tell)
+            .await?;
+    for left in &deleted.left {
+        say(&format!("left: {left}"));
+    }
+    println!(
+        "deleted {} items, {} bytes freed ({:.0} WCU) in {:.1} s",
+        deleted.items,
+        deleted.bytes,
+        deleted.wcu,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
