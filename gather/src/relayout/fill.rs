@@ -33,6 +33,7 @@ use crate::filter::FilterSet;
 use crate::merge::Aggregation;
 use crate::plan::{Filling, PlanRequest, SourceRequest};
 use crate::window::WindowSpec;
+use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use zigzag_core::schema::{format_instant, TimeBin};
@@ -376,12 +377,25 @@ async fn write_target(
         let req = changes::begin(km.name(), rollup, s, FILL_LANE, k);
         table.update(&req).await.map_err(|e| table_err(&req.pk, e))?;
     }
+    // Batches in flight as the store takes them (one for SQLite, which
+    // serializes writes; more for DynamoDB), each sent when the budget
+    // allows.
+    let in_flight = table.write_parallelism().min(opts.concurrency).max(1);
+    let mut pending = futures::stream::FuturesUnordered::new();
     let mut wcu = 0.0;
     for chunk in items.chunks(25) {
         let units: f64 = chunk.iter().map(|i| (i.size() as f64 / 1024.0).ceil().max(1.0)).sum();
         budget.spend(units).await;
-        table.put_batch(chunk.to_vec()).await.map_err(|e| table_err(&chunk[0].pk, e))?;
+        while pending.len() >= in_flight {
+            if let Some(done) = pending.next().await {
+                done?;
+            }
+        }
+        pending.push(async move { table.put_batch(chunk.to_vec()).await.map_err(|e| table_err(&chunk[0].pk, e)) });
         wcu += units;
+    }
+    while let Some(done) = pending.next().await {
+        done?;
     }
     for &s in &slices {
         let req = changes::done(km.name(), rollup, s, FILL_LANE, k);
