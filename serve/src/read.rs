@@ -113,23 +113,17 @@ impl Reader {
         self
     }
 
+    /// What the parts a layout change added hold of `[from, to)`, read
+    /// through the shared reads.
+    pub async fn filling(&self, from: i64, to: i64) -> Result<zigzag_gather::plan::Filling> {
+        zigzag_gather::relayout::filling_of(self.recent.as_ref(), from, to)
+            .await
+            .map_err(|e| ServeError::Layout(format!("reading the table's layout versions: {e}")))
+    }
+
     /// Which coarse buckets hold all their finer items: the lease table's
     /// reading begun at most `recheck` before this call (each call reads
     /// it when `recheck` is 0; concurrent calls then wait for one another).
-    /// What the parts a layout change added hold of `[from, to)` (nothing
-    /// to say when the table has one layout version); read through the
-    /// shared reads.
-    pub async fn filling(&self, from: i64, to: i64) -> Result<zigzag_gather::plan::Filling> {
-        let layout_err = |e: String| ServeError::Layout(format!("reading the table's layout versions: {e}"));
-        let stored = zigzag_model::versions::load(self.recent.as_ref()).await.map_err(|e| layout_err(e.to_string()))?;
-        match stored {
-            Some(s) if s.versions.len() > 1 => zigzag_gather::relayout::filling(self.recent.as_ref(), &s, from, to)
-                .await
-                .map_err(|e| layout_err(e.to_string())),
-            _ => Ok(Default::default()),
-        }
-    }
-
     pub async fn completeness(&self, config: &zigzag_model::Config) -> Result<Completeness> {
         let Some(leases) = &self.leases else { return Ok(Completeness::unchecked()) };
         let asked = std::time::Instant::now();
@@ -332,11 +326,9 @@ async fn plan_reads(
     opts: &ExecOptions,
     limits: &Limits,
 ) -> Result<(Vec<PlannedRead>, zigzag_gather::plan::Filling)> {
-    // What a layout change added holds of the reads' span (widened by a
-    // day: a plan may read the buckets around its range).
-    const DAY: i64 = 86_400_000;
+    // What a layout change added holds of the reads' span.
     let filling = match (reads.iter().map(|r| r.from).min(), reads.iter().map(|r| r.to).max()) {
-        (Some(from), Some(to)) => reader.filling(from - DAY, to + DAY).await?,
+        (Some(from), Some(to)) => reader.filling(from, to).await?,
         _ => Default::default(),
     };
     // Which coarse buckets hold all their minutes, when a read may use them.

@@ -168,13 +168,7 @@ async fn fill_with(
 
 /// Every item of `projection`'s `rollup` in `[from, to)`, by (pk without
 /// its prefix, sk), without writers' marks and sketch versions.
-async fn items(
-    table: &dyn SortedTable,
-    projection: &str,
-    rollup: Rollup,
-    from: i64,
-    to: i64,
-) -> BTreeMap<(String, Vec<u8>), Item> {
+async fn items(table: &dyn SortedTable, projection: &str, rollup: Rollup, from: i64, to: i64) -> Items {
     items_of(table, &v2(), projection, rollup, from, to).await
 }
 
@@ -185,7 +179,7 @@ async fn items_of(
     rollup: Rollup,
     from: i64,
     to: i64,
-) -> BTreeMap<(String, Vec<u8>), Item> {
+) -> Items {
     let ps = Projections::new(config).unwrap();
     let km = ps.by_name(projection).unwrap();
     let mut out = BTreeMap::new();
@@ -207,22 +201,26 @@ async fn items_of(
     out
 }
 
-fn described(items: &BTreeMap<(String, Vec<u8>), Item>, key: &(String, Vec<u8>)) -> String {
-    items.get(key).map_or("absent".into(), |i| {
-        i.attrs
-            .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{k}={}",
-                    match v {
-                        AttrValue::B(b) => format!("{} bytes", b.len()),
-                        v => format!("{v:?}"),
-                    }
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    })
+type Items = BTreeMap<(String, Vec<u8>), Item>;
+
+/// The first few keys whose items differ (or are in one table only), each
+/// with both items' attributes in words (a sketch by its length).
+fn differing(mine: &Items, theirs: &Items) -> Vec<String> {
+    let described = |items: &Items, key: &(String, Vec<u8>)| {
+        items.get(key).map_or("absent".into(), |i| {
+            let attr = |v: &AttrValue| match v {
+                AttrValue::B(b) => format!("{} bytes", b.len()),
+                v => format!("{v:?}"),
+            };
+            i.attrs.iter().map(|(k, v)| format!("{k}={}", attr(v))).collect::<Vec<_>>().join(", ")
+        })
+    };
+    let keys: std::collections::BTreeSet<_> = mine.keys().chain(theirs.keys()).collect();
+    keys.into_iter()
+        .filter(|k| mine.get(*k).map(|i| &i.attrs) != theirs.get(*k).map(|i| &i.attrs))
+        .take(3)
+        .map(|k| format!("{k:?}: filled {} / ingested {}", described(mine, k), described(theirs, k)))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,13 +308,7 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
             items(&reference, projection, rollup, T0 - DAY, T0 + 3 * DAY).await,
         );
         assert!(!theirs.is_empty());
-        let keys: std::collections::BTreeSet<_> = mine.keys().chain(theirs.keys()).collect();
-        let differ: Vec<String> = keys
-            .into_iter()
-            .filter(|k| mine.get(*k).map(|i| &i.attrs) != theirs.get(*k).map(|i| &i.attrs))
-            .take(3)
-            .map(|k| format!("{k:?}: filled {} / ingested {}", described(&mine, k), described(&theirs, k)))
-            .collect();
+        let differ = differing(&mine, &theirs);
         assert!(differ.is_empty(), "{projection} {rollup}: {} items vs {}: {differ:#?}", mine.len(), theirs.len());
     }
 }
@@ -494,13 +486,7 @@ async fn check_drawn(d: &Drawn) {
         // A counted target holds nothing before the cut; from it on, what
         // the reference holds.
         theirs.retain(|_, i| matches!(i.attrs.get(zigzag_model::rollup::TIME_ATTR), Some(AttrValue::N(t)) if i64::try_from(*t).unwrap() >= from));
-        let keys: std::collections::BTreeSet<_> = mine.keys().chain(theirs.keys()).collect();
-        let differ: Vec<String> = keys
-            .into_iter()
-            .filter(|k| mine.get(*k).map(|i| &i.attrs) != theirs.get(*k).map(|i| &i.attrs))
-            .take(3)
-            .map(|k| format!("{k:?}: filled {} / ingested {}", described(&mine, k), described(&theirs, k)))
-            .collect();
+        let differ = differing(&mine, &theirs);
         assert!(
             differ.is_empty(),
             "{projection} {rollup}: {} items vs {}: {differ:#?}\n{d:#?}",

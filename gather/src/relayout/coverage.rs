@@ -5,7 +5,7 @@
 //! the cut on, only from the cut. Elsewhere the planner reads the parts it
 //! read before the change, so an answer never changes because a fill runs.
 
-use super::fill::{day_end, marks_digest, progress, progress_sk, source_days};
+use super::fill::{day_end, marks_digest, progress, progress_sk, source_days, DAY_MS};
 use crate::error::{GatherError, Result};
 use crate::plan::Filling;
 use std::collections::BTreeMap;
@@ -16,8 +16,6 @@ use zigzag_model::versions::{Added, FillTarget, Stored, Version};
 
 /// A fill's progress items, by key: (marks digest, items written).
 type Progress = BTreeMap<Vec<u8>, (String, u64)>;
-
-const DAY_MS: i64 = 86_400_000;
 
 /// How far one target is filled.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +66,20 @@ pub async fn states(table: &dyn SortedTable, stored: &Stored) -> Result<Vec<Targ
         out.push(state(table, v, t, &done[&v.number]).await?);
     }
     Ok(out)
+}
+
+/// What a report over `[from, to)` may read of the targets the table's
+/// versions added (nothing to say on a table with one version): its
+/// layout items read, and the window widened by a day each way, since a
+/// plan may read the buckets around it.
+pub async fn filling_of(table: &dyn SortedTable, from: i64, to: i64) -> Result<Filling> {
+    let stored = zigzag_model::versions::load(table).await.map_err(|e| GatherError::Config(e.to_string()))?;
+    match stored {
+        Some(s) if s.versions.len() > 1 => {
+            filling(table, &s, from.saturating_sub(DAY_MS), to.saturating_add(DAY_MS)).await
+        }
+        _ => Ok(Filling::default()),
+    }
 }
 
 /// What a report over `[from, to)` may read of the targets the table's

@@ -14,7 +14,6 @@
 
 use crate::compact::marker::compacted_pk;
 use crate::error::{GatherError, Result};
-use std::time::{Duration, Instant};
 use zigzag_core::table::{DeleteRequest, Item, QueryRequest, SortKeyCondition, SortedTable};
 use zigzag_model::layout::Layout;
 use zigzag_model::stats::{stats_sk, StoredStats, STATS_PK};
@@ -80,7 +79,7 @@ pub async fn delete_dropped(
     say: &mut (dyn FnMut(String) + Send),
 ) -> Result<Deleted> {
     let mut out = Deleted::default();
-    let started = Instant::now();
+    let mut budget = super::fill::Budget::new(wcu_per_sec);
     for d in dropped(stored) {
         let config = d.layout.apply(given);
         let projections = Projections::new(&config).map_err(|e| GatherError::Config(e.to_string()))?;
@@ -103,12 +102,7 @@ pub async fn delete_dropped(
                 for item in partition(table, &pk).await? {
                     let size = item.size() as u64;
                     let wcu = (size as f64 / 1024.0).ceil().max(1.0);
-                    if let Some(rate) = wcu_per_sec.filter(|r| *r > 0.0) {
-                        let due = Duration::from_secs_f64((out.wcu + wcu) / rate);
-                        if let Some(wait) = due.checked_sub(started.elapsed()) {
-                            tokio::time::sleep(wait).await;
-                        }
-                    }
+                    budget.spend(wcu).await;
                     table.delete(&DeleteRequest::new(pk.clone(), item.sk)).await.map_err(|e| table_err(&pk, e))?;
                     (out.items, out.bytes, out.wcu) = (out.items + 1, out.bytes + size, out.wcu + wcu);
                 }

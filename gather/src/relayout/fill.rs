@@ -62,7 +62,7 @@ pub(super) fn progress_sk(t: &FillTarget, day: i64) -> Vec<u8> {
     format!("{}#{}#{}", t.projection, t.rollup, TimeBin::Day.label(day)).into_bytes()
 }
 
-const DAY_MS: i64 = 86_400_000;
+pub(super) const DAY_MS: i64 = 86_400_000;
 
 const MARKS: &str = "marks";
 const ITEMS: &str = "items";
@@ -131,14 +131,20 @@ impl Totals {
 }
 
 /// Write pacing: waits until what was spent fits the budget since start.
-struct Budget {
+pub(super) struct Budget {
     start: Instant,
     wcu_per_sec: Option<f64>,
     wcu: f64,
 }
 
 impl Budget {
-    async fn spend(&mut self, wcu: f64) {
+    /// At most `wcu_per_sec` write units a second from now (None: unpaced).
+    pub(super) fn new(wcu_per_sec: Option<f64>) -> Budget {
+        Budget { start: Instant::now(), wcu_per_sec, wcu: 0.0 }
+    }
+
+    /// Spends `wcu`, after waiting until it fits the budget.
+    pub(super) async fn spend(&mut self, wcu: f64) {
         self.wcu += wcu;
         if let Some(rate) = self.wcu_per_sec.filter(|r| *r > 0.0) {
             let due = Duration::from_secs_f64(self.wcu / rate);
@@ -226,7 +232,7 @@ pub async fn fill(
     let (old_projections, new_projections) =
         (Projections::new(old).map_err(config_err)?, Projections::new(new).map_err(config_err)?);
     let mut totals = Totals::default();
-    let mut budget = Budget { start: Instant::now(), wcu_per_sec: opts.wcu_per_sec, wcu: 0.0 };
+    let mut budget = Budget::new(opts.wcu_per_sec);
     let done = progress(table, version.number).await?;
     for t in &version.changes.fills {
         let km = new_projections

@@ -14,7 +14,7 @@ pub mod coverage;
 pub mod dropped;
 pub mod fill;
 
-pub use coverage::filling;
+pub use coverage::{filling, filling_of};
 
 use crate::error::Result;
 use crate::plan::item_bytes;

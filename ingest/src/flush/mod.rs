@@ -13,11 +13,15 @@
 //! last of the slice's bin, that this lane's flush `k` is changing it. Before its items too, the
 //! values of their keys go in the value catalog (`values.rs`).
 //!
+//! The item sets a layout version added are written from its cut on
+//! only (`cuts.rs`): the fill owns their buckets before it.
+//!
 //! This is the pipeline's one retry loop for item writes: the store returns
 //! each item's result and only the failed items are sent again.
 
 mod changes;
 mod chunk;
+mod cuts;
 mod merged;
 mod statistics;
 mod values;
@@ -149,7 +153,7 @@ pub struct Flusher {
     /// Item sets a layout version added, and the cut their buckets are
     /// written from (`zigzag_model::versions`): the fill writes those
     /// before it, so a partial of an earlier bucket is not written here.
-    written_from: std::sync::RwLock<Vec<((u8, zigzag_model::Rollup), i64)>>,
+    written_from: std::sync::RwLock<cuts::Cuts>,
     pub stats: FlushStats,
 }
 
@@ -209,21 +213,7 @@ impl Flusher {
     /// (the fill owns the buckets before it; nothing holds them for a
     /// counted one).
     pub fn adopt(&self, adopted: &zigzag_model::versions::Adopted) {
-        let from = adopted
-            .written_from
-            .iter()
-            .filter_map(|(name, r, cut)| {
-                let i = self.projections.iter().position(|km| km.name() == name)?;
-                Some(((i as u8, *r), *cut))
-            })
-            .collect();
-        *self.written_from.write().unwrap_or_else(|e| e.into_inner()) = from;
-    }
-
-    /// Whether a partial of `key` is written here: not one of a bucket
-    /// before the cut of an item set the layout's version added.
-    fn writes(&self, from: &[((u8, zigzag_model::Rollup), i64)], key: &AggKey) -> bool {
-        !from.iter().any(|&((p, r), cut)| p == key.projection && r == key.rollup && key.bucket < cut)
+        *self.written_from.write().unwrap_or_else(|e| e.into_inner()) = cuts::Cuts::of(&self.projections, adopted);
     }
 
     /// The item sets, numbered in layout order.
@@ -332,7 +322,7 @@ impl Flusher {
         let mut located: Vec<Located> = merged
             .partials
             .iter()
-            .filter(|(key, _)| self.writes(&from, key))
+            .filter(|(key, _)| from.writes(key))
             .map(|(&key, p)| {
                 let keys = self.projection(key);
                 let prefix = keys.prefix(key.id(), key.rollup, key.bucket, writer.lane, writer.k);

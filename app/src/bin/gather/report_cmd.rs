@@ -188,20 +188,13 @@ struct Prepared {
     planned: Planned,
 }
 
-/// What the parts a layout change added hold of `window` (nothing to say
-/// when the table has one layout version).
+/// What the parts a layout change added hold of `window`.
 async fn filling(table: &dyn SortedTable, window: &WindowSpec, now: i64) -> Result<Filling> {
-    let Some(stored) = zigzag_model::versions::load(table).await? else { return Ok(Filling::default()) };
-    if stored.versions.len() < 2 {
-        return Ok(Filling::default());
-    }
-    // Widened to whole days: a plan may read the buckets around the window.
-    const DAY: i64 = 86_400_000;
     let (from, to) = match window.resolve(now, 60_000, 60_000, Some(Snap::Out)) {
-        Ok(w) => (w.start - DAY, w.end + DAY),
+        Ok(w) => (w.start, w.end),
         Err(_) => (i64::MIN, i64::MAX),
     };
-    Ok(zigzag_gather::relayout::filling(table, &stored, from, to).await?)
+    Ok(zigzag_gather::relayout::filling_of(table, from, to).await?)
 }
 
 /// The report `c` and `kind` ask for, planned on `config` (the planner's
