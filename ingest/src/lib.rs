@@ -20,4 +20,4 @@ pub mod flush;
 pub mod pipeline;
 pub mod source;
 
-pub use pipeline::{Pipeline, PipelineError, PipelineOptions, RunSummary};
+pub use pipeline::{run_adopting, Pipeline, PipelineError, PipelineOptions, RunSummary};

@@ -184,6 +184,11 @@ pub struct Coordinator {
     /// The seal as last read (`seal.rs`): by every pass, and strongly after
     /// a join.
     seal_seen: std::sync::atomic::AtomicI64,
+    /// What this worker says of its layout on the lanes it takes
+    /// (`adoption.rs`).
+    layout: Mutex<crate::adoption::LayoutAck>,
+    /// The end of the newest event read, said with each intent.
+    read_to: std::sync::atomic::AtomicI64,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -200,6 +205,8 @@ impl Coordinator {
             owner,
             incarnation: std::sync::OnceLock::new(),
             seal_seen: std::sync::atomic::AtomicI64::new(0),
+            layout: Mutex::new(Default::default()),
+            read_to: std::sync::atomic::AtomicI64::new(0),
             state: Mutex::new(State {
                 lane: None,
                 joining: None,
@@ -308,6 +315,26 @@ impl Coordinator {
             UpdateOutcome::Applied(_) => Ok(()),
             UpdateOutcome::ConditionFailed(_) => Err(self.lost_lane(my.lane)),
         }
+    }
+
+    /// The layout version this worker writes and how far it wrote under an
+    /// older one, said on every lane it takes from now on (`adoption.rs`).
+    pub fn set_layout(&self, ack: crate::adoption::LayoutAck) {
+        *lock(&self.layout) = ack;
+    }
+
+    /// The end (ms) of the newest event read so far: said with every
+    /// intent from now on (`adoption.rs`).
+    pub fn read_events_to(&self, ms: i64) {
+        self.read_to.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn events_read_to(&self) -> i64 {
+        self.read_to.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn layout_ack(&self) -> crate::adoption::LayoutAck {
+        *lock(&self.layout)
     }
 
     /// This worker's lane, once joined.
@@ -463,6 +490,8 @@ pub(crate) fn with_beats(lanes: Vec<Lane>, beats: &[Beat]) -> Vec<Lane> {
             flush: 0,
             intent: None,
             seal: 0,
+            layout: Default::default(),
+            wrote_to_ms: 0,
         });
         lanes.insert(b.lane, lane.with_beat(b));
     }

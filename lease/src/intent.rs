@@ -62,7 +62,7 @@ impl Coordinator {
         let my = self.my_lane()?;
         let k = my.flush + 1;
         let me = self.worker().to_string();
-        let open = items::open_intent(my.lane, &me, k, &ranges, layout);
+        let open = items::open_intent_to(my.lane, &me, k, &ranges, layout, self.events_read_to());
         if let UpdateOutcome::ConditionFailed(old) = self.update(&open).await? {
             // A retry (this call again after an outage, or a write that
             // applied but timed out) finds its own intent: go on from there.

@@ -40,8 +40,8 @@ mod beats;
 mod lanes;
 pub use beats::{claim_beat, heartbeat, release_beat, Beat, BEATS_PK};
 pub use lanes::{
-    abort_intent, commit_intent, open_intent, release_lane, take_lane, validate_intent, Intent, IntentState, Lane,
-    ShardRange,
+    abort_intent, commit_intent, open_intent, open_intent_to, release_lane, take_lane, validate_intent, Intent,
+    IntentState, Lane, ShardRange,
 };
 
 const OWNER: &str = "owner";

@@ -82,7 +82,7 @@ impl Coordinator {
             }
             UpdateOutcome::ConditionFailed(None) => return Ok(None),
         };
-        match self.update(&items::take_lane(n, None, me, self.stream())).await? {
+        match self.update(&self.layout_ack().stamp(items::take_lane(n, None, me, self.stream()))).await? {
             UpdateOutcome::Applied(item) => Ok(Some((Lane::from_item(&item)?, beat))),
             UpdateOutcome::ConditionFailed(Some(item)) if Lane::from_item(&item)?.owner.as_deref() == Some(me) => {
                 Ok(Some((Lane::from_item(&item)?, beat)))

@@ -25,6 +25,8 @@
 //!   deleted and created again starts fresh);
 //! - [`owed`]: what a shard's slower item sets do not hold yet, recorded
 //!   beside its checkpoint for readers that read coarse items;
+//! - [`adoption`]: which layout version a lane's owner writes, said with
+//!   the lane's take;
 //! - [`seal`]: "no event before S any more", raised by `gather compact`,
 //!   adopted and acknowledged by every worker before any bucket is closed;
 //! - [`legacy`]: checkpoints of the single-writer format, migrated;
@@ -32,6 +34,7 @@
 //!
 //! docs/design/exactly-once.md ("Invariants") states the invariants.
 
+pub mod adoption;
 pub mod balance;
 pub mod checkpoint;
 pub mod coordinator;

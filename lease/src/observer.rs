@@ -53,6 +53,8 @@ mod tests {
     fn lane(n: u32, owner: &str, beat: u64) -> Lane {
         Lane {
             seal: 0,
+            layout: Default::default(),
+            wrote_to_ms: 0,
             lane: n,
             owner: Some(owner.into()),
             beater: Some(owner.into()),

@@ -65,7 +65,7 @@ pub fn render(stream: &str, leases: &[ShardLease], lanes: &[Lane]) -> String {
     }
     let mut lane_table = Table::new();
     lane_table.load_preset(UTF8_FULL_CONDENSED);
-    lane_table.set_header(["lane", "owner", "stream", "beat", "flushes", "intent"]);
+    lane_table.set_header(["lane", "owner", "stream", "beat", "flushes", "layout", "intent"]);
     for l in lanes {
         let intent = match &l.intent {
             Some(i) if i.state != IntentState::Done => {
@@ -85,6 +85,11 @@ pub fn render(stream: &str, leases: &[ShardLease], lanes: &[Lane]) -> String {
             l.stream.clone(),
             l.beat.to_string(),
             l.flush.to_string(),
+            // The layout version its owner writes (`adoption.rs`).
+            match l.layout.version {
+                0 => "-".into(),
+                v => format!("v{v}"),
+            },
             intent,
         ]);
     }
@@ -142,6 +147,8 @@ mod tests {
         let lanes = vec![
             Lane {
                 seal: 0,
+                layout: Default::default(),
+                wrote_to_ms: 0,
                 lane: 0,
                 owner: Some("w1".into()),
                 beater: Some("w1".into()),
@@ -152,6 +159,8 @@ mod tests {
             },
             Lane {
                 seal: 0,
+                layout: Default::default(),
+                wrote_to_ms: 0,
                 lane: 1,
                 owner: Some("w2".into()),
                 beater: Some("w2".into()),

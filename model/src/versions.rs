@@ -30,6 +30,9 @@ const DIGEST: &str = "digest";
 const CUT: &str = "cut";
 const FILLS: &str = "fills";
 const AT: &str = "at";
+/// On a version recorded while workers ran: whether every lane adopted it
+/// (absent: recorded with none running, adopted at once).
+const ADOPTED: &str = "adopted";
 /// What a build from before versions reads in the `#layout` item once a
 /// version was applied: a layout version newer than it knows.
 const MARKER: &str = r#"{"version":3,"see":"the #layout items v000001, v000002, ..."}"#;
@@ -73,6 +76,11 @@ pub struct Version {
     pub changes: Changes,
     /// When `apply` recorded it (ms; 0 for version 1).
     pub at_ms: i64,
+    /// Every writer writes it: recorded with no worker running, or
+    /// announced to running ones and acknowledged by every lane
+    /// (`zigzag_gather::relayout::adoption`). Until then nothing reads its
+    /// targets and nothing fills them.
+    pub adopted: bool,
 }
 
 /// A target a version added.
@@ -102,7 +110,7 @@ impl Added<'_> {
 
 impl Version {
     fn first(layout: Layout) -> Version {
-        Version { number: 1, layout, cut_ms: 0, changes: Changes::default(), at_ms: 0 }
+        Version { number: 1, layout, cut_ms: 0, changes: Changes::default(), at_ms: 0, adopted: true }
     }
 
     fn sk(number: u32) -> Vec<u8> {
@@ -117,6 +125,9 @@ impl Version {
         item.attrs.insert(AT.into(), AttrValue::from(self.at_ms));
         let changes = serde_json::to_string(&self.changes).unwrap_or_default();
         item.attrs.insert(FILLS.into(), AttrValue::S(changes));
+        if !self.adopted {
+            item.attrs.insert(ADOPTED.into(), AttrValue::Bool(false));
+        }
         item
     }
 
@@ -136,7 +147,15 @@ impl Version {
             other => Err(corrupt(format!("{attr} is {other:?}"))),
         };
         let changes = serde_json::from_str(&text(FILLS)?).map_err(|e| corrupt(format!("{FILLS}: {e}")))?;
-        Ok(Version { number, layout: Layout::parse(&text(TEXT)?)?, cut_ms: num(CUT)?, changes, at_ms: num(AT)? })
+        let adopted = !matches!(item.attrs.get(ADOPTED), Some(AttrValue::Bool(false)));
+        Ok(Version {
+            number,
+            layout: Layout::parse(&text(TEXT)?)?,
+            cut_ms: num(CUT)?,
+            changes,
+            at_ms: num(AT)?,
+            adopted,
+        })
     }
 }
 
@@ -187,7 +206,7 @@ impl Stored {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         format!("{:?}", self.item.attrs).hash(&mut h);
         for v in &self.versions {
-            (v.number, v.layout.digest(), v.cut_ms).hash(&mut h);
+            (v.number, v.layout.digest(), v.cut_ms, v.adopted).hash(&mut h);
         }
         format!("{:016x}", h.finish())
     }
@@ -280,6 +299,7 @@ pub async fn record(
     cut_ms: i64,
     changes: Changes,
     at_ms: i64,
+    adopted: bool,
 ) -> Result<Version, ApplyError> {
     let stored = load(table).await?.ok_or(ApplyError::NoLayout)?;
     if stored.newest.number != expected {
@@ -305,12 +325,37 @@ pub async fn record(
             }
         }
     }
-    let version = Version { number: expected + 1, layout: layout.clone(), cut_ms, changes, at_ms };
+    let version = Version { number: expected + 1, layout: layout.clone(), cut_ms, changes, at_ms, adopted };
     if create(table, &version.to_item()).await? {
         Ok(version)
     } else {
         Err(ApplyError::Lost(expected + 1))
     }
+}
+
+/// Records that every lane adopted version `number` (repeatable).
+pub async fn mark_adopted(table: &dyn SortedTable, number: u32) -> Result<(), LayoutError> {
+    let req = UpdateRequest::new(LAYOUT_PK, Version::sk(number)).set(ADOPTED, AttrValue::Bool(true)).guard(
+        TEXT,
+        CmpOp::Gt,
+        "",
+        false,
+    );
+    match table.update(&req).await? {
+        UpdateOutcome::Applied(_) => Ok(()),
+        UpdateOutcome::ConditionFailed(_) => Err(LayoutError::Corrupt(format!("layout version {number} vanished"))),
+    }
+}
+
+/// The number of a version newer than `mine`, if one was recorded: what a
+/// running writer asks every few flushes (one eventually consistent query
+/// of at most one small item; none for a table without versions beyond
+/// the key range it reads).
+pub async fn newer_than(table: &dyn SortedTable, mine: u32) -> Result<Option<u32>, LayoutError> {
+    let mut req = QueryRequest::new(LAYOUT_PK, SortKeyCondition::Gt(Version::sk(mine)));
+    req.limit = Some(1);
+    let page = table.query(&req).await?;
+    Ok(page.items.first().and_then(|i| std::str::from_utf8(&i.sk).ok()?.strip_prefix('v')?.parse().ok()))
 }
 
 /// Creates `item` unless its key exists; whether it did.
@@ -350,7 +395,7 @@ mod tests {
         let table = MemoryTable::new();
         let (v1, v2) = layouts();
         assert_eq!(ensure(&table, &v1).await.unwrap().number, 1);
-        let recorded = record(&table, 1, &v2, 3_600_000, fills(), 7).await.unwrap();
+        let recorded = record(&table, 1, &v2, 3_600_000, fills(), 7, true).await.unwrap();
         assert_eq!(recorded.number, 2);
         let got = ensure(&table, &v2).await.unwrap();
         assert_eq!(got.number, 2);
@@ -374,7 +419,7 @@ mod tests {
         let table = MemoryTable::new();
         let (v1, v2) = layouts();
         ensure(&table, &v1).await.unwrap();
-        record(&table, 1, &v2, 0, Changes::default(), 0).await.unwrap();
+        record(&table, 1, &v2, 0, Changes::default(), 0, true).await.unwrap();
         // What such a build does: parse the `#layout` item's text, whatever
         // layout it has.
         let item = table.get(LAYOUT_PK, LAYOUT_SK).await.unwrap().expect("kept");
@@ -393,8 +438,8 @@ mod tests {
         let third = Config { rollups: vec![Rollup::Minute, Rollup::Hour], ..Config::default() };
         let v3 = Layout::of(&third);
         let (a, b) = futures::join!(
-            record(&table, 1, &v2, 0, Changes::default(), 0),
-            record(&table, 1, &v3, 0, Changes::default(), 0)
+            record(&table, 1, &v2, 0, Changes::default(), 0, true),
+            record(&table, 1, &v3, 0, Changes::default(), 0, true)
         );
         let lost = match (a, b) {
             (Ok(_), Err(lost)) | (Err(lost), Ok(_)) => lost,
@@ -403,7 +448,7 @@ mod tests {
         assert!(lost.to_string().contains("recorded version 2 first"), "{lost}");
         let stored = load(&table).await.unwrap().unwrap();
         assert_eq!(stored.versions.len(), 2);
-        let e = record(&table, 1, &v2, 0, Changes::default(), 0).await.unwrap_err().to_string();
+        let e = record(&table, 1, &v2, 0, Changes::default(), 0, true).await.unwrap_err().to_string();
         assert!(e.contains("recorded version 2 first"), "a stale apply later: {e}");
     }
 
@@ -412,7 +457,7 @@ mod tests {
         let table = MemoryTable::new();
         let (v1, v2) = layouts();
         ensure(&table, &v1).await.unwrap();
-        record(&table, 1, &v2, 100, fills(), 0).await.unwrap();
+        record(&table, 1, &v2, 100, fills(), 0, true).await.unwrap();
         // Version 3 adds a projection by country; by_campaign minute keeps
         // version 2's cut.
         let c3 = Config::from_toml(
@@ -422,14 +467,14 @@ mod tests {
         .unwrap();
         let hour = NewTarget { projection: "by_country".into(), rollup: Rollup::Hour };
         let v3 = Layout::of(&c3);
-        record(&table, 2, &v3, 200, Changes { fills: vec![], counted: vec![hour] }, 0).await.unwrap();
+        record(&table, 2, &v3, 200, Changes { fills: vec![], counted: vec![hour] }, 0, true).await.unwrap();
         let got = ensure(&table, &v3).await.unwrap().written_from;
         assert_eq!(got, [("by_campaign".into(), Rollup::Minute, 100), ("by_country".into(), Rollup::Hour, 200)]);
         // Version 4 drops by_campaign; version 5 adds it again, counted.
-        record(&table, 3, &v1, 300, Changes::default(), 0).await.unwrap();
+        record(&table, 3, &v1, 300, Changes::default(), 0, true).await.unwrap();
         assert_eq!(ensure(&table, &v1).await.unwrap().written_from, []);
         let again = NewTarget { projection: "by_campaign".into(), rollup: Rollup::Minute };
-        record(&table, 4, &v2, 400, Changes { fills: vec![], counted: vec![again] }, 0).await.unwrap();
+        record(&table, 4, &v2, 400, Changes { fills: vec![], counted: vec![again] }, 0, true).await.unwrap();
         assert_eq!(ensure(&table, &v2).await.unwrap().written_from, [("by_campaign".into(), Rollup::Minute, 400)]);
     }
 
@@ -441,7 +486,7 @@ mod tests {
         let epoch = UpdateRequest::new(LAYOUT_PK, LAYOUT_SK.to_vec()).set("epoch", "e1");
         table.update(&epoch).await.unwrap();
         let before = load(&table).await.unwrap().unwrap();
-        record(&table, 1, &v2, 0, Changes::default(), 0).await.unwrap();
+        record(&table, 1, &v2, 0, Changes::default(), 0, true).await.unwrap();
         let after = load(&table).await.unwrap().unwrap();
         assert_eq!(after.item.attrs.get("epoch"), Some(&AttrValue::S("e1".into())));
         assert!(crate::value_catalog::is_whole(Some(&after.item)));

@@ -10,109 +10,21 @@
 //! from the start, and the planner read a target only where it was
 //! derived at its source's current marks.
 
+mod layout_support;
+
 use async_trait::async_trait;
-use std::collections::BTreeMap;
-use std::path::Path;
+use layout_support::*;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use zigzag_core::table::{
-    AttrValue, DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest, SortKeyCondition, SortedTable,
-    TableError, UpdateOutcome, UpdateRequest,
+    AttrValue, DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError,
+    UpdateOutcome, UpdateRequest,
 };
 use zigzag_gather::relayout::apply::{cut, version_changes};
-use zigzag_gather::relayout::fill::{fill, FillOptions, Totals};
-use zigzag_ingest::{Pipeline, PipelineOptions};
-use zigzag_loadgen::{GenConfig, Generator, SyntheticSource};
+use zigzag_loadgen::{GenConfig, Generator};
 use zigzag_model::layout::Layout;
-use zigzag_model::versions::{self, Version};
+use zigzag_model::versions;
 use zigzag_model::{Config, Projections, Rollup};
 use zigzag_sqlite::SqliteTable;
-
-const T0: i64 = 1_795_132_800_000; // 2026-11-20T00:00:00Z
-const HOUR: i64 = 3_600_000;
-const DAY: i64 = 24 * HOUR;
-
-const MEASURES: &str = r#"
-[[measure]]
-name = "clicks"
-type = "count"
-where = "type = click"
-[[measure]]
-name = "impressions"
-type = "count"
-where = "type = impression"
-[[measure]]
-name = "cost"
-type = "sum"
-field = "cost"
-[[measure]]
-name = "cost_max"
-type = "max"
-field = "cost"
-[[measure]]
-name = "users"
-type = "distinct"
-field = "user_id"
-[[measure]]
-name = "cost_q"
-type = "quantile"
-field = "cost"
-[[projection]]
-name = "cc"
-dimensions = ["campaign", "country"]
-"#;
-
-fn v1() -> Config {
-    Config::from_toml(&format!(
-        "rollups = [\"minute\", \"hour\"]\n{MEASURES}rollups = [\"minute\", \"hour\"]\n[flush]\ninterval_ms = 100\n"
-    ))
-    .expect("v1")
-}
-
-fn v2() -> Config {
-    Config::from_toml(&format!(
-        "rollups = [\"minute\", \"hour\"]\n{MEASURES}rollups = [\"minute\", \"hour\", \"day\"]\n\
-         [[projection]]\nname = \"by_campaign\"\ndimensions = [\"campaign\"]\nrollups = [\"minute\", \"hour\", \"day\"]\n\
-         [flush]\ninterval_ms = 100\n"
-    ))
-    .expect("v2")
-}
-
-fn generator(seed: u64, start_ms: i64, span_ms: i64, late: f64) -> Generator {
-    Generator::new(GenConfig {
-        seed,
-        shards: 2,
-        records: 6_000,
-        start_ms,
-        span_ms,
-        late_fraction: late,
-        late_max_ms: 3 * HOUR,
-        referrers: 100,
-        campaigns: 12,
-        malformed_fraction: 0.0,
-        ..GenConfig::default()
-    })
-}
-
-/// One worker reads all of `gen` (stream `stream`) into `db` under `config`.
-async fn ingest(config: &Config, gen: &Generator, db: &Path, stream: &str) {
-    let opts = PipelineOptions {
-        failover: Duration::from_secs(5),
-        max_pause: Duration::from_millis(200),
-        batch_size: 200,
-        ..PipelineOptions::new(config.clone(), stream, "w1", db.with_file_name(format!("dead-{stream}.jsonl")))
-    };
-    let aggregates: Arc<dyn SortedTable> = Arc::new(SqliteTable::open(db).unwrap());
-    let leases: Arc<dyn SortedTable> = Arc::new(SqliteTable::open_table(db, "checkpoints").unwrap());
-    let source = Arc::new(SyntheticSource::new(gen.clone(), None));
-    let p = Arc::new(Pipeline::new(source, aggregates, leases, opts).unwrap());
-    tokio::time::timeout(Duration::from_secs(120), p.run(CancellationToken::new()))
-        .await
-        .expect("in time")
-        .expect("run");
-}
 
 /// A table whose `put_batch` fails once `fail_after` batches went through
 /// (a fill killed part way: what it put stays).
@@ -152,77 +64,6 @@ impl SortedTable for FailingPuts {
     }
 }
 
-async fn run_fill(table: &dyn SortedTable, version: &Version) -> Result<Totals, zigzag_gather::GatherError> {
-    fill_with(table, &v1(), &v2(), version).await
-}
-
-async fn fill_with(
-    table: &dyn SortedTable,
-    old: &Config,
-    new: &Config,
-    version: &Version,
-) -> Result<Totals, zigzag_gather::GatherError> {
-    let opts = FillOptions { rcu_per_sec: None, wcu_per_sec: None, concurrency: 4, now_ms: T0 + 3 * DAY };
-    fill(table, old, new, version, &opts, &mut |_| {}).await
-}
-
-/// Every item of `projection`'s `rollup` in `[from, to)`, by (pk without
-/// its prefix, sk), without writers' marks and sketch versions.
-async fn items(table: &dyn SortedTable, projection: &str, rollup: Rollup, from: i64, to: i64) -> Items {
-    items_of(table, &v2(), projection, rollup, from, to).await
-}
-
-async fn items_of(
-    table: &dyn SortedTable,
-    config: &Config,
-    projection: &str,
-    rollup: Rollup,
-    from: i64,
-    to: i64,
-) -> Items {
-    let ps = Projections::new(config).unwrap();
-    let km = ps.by_name(projection).unwrap();
-    let mut out = BTreeMap::new();
-    let mut bin = rollup.bin().start_of(from);
-    while bin < to {
-        for prefix in 0..km.prefixes() {
-            let pk = km.partition_key(prefix, rollup, bin);
-            let mut req = QueryRequest::new(pk.clone(), SortKeyCondition::Any);
-            req.consistent = true;
-            for mut item in zigzag_core::query::run_key_range(table, req).await.unwrap().items {
-                item.attrs.retain(|name, _| !zigzag_model::mark::is_mark(name) && name != "v");
-                let unprefixed = pk.split_once('#').map_or(pk.clone(), |(_, rest)| rest.to_string());
-                let key = (unprefixed, item.sk.clone());
-                assert!(out.insert(key, item).is_none(), "one item per key and bucket in {projection} {rollup}");
-            }
-        }
-        bin = rollup.bin().next_start(bin);
-    }
-    out
-}
-
-type Items = BTreeMap<(String, Vec<u8>), Item>;
-
-/// The first few keys whose items differ (or are in one table only), each
-/// with both items' attributes in words (a sketch by its length).
-fn differing(mine: &Items, theirs: &Items) -> Vec<String> {
-    let described = |items: &Items, key: &(String, Vec<u8>)| {
-        items.get(key).map_or("absent".into(), |i| {
-            let attr = |v: &AttrValue| match v {
-                AttrValue::B(b) => format!("{} bytes", b.len()),
-                v => format!("{v:?}"),
-            };
-            i.attrs.iter().map(|(k, v)| format!("{k}={}", attr(v))).collect::<Vec<_>>().join(", ")
-        })
-    };
-    let keys: std::collections::BTreeSet<_> = mine.keys().chain(theirs.keys()).collect();
-    keys.into_iter()
-        .filter(|k| mine.get(*k).map(|i| &i.attrs) != theirs.get(*k).map(|i| &i.attrs))
-        .take(3)
-        .map(|k| format!("{k:?}: filled {} / ingested {}", described(mine, k), described(theirs, k)))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start_after_a_kill_and_late_events() {
     let _ = tracing_subscriber::fmt().with_env_filter("warn").with_test_writer().try_init();
@@ -248,8 +89,8 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     let (span, _, _) = zigzag_gather::kept_span(&table, &old_ps).await.unwrap();
     let cut_ms = cut(&changes, T0 + 16 * HOUR, span.map(|w| w.end));
     assert_eq!(cut_ms, T0 + DAY, "the day target's first edge after the data");
-    let version = versions::record(&table, 1, &new_layout, cut_ms, changes, T0).await.unwrap();
-    let lost = versions::record(&table, 1, &new_layout, cut_ms, Default::default(), T0).await;
+    let version = versions::record(&table, 1, &new_layout, cut_ms, changes, T0, true).await.unwrap();
+    let lost = versions::record(&table, 1, &new_layout, cut_ms, Default::default(), T0, true).await;
     assert!(lost.is_err(), "a second apply of version 2 is refused");
 
     // Killed after a few batches, then run again: it converges.
@@ -451,7 +292,7 @@ async fn check_drawn(d: &Drawn) {
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let (span, _, _) = zigzag_gather::kept_span(&table, &old_ps).await.unwrap();
     let cut_ms = cut(&changes, T0 + 16 * HOUR, span.map(|w| w.end));
-    let version = versions::record(&table, 1, &new_layout, cut_ms, changes, T0).await.unwrap();
+    let version = versions::record(&table, 1, &new_layout, cut_ms, changes, T0, true).await.unwrap();
     let failing = FailingPuts { inner: SqliteTable::open(&a).unwrap(), left: AtomicI64::new(d.kill_after) };
     let _ = fill_with(&failing, &v1, &v2, &version).await;
     if d.fill_between {

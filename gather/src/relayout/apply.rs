@@ -11,11 +11,13 @@
 //! that exists, and a fill whose source the same version drops.
 //!
 //! The cut is the first bucket edge of the coarsest target rollup at or
-//! after both now and the end of the newest bucket the table holds, and
-//! the version is recorded only while no worker holds a lane or has a
-//! flush in flight: every bucket before the cut was written under the old
-//! layout (the fill's), every one from it on is written by workers that
-//! joined under the new one. A worker of the old layout started later is
+//! after both now and the end of the newest bucket the table holds. With
+//! no worker holding a lane or with a flush in flight, every bucket before
+//! it was written under the old layout (the fill's), every one from it on
+//! is written by workers that join under the new one. With workers
+//! running, "now" is a grace ahead (`--adopt-within`), the version is
+//! recorded as announced, and the workers adopt it while they run
+//! ([`super::adoption`]). A worker of the old layout started later is
 //! refused (`versions::ensure`).
 
 use super::Priced;
@@ -97,7 +99,7 @@ pub fn cut(changes: &Changes, now: i64, table_end: Option<i64>) -> i64 {
 }
 
 /// The lanes a worker holds or has a flush in flight on, in words (empty:
-/// none; a version may be recorded).
+/// none; a version is adopted as it is recorded).
 pub async fn workers_running(leases: &dyn SortedTable) -> Result<Vec<String>> {
     let lanes = zigzag_lease::seal::read_lanes(leases).await.map_err(|e| GatherError::Config(e.to_string()))?;
     Ok(lanes

@@ -228,6 +228,15 @@ pub async fn fill(
     opts: &FillOptions,
     on: &mut (dyn FnMut(&Event) + Send),
 ) -> Result<Totals> {
+    if !version.adopted {
+        // A worker of the older layout may still write past the cut what
+        // the targets were to hold (`adoption.rs`).
+        return Err(GatherError::Config(format!(
+            "layout version {} is not written by every worker yet: `gather layout status` names the lanes; the fill \
+             runs once they adopt it",
+            version.number
+        )));
+    }
     let config_err = |e: zigzag_model::ConfigError| GatherError::Config(e.to_string());
     let (old_projections, new_projections) =
         (Projections::new(old).map_err(config_err)?, Projections::new(new).map_err(config_err)?);

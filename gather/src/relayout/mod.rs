@@ -9,6 +9,7 @@
 //! value written, by the target's keys per bucket (the product of its
 //! dimensions' distinct values) over the buckets each source bin spans.
 
+pub mod adoption;
 pub mod apply;
 pub mod coverage;
 pub mod dropped;

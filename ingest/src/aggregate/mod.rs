@@ -88,6 +88,10 @@ pub struct Aggregator {
     dims: Vec<(usize, zigzag_model::schema::FieldSpec)>,
     measures: MeasureSet,
     finest: Rollup,
+    /// The newest event time aggregated (ms; i64::MIN: none): how far what
+    /// this layout wrote reached, said when the worker adopts another
+    /// (`zigzag_lease::adoption`). Raised once per batch.
+    newest: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -114,11 +118,26 @@ impl Aggregator {
         let finest = projections.finest();
         let fields: Vec<_> = decoder.fields().map(|f| f.spec.clone()).collect();
         let dims = projections.all_dims().dims().iter().map(|d| (d.field, fields[d.field].clone())).collect();
-        Aggregator { dims, decoder, measures, finest }
+        Aggregator {
+            dims,
+            decoder,
+            measures,
+            finest,
+            newest: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+        }
     }
 
     pub fn measures(&self) -> &MeasureSet {
         &self.measures
+    }
+
+    /// The newest event time aggregated (ms), if any.
+    pub fn newest_event_ms(&self) -> Option<i64> {
+        Some(self.newest.load(std::sync::atomic::Ordering::Relaxed)).filter(|&t| t != i64::MIN)
+    }
+
+    fn saw(&self, newest: i64) {
+        self.newest.fetch_max(newest, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn decoder(&self) -> &Decoder {
@@ -154,6 +173,7 @@ impl Aggregator {
         let mut grown = Grown::new(gen);
         let mut packed = Vec::new();
         let mut values = Values::new();
+        let mut newest = i64::MIN;
         for (pos, bytes) in batch.iter() {
             match self.decoder.decode_into(bytes, &mut values) {
                 Ok(ts_ms) if ts_ms < seal => {
@@ -162,6 +182,7 @@ impl Aggregator {
                 }
                 Ok(ts_ms) => {
                     self.add(&mut part, ts_ms, &values, &mut grown, &mut packed)?;
+                    newest = newest.max(ts_ms);
                     counts.valid += 1;
                 }
                 // A CSV header row is framing, not a record: nothing to keep.
@@ -172,6 +193,7 @@ impl Aggregator {
                 }
             }
         }
+        self.saw(newest);
         Ok(counts)
     }
 
@@ -183,6 +205,7 @@ impl Aggregator {
         for e in events {
             self.add(&mut part, e.ts_ms, &e.values, &mut grown, &mut packed)?;
         }
+        self.saw(events.iter().map(|e| e.ts_ms).max().unwrap_or(i64::MIN));
         Ok(())
     }
 

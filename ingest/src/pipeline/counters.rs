@@ -94,6 +94,8 @@ impl Pipeline {
             shard_pauses: get(&self.counters.shard_pauses),
             catch_up_failures: get(&self.counters.catch_up_failures),
             lease_failures: get(&l.heartbeat_failures) + get(&l.pass_failures),
+            adopt: None,
+            newest_event_ms: self.aggregator.newest_event_ms(),
         }
     }
 }

@@ -95,6 +95,9 @@ impl FlushJob {
         }
         if self.began.is_none() {
             let ranges = self.ranges.iter().map(|(_, r)| r.clone()).collect();
+            if let Some(newest) = p.aggregator.newest_event_ms() {
+                p.coord.read_events_to(newest.saturating_add(1));
+            }
             self.began = Some(p.coord.begin(ranges, &p.layout).await?);
         }
         let began = self.began.clone().expect("begun above");

@@ -37,7 +37,12 @@ impl Pipeline {
                 Some(e) = events.recv() => e,
             };
             match event {
-                Event::Tick | Event::GenerationFull => self.flush_step(run).await?,
+                Event::Tick | Event::GenerationFull => {
+                    self.flush_step(run).await?;
+                    if self.newer_layout(run).await {
+                        return Ok(());
+                    }
+                }
                 Event::ShardEnded(index) => {
                     run.finished_at = Some(Instant::now());
                     if let Some(s) = run.shards.get_mut(&index) {

@@ -19,6 +19,7 @@
 //! with capped backoff; nothing ends the process but a stop, a fatal error,
 //! or — for a bounded source (files, a generator) — every shard finished.
 
+mod adoption;
 mod cadence;
 mod counters;
 mod error;
@@ -28,6 +29,7 @@ mod main_loop;
 mod options;
 mod reader;
 
+pub use adoption::run_adopting;
 pub use error::PipelineError;
 pub use options::{worker_id, PipelineOptions, RunSummary};
 
@@ -183,6 +185,8 @@ pub struct Pipeline {
     opts: PipelineOptions,
     /// `Config::layout_digest` of the configuration writing the items.
     layout: String,
+    /// The layout version it writes (`zigzag_model::versions`), once joined.
+    version: std::sync::atomic::AtomicU32,
     dead: Mutex<DeadLetters>,
     counters: Counters,
 }
@@ -212,6 +216,10 @@ struct Run {
     stopping: bool,
     /// The seal acknowledged on this worker's lane (`flushing.rs`).
     acknowledged: i64,
+    /// When a newer layout version was last asked for (`adoption.rs`).
+    layout_checked: Instant,
+    /// A newer layout version was announced: stop, to go on under it.
+    adopt: Option<u32>,
 }
 
 impl Pipeline {
@@ -246,6 +254,7 @@ impl Pipeline {
             coord: Arc::new(Coordinator::new(leases, lease_opts)),
             aggregates,
             layout: opts.config.layout_digest(),
+            version: Default::default(),
             opts,
             dead: Mutex::new(dead),
             counters: Counters::default(),
@@ -340,6 +349,8 @@ impl Pipeline {
             shards_read: Default::default(),
             stopping: false,
             acknowledged: self.coord.seal_seen(),
+            layout_checked: Instant::now(),
+            adopt: None,
         };
         let result = self.main_loop(&mut run, &mut events, &stop, &producer_done).await;
         let result = match result {
@@ -371,7 +382,7 @@ impl Pipeline {
         };
         taking.cancel();
         heartbeat.cancel();
-        result.map(|()| self.summary(run.shards_read.len()))
+        result.map(|()| RunSummary { adopt: run.adopt, ..self.summary(run.shards_read.len()) })
     }
 
     /// Takes a lane and adopts the seal, waiting out an outage; the first
@@ -395,6 +406,13 @@ impl Pipeline {
                 if self.coord.joined() == 0 {
                     let version = zigzag_model::versions::ensure(self.aggregates.as_ref(), &layout).await?;
                     self.flusher.adopt(&version);
+                    self.version.store(version.number, Ordering::Relaxed);
+                    // Said with the lane's take: no lane is ever seen owned
+                    // by this worker with another's version.
+                    self.coord.set_layout(zigzag_lease::adoption::LayoutAck {
+                        version: version.number,
+                        high_ms: self.opts.older_events_to_ms,
+                    });
                     self.coord.prepare(self.aggregates.as_ref(), self.source.identity().await?).await?;
                 }
                 self.coord.join().await?;

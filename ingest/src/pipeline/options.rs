@@ -30,6 +30,13 @@ pub struct PipelineOptions {
     /// Records per source read.
     pub batch_size: usize,
     pub dead_letters: PathBuf,
+    /// How often a running worker asks whether a newer layout version was
+    /// announced (one small query; `adoption.rs`).
+    pub layout_check: Duration,
+    /// The end (ms) of the newest event this process wrote under an older
+    /// layout version (0: none), said on the lanes it takes
+    /// (`zigzag_lease::adoption`).
+    pub older_events_to_ms: i64,
 }
 
 impl PipelineOptions {
@@ -51,6 +58,8 @@ impl PipelineOptions {
             retry: RetryPolicy::default(),
             batch_size: 1000,
             dead_letters,
+            layout_check: Duration::from_secs(10),
+            older_events_to_ms: 0,
         }
     }
 }
@@ -108,4 +117,45 @@ pub struct RunSummary {
     /// Heartbeats and lease passes that failed (outages of the lease table
     /// or of ListShards); the worker went on.
     pub lease_failures: u64,
+    /// A newer layout version was announced: the run wrote everything it
+    /// held and left, to go on under it (`adoption.rs`).
+    pub adopt: Option<u32>,
+    /// The newest event time it aggregated (ms).
+    pub newest_event_ms: Option<i64>,
+}
+
+impl RunSummary {
+    /// This run and `later`, one after the other in one process.
+    pub fn then(mut self, later: RunSummary) -> RunSummary {
+        let sum = |a: &mut u64, b: u64| *a += b;
+        self.shards = self.shards.max(later.shards);
+        sum(&mut self.records, later.records);
+        sum(&mut self.valid, later.valid);
+        sum(&mut self.rejected, later.rejected);
+        sum(&mut self.headers, later.headers);
+        sum(&mut self.flushes, later.flushes);
+        sum(&mut self.recovered, later.recovered);
+        sum(&mut self.items, later.items);
+        sum(&mut self.write_requests, later.write_requests);
+        sum(&mut self.item_write_units, later.item_write_units);
+        self.largest_item = self.largest_item.max(later.largest_item);
+        sum(&mut self.skipped, later.skipped);
+        sum(&mut self.lease_requests, later.lease_requests);
+        sum(&mut self.retries, later.retries);
+        sum(&mut self.leases_taken, later.leases_taken);
+        sum(&mut self.leases_lost, later.leases_lost);
+        sum(&mut self.leases_handed_off, later.leases_handed_off);
+        self.per_prefix.resize(self.per_prefix.len().max(later.per_prefix.len()), 0);
+        for (a, b) in self.per_prefix.iter_mut().zip(later.per_prefix) {
+            *a += b;
+        }
+        self.max_generation_keys = self.max_generation_keys.max(later.max_generation_keys);
+        sum(&mut self.flush_pauses, later.flush_pauses);
+        sum(&mut self.shard_pauses, later.shard_pauses);
+        sum(&mut self.catch_up_failures, later.catch_up_failures);
+        sum(&mut self.lease_failures, later.lease_failures);
+        self.adopt = later.adopt;
+        self.newest_event_ms = self.newest_event_ms.max(later.newest_event_ms);
+        self
+    }
 }

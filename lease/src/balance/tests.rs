@@ -23,6 +23,8 @@ fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
 fn lane(n: u32, owner: &str) -> Lane {
     Lane {
         seal: 0,
+        layout: Default::default(),
+        wrote_to_ms: 0,
         lane: n,
         owner: Some(owner.into()),
         beater: Some(owner.into()),

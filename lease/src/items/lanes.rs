@@ -146,6 +146,11 @@ pub struct Lane {
     pub intent: Option<Intent>,
     /// The seal its owner acknowledged reading under (`seal.rs`; 0: none).
     pub seal: i64,
+    /// The layout version its owner writes (`adoption.rs`).
+    pub layout: crate::adoption::LayoutAck,
+    /// The end of the newest event its (last) owner had read at its last
+    /// flush, under that version (`adoption.rs`; 0: none said).
+    pub wrote_to_ms: i64,
 }
 
 impl Lane {
@@ -180,6 +185,11 @@ impl Lane {
             flush: r.num(FLUSH)?,
             intent,
             seal: r.int(crate::seal::SEAL)?,
+            layout: crate::adoption::LayoutAck {
+                version: u32::try_from(r.int(crate::adoption::VERSION)?).unwrap_or(0),
+                high_ms: r.int(crate::adoption::HIGH)?,
+            },
+            wrote_to_ms: r.int(crate::adoption::WROTE_TO)?,
         })
     }
 
@@ -235,8 +245,22 @@ fn ranges_json(ranges: &[ShardRange]) -> String {
 
 /// Records flush `k` (after committed flush `k - 1`) as open.
 pub fn open_intent(lane: u32, me: &str, k: u64, ranges: &[ShardRange], layout: &str) -> UpdateRequest {
-    lane_req(lane)
-        .set(K, n(k))
+    open_intent_to(lane, me, k, ranges, layout, 0)
+}
+
+/// [`open_intent`], saying how far the events its owner read reach
+/// (`adoption.rs`; nothing said for 0).
+pub fn open_intent_to(
+    lane: u32,
+    me: &str,
+    k: u64,
+    ranges: &[ShardRange],
+    layout: &str,
+    wrote_to_ms: i64,
+) -> UpdateRequest {
+    let req = lane_req(lane);
+    let req = if wrote_to_ms > 0 { req.set(crate::adoption::WROTE_TO, wrote_to_ms) } else { req };
+    req.set(K, n(k))
         .set(STATE, "open")
         .set(RANGES, ranges_json(ranges).as_str())
         .set(LAYOUT, layout)

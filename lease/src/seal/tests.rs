@@ -14,6 +14,8 @@ fn lane(n: u32, owner: Option<&str>, seal: i64, intent: Option<Intent>) -> Lane 
         flush: intent.as_ref().map_or(0, |i| i.k),
         intent,
         seal,
+        layout: Default::default(),
+        wrote_to_ms: 0,
     }
 }
 

@@ -44,6 +44,15 @@ pub(crate) enum LayoutCmd {
         /// The clock the cut is chosen by (default: now)
         #[arg(long, hide = true)]
         now: Option<String>,
+        /// With workers running: the cut lies at least this far ahead, so
+        /// that every worker adopts the version before it (they ask every
+        /// 10 s)
+        #[arg(long, default_value = "2m", value_parser = zigzag_app::duration::positive)]
+        adopt_within: std::time::Duration,
+        /// With workers running: how long to wait for all of them to adopt
+        /// it before leaving the fill to `gather layout fill`
+        #[arg(long, default_value = "10m", value_parser = zigzag_app::duration::positive)]
+        wait: std::time::Duration,
     },
     /// Fills the newest version's targets again where their sources changed
     /// since (late events) or a fill stopped: only what is not current is
@@ -85,12 +94,13 @@ pub(crate) async fn layout_cmd(store: &StoreArgs, config: Option<&Path>, cmd: La
             }
             diff(store, config, &new, rcu_per_sec, wcu_per_sec).await
         }
-        LayoutCmd::Apply { new, budget, now } => {
+        LayoutCmd::Apply { new, budget, now, adopt_within, wait } => {
             let now = match now {
                 Some(t) => zigzag_gather::window::parse_time("--now", &t, chrono::Utc::now().timestamp_millis())?,
                 None => chrono::Utc::now().timestamp_millis(),
             };
-            super::relayout_cmd::apply(store, config, &new, budget.check()?, now).await
+            let announce = super::relayout_cmd::Announce { grace: adopt_within, wait };
+            super::relayout_cmd::apply(store, config, &new, budget.check()?, now, announce).await
         }
         LayoutCmd::Fill { budget } => super::relayout_cmd::fill_again(store, config, budget.check()?).await,
         LayoutCmd::Status => super::relayout_cmd::status(store).await,

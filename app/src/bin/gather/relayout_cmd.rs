@@ -9,6 +9,7 @@ use std::path::Path;
 use zigzag_app::store::StoreArgs;
 use zigzag_core::schema::format_instant;
 use zigzag_core::table::SortedTable;
+use zigzag_gather::relayout::adoption::{broken_advice, check, Adoption};
 use zigzag_gather::relayout::apply::{cut, version_changes, workers_running};
 use zigzag_gather::relayout::coverage::states;
 use zigzag_gather::relayout::fill::{fill, Event, FillOptions, Totals, Unit};
@@ -22,16 +23,30 @@ async fn stored(table: &dyn SortedTable) -> Result<Stored> {
     })
 }
 
+/// How a version is announced to running workers.
+pub(crate) struct Announce {
+    /// The cut lies at least this far ahead of now.
+    pub grace: std::time::Duration,
+    /// How long `apply` waits for every worker to adopt it.
+    pub wait: std::time::Duration,
+}
+
 pub(crate) async fn apply(
     store: &StoreArgs,
     path: Option<&Path>,
     new: &Path,
     (rcu_per_sec, wcu_per_sec): (Option<f64>, Option<f64>),
     now: i64,
+    announce: Announce,
 ) -> Result<()> {
     let table = store.open_aggregates().await?;
     let leases = store.open_leases().await?;
     let stored = stored(table.as_ref()).await?;
+    if let Some(v) = stored.versions.iter().find(|v| !v.adopted) {
+        if let Adoption::Broken(lanes) = check(table.as_ref(), leases.as_ref(), v).await? {
+            bail!("{}:\n  - {}", broken_advice(v), lanes.join("\n  - "));
+        }
+    }
     let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
     let old = super::reader_config(&given, Some(stored.layout()), path)?;
     let next = zigzag_app::config::load(Some(new), zigzag_app::config::Base::Full, &[])?;
@@ -52,18 +67,15 @@ pub(crate) async fn apply(
     let changes = version_changes(&priced, &projections, &next_projections).map_err(|refused| {
         anyhow!("{} cannot be applied, nothing was written:\n  - {}", new.display(), refused.join("\n  - "))
     })?;
+    // With no worker running, every later writer joins under the new
+    // version: the cut may be now. Running ones adopt it within the grace.
     let running = workers_running(leases.as_ref()).await?;
-    if !running.is_empty() {
-        bail!(
-            "stop every ingest worker of this table first (a worker adopting a new layout while it runs is not built \
-             yet): {}. A dead worker's flush is recovered by a worker started again with the current layout; stop \
-             it once it runs",
-            running.join("; ")
-        );
-    }
+    let adopted = running.is_empty();
+    let ahead = if adopted { 0 } else { i64::try_from(announce.grace.as_millis()).unwrap_or(i64::MAX) };
     let (span, _, _) = zigzag_gather::kept_span(table.as_ref(), &projections).await?;
-    let cut_ms = cut(&changes, now, span.map(|w| w.end));
-    let version = versions::record(table.as_ref(), stored.newest.number, &next_layout, cut_ms, changes, now).await?;
+    let cut_ms = cut(&changes, now.saturating_add(ahead), span.map(|w| w.end));
+    let version =
+        versions::record(table.as_ref(), stored.newest.number, &next_layout, cut_ms, changes, now, adopted).await?;
     say(&format!(
         "layout version {} recorded: workers started from now on write it (without --config, or with {}); \
          the targets below are the fill's before {} and the workers' from then on",
@@ -79,7 +91,49 @@ pub(crate) async fn apply(
             format_instant(cut_ms)
         ));
     }
+    if !adopted && !wait_adopted(table.as_ref(), leases.as_ref(), &version, &running, announce.wait).await? {
+        return Ok(());
+    }
+    let version = Version { adopted: true, ..version };
     run_fill(table.as_ref(), &old, &next, &version, rcu_per_sec, wcu_per_sec).await
+}
+
+/// Waits up to `wait` for every running worker to adopt `version`: whether
+/// it holds (else says what it waits for and what to run later).
+async fn wait_adopted(
+    table: &dyn SortedTable,
+    leases: &dyn SortedTable,
+    version: &Version,
+    running: &[String],
+    wait: std::time::Duration,
+) -> Result<bool> {
+    say(&format!(
+        "workers are running ({}): announced to them; each writes what it holds and goes on under version {} \
+         (reports read the parts they read before meanwhile)",
+        running.join("; "),
+        version.number
+    ));
+    let until = std::time::Instant::now() + wait;
+    loop {
+        match check(table, leases, version).await? {
+            Adoption::Held => {
+                say(&format!("every worker writes layout version {}", version.number));
+                return Ok(true);
+            }
+            Adoption::Broken(lanes) => bail!("{}:\n  - {}", broken_advice(version), lanes.join("\n  - ")),
+            Adoption::Waiting(lanes) if std::time::Instant::now() >= until => {
+                say(&format!(
+                    "not every worker adopted version {} within {:?}; run `gather layout fill` once they have \
+                     (`gather layout status` says which):\n  - {}",
+                    version.number,
+                    wait,
+                    lanes.join("\n  - ")
+                ));
+                return Ok(false);
+            }
+            Adoption::Waiting(_) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+        }
+    }
 }
 
 pub(crate) async fn fill_again(
@@ -88,6 +142,7 @@ pub(crate) async fn fill_again(
     (rcu_per_sec, wcu_per_sec): (Option<f64>, Option<f64>),
 ) -> Result<()> {
     let table = store.open_aggregates().await?;
+    let leases = store.open_leases().await?;
     let stored = stored(table.as_ref()).await?;
     if stored.versions.len() < 2 {
         bail!("the table has one layout version: nothing to fill (`gather layout apply` records another)");
@@ -109,8 +164,20 @@ pub(crate) async fn fill_again(
         if fills.is_empty() {
             continue;
         }
+        match check(table.as_ref(), leases.as_ref(), v).await? {
+            Adoption::Held => {}
+            Adoption::Waiting(lanes) => {
+                say(&format!(
+                    "layout version {}: not every worker writes it yet, nothing filled:\n  - {}",
+                    v.number,
+                    lanes.join("\n  - ")
+                ));
+                continue;
+            }
+            Adoption::Broken(lanes) => bail!("{}:\n  - {}", broken_advice(v), lanes.join("\n  - ")),
+        }
         let old = stored.versions[i - 1].layout.apply(&given);
-        let version = Version { changes: versions::Changes { fills, counted: Vec::new() }, ..v.clone() };
+        let version = Version { changes: versions::Changes { fills, counted: Vec::new() }, adopted: true, ..v.clone() };
         run_fill(table.as_ref(), &old, &new, &version, rcu_per_sec, wcu_per_sec).await?;
     }
     Ok(())
@@ -232,6 +299,25 @@ pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
         return Ok(());
     }
     println!("layout version {} (applied {}), cut {}", v.number, format_instant(v.at_ms), format_instant(v.cut_ms));
+    let leases = store.open_leases().await?;
+    for v in stored.versions.iter().filter(|v| !v.adopted) {
+        match check(table.as_ref(), leases.as_ref(), v).await? {
+            Adoption::Held => println!("  version {}: every worker writes it now", v.number),
+            Adoption::Waiting(lanes) => {
+                println!("  version {}: waiting for the workers to adopt it:", v.number);
+                for l in lanes {
+                    println!("    - {l}");
+                }
+            }
+            Adoption::Broken(lanes) => {
+                println!("  version {}: {}", v.number, broken_advice(v));
+                for l in lanes {
+                    println!("    - {l}");
+                }
+            }
+        }
+    }
+    let stored = self::stored(table.as_ref()).await?;
     for s in states(table.as_ref(), &stored).await? {
         let t = &s.target;
         let to = s.derived_to.map_or("nothing derived yet".into(), |e| format!("derived up to {}", format_instant(e)));
@@ -268,6 +354,15 @@ pub(crate) async fn delete_dropped(store: &StoreArgs, path: Option<&Path>, wcu_p
     let table = store.open_aggregates().await?;
     let stored = stored(table.as_ref()).await?;
     let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
+    let leases = store.open_leases().await?;
+    if check(table.as_ref(), leases.as_ref(), &stored.newest).await? != Adoption::Held {
+        // A worker of the layout before may still write what was dropped.
+        bail!(
+            "layout version {} is not written by every worker yet (`gather layout status` names the lanes): delete \
+             once it is",
+            stored.newest.number
+        );
+    }
     if zigzag_gather::relayout::dropped::dropped(&stored).is_empty() {
         say("no layout version dropped a projection or rollup: nothing to delete");
         return Ok(());

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use zigzag_app::config::{self, overrides::PipelineArgs, Base};
 use zigzag_app::logging::{self, say, LogArgs};
 use zigzag_app::settings::Parsed;
@@ -17,7 +18,7 @@ use zigzag_app::telemetry::{self, EmfArgs};
 use zigzag_app::worker::WorkerArgs;
 use zigzag_app::{signals, summary};
 use zigzag_ingest::source::{JsonlSource, Source};
-use zigzag_ingest::{Pipeline, PipelineOptions};
+use zigzag_ingest::{run_adopting, Pipeline, PipelineOptions};
 #[cfg(feature = "aws")]
 use zigzag_kinesis::{FanOutSource, KinesisSource, StartingPosition};
 
@@ -305,10 +306,17 @@ async fn run(parsed: Parsed<Cli>) -> Result<()> {
     };
     let opts = cli.worker.apply(opts);
     tracing::info!(worker = %opts.worker, "starting");
-    let pipeline = Arc::new(Pipeline::new(source, stores.aggregates.clone(), stores.leases.clone(), opts)?);
-    watched.running(pipeline.clone());
     let started = std::time::Instant::now();
-    let s = pipeline.run(stop).await;
+    let s = run_adopting(
+        source,
+        stores.aggregates.clone(),
+        stores.leases.clone(),
+        opts,
+        stop,
+        CancellationToken::new(),
+        |p: &Arc<Pipeline>| watched.running(p.clone()),
+    )
+    .await;
     telemetry.flush();
     let s = s?;
     say(cli.log.log_format, &summary::pipeline("ingest", &s, started.elapsed(), &cli.dead_letters));

@@ -11,14 +11,14 @@ use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zigzag_ingest::Pipeline;
 
 /// What `/ready` answers from: the pipeline once it exists; before that,
 /// what start-up is doing or waiting out.
 pub struct Status {
-    pipeline: OnceLock<Arc<Pipeline>>,
+    pipeline: Mutex<Option<Arc<Pipeline>>>,
     starting: Mutex<String>,
 }
 
@@ -26,12 +26,13 @@ pub type Watched = Arc<Status>;
 
 impl Status {
     pub fn new() -> Watched {
-        Arc::new(Status { pipeline: OnceLock::new(), starting: Mutex::new("starting".into()) })
+        Arc::new(Status { pipeline: Mutex::new(None), starting: Mutex::new("starting".into()) })
     }
 
-    /// The pipeline runs: `/ready` is its readiness from now on.
+    /// The pipeline runs: `/ready` is its readiness from now on (the one
+    /// that adopted a newer layout's, once it does).
     pub fn running(&self, pipeline: Arc<Pipeline>) {
-        let _ = self.pipeline.set(pipeline);
+        *self.pipeline.lock().unwrap_or_else(|p| p.into_inner()) = Some(pipeline);
     }
 
     /// What start-up is doing, or waiting out, now.
@@ -40,7 +41,8 @@ impl Status {
     }
 
     fn readiness(&self) -> Result<(), String> {
-        match self.pipeline.get() {
+        let current = self.pipeline.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match current {
             Some(p) => p.readiness(),
             None => Err(self.starting.lock().unwrap_or_else(|p| p.into_inner()).clone()),
         }

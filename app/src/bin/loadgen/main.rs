@@ -12,13 +12,14 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 use zigzag_app::config::{self, overrides::PipelineArgs, read, Base};
 use zigzag_app::duration::{any, millis, positive};
 use zigzag_app::store::StoreArgs;
 use zigzag_app::worker::WorkerArgs;
 use zigzag_app::{signals, summary};
 use zigzag_core::schema::{parse_instant, TimeUnit};
-use zigzag_ingest::{Pipeline, PipelineOptions};
+use zigzag_ingest::{run_adopting, PipelineOptions};
 #[cfg(feature = "aws")]
 use zigzag_kinesis::Producer;
 use zigzag_loadgen::declared::traffic_file::TrafficFile;
@@ -218,7 +219,6 @@ async fn run_in_process(cli: &Cli, config: Config, gen: Arc<dyn Traffic>) -> Res
         zigzag_app::config::adopt_recorded(config, zigzag_app::config::Recorded::Scatter, stores.aggregates.as_ref())
             .await?;
     let opts = cli.worker.apply(PipelineOptions::new(config, cli.stream.clone(), "", cli.dead_letters.clone()));
-    let pipeline = Arc::new(Pipeline::new(source, stores.aggregates.clone(), stores.leases.clone(), opts)?);
     let stop = signals::stop_on_signal("flushing and checkpointing");
     let bar = progress_bar(total);
     let ticker = {
@@ -231,7 +231,8 @@ async fn run_in_process(cli: &Cli, config: Config, gen: Arc<dyn Traffic>) -> Res
         })
     };
     let started = Instant::now();
-    let s = pipeline.run(stop).await?;
+    let (aggregates, leases) = (stores.aggregates.clone(), stores.leases.clone());
+    let s = run_adopting(source, aggregates, leases, opts, stop, CancellationToken::new(), |_| {}).await?;
     ticker.abort();
     bar.finish_and_clear();
     eprintln!("{}", summary::pipeline("loadgen → ingest", &s, started.elapsed(), &cli.dead_letters));

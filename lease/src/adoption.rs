@@ -1,0 +1,43 @@
+//! A lane's layout acknowledgement: which version of the table's layout
+//! (`zigzag_model::versions`) its owner writes, and the end of the newest
+//! event it wrote under an older one.
+//!
+//! Written with the lane's take (`join.rs`), in the same conditional write,
+//! so no reader ever sees a lane owned by one worker with another's
+//! acknowledgement: a worker running an older version holds a lane that
+//! says so. `gather layout apply` announces a version to running workers;
+//! each writes everything it holds, leaves its lane and joins again under
+//! the new version (`zigzag_ingest::pipeline`), saying on its new lane how
+//! far the events it wrote before reached. The version holds once every
+//! owned lane acknowledges it, and its cut is past every such event
+//! (`zigzag_gather::relayout::adoption`).
+
+use zigzag_core::table::UpdateRequest;
+
+/// On a lane: the layout version its owner writes.
+pub(crate) const VERSION: &str = "lv";
+/// On a lane: the end (ms) of the newest event its owner's process wrote
+/// under an older version (0: none).
+pub(crate) const HIGH: &str = "lh";
+/// On a lane: the end (ms) of the newest event its owner had read when it
+/// began its last flush, under the version it writes: kept after the lane
+/// is freed, so a worker that left without adopting a version still says
+/// how far it wrote under the old one.
+pub(crate) const WROTE_TO: &str = "ln";
+
+/// What a worker says of its layout on the lane it takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayoutAck {
+    /// The version it writes (0: a worker of a build before versions, or a
+    /// lane taken before they existed).
+    pub version: u32,
+    /// The end of the newest event it wrote under an older version (ms).
+    pub high_ms: i64,
+}
+
+impl LayoutAck {
+    /// The lane write `req` also recording this acknowledgement.
+    pub fn stamp(&self, req: UpdateRequest) -> UpdateRequest {
+        req.set(VERSION, i64::from(self.version)).set(HIGH, self.high_ms)
+    }
+}
