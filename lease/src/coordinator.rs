@@ -337,6 +337,11 @@ impl Coordinator {
         *lock(&self.layout)
     }
 
+    /// Lane `lane`'s intent as the last pass saw it.
+    pub fn seen_intent(&self, lane: u32) -> Option<crate::Intent> {
+        lock(&self.state).lanes.iter().find(|l| l.lane == lane).and_then(|l| l.intent.clone())
+    }
+
     /// This worker's lane, once joined.
     pub fn lane(&self) -> Option<u32> {
         lock(&self.state).lane.map(|l| l.lane)

@@ -193,6 +193,14 @@ impl Stored {
         out
     }
 
+    /// The table as it was when version `number` was the newest (None: no
+    /// such version).
+    pub fn as_of(&self, number: u32) -> Option<Stored> {
+        let versions: Vec<Version> = self.versions.iter().filter(|v| v.number <= number).cloned().collect();
+        let newest = versions.last().filter(|v| v.number == number)?.clone();
+        Some(Stored { newest, versions, item: self.item.clone() })
+    }
+
     /// What a writer of the newest version writes of each target only from
     /// its cut on: (projection, rollup, cut).
     pub fn written_from(&self) -> Vec<(String, Rollup, i64)> {

@@ -93,6 +93,29 @@ pub struct FlushStats {
     pub value_writes: AtomicU64,
 }
 
+impl FlushStats {
+    /// Adds what `other` counted (a recovery written by another flusher:
+    /// `pipeline/older.rs`).
+    pub fn absorb(&self, other: &FlushStats) {
+        let add = |a: &AtomicU64, b: &AtomicU64| {
+            a.fetch_add(b.load(Ordering::Relaxed), Ordering::Relaxed);
+        };
+        add(&self.flushes, &other.flushes);
+        add(&self.items, &other.items);
+        add(&self.write_requests, &other.write_requests);
+        add(&self.item_write_units, &other.item_write_units);
+        self.largest_item.fetch_max(other.largest_item.load(Ordering::Relaxed), Ordering::Relaxed);
+        add(&self.skipped, &other.skipped);
+        add(&self.retries, &other.retries);
+        for (a, b) in self.per_prefix.iter().zip(&other.per_prefix) {
+            add(a, b);
+        }
+        add(&self.statistics_writes, &other.statistics_writes);
+        add(&self.change_writes, &other.change_writes);
+        add(&self.value_writes, &other.value_writes);
+    }
+}
+
 /// Writes that only move an attribute upwards: a refusal means the store
 /// has it already (a replay, or another worker's), never a failure.
 #[derive(Debug, Clone, Copy)]

@@ -17,9 +17,10 @@
 //! checkpoint (`reread_ranges`).
 
 use super::cadence::Due;
+use super::older::Writing;
 use super::{lock, Batch, Pipeline, PipelineError};
-use crate::aggregate::Generation;
 use crate::aggregate::IdentityCollision;
+use crate::aggregate::{Aggregator, Generation};
 use crate::flush::{Merged, Writer};
 use crate::source::StartAt;
 use std::collections::{BTreeMap, HashSet};
@@ -91,7 +92,7 @@ impl FlushJob {
         // written when the sets ahead were flushed.
         if matches!(self.content, Some(Content::Reread)) && self.merged.is_none() && self.began.is_none() {
             let ranges: Vec<ShardRange> = self.ranges.iter().map(|(_, r)| r.clone()).collect();
-            self.merged = Some(p.reread_ranges(&ranges, false).await?);
+            self.merged = Some(p.reread_ranges(p.writing(), &ranges, false).await?);
         }
         if self.began.is_none() {
             let ranges = self.ranges.iter().map(|(_, r)| r.clone()).collect();
@@ -154,32 +155,52 @@ impl FlushJob {
 
 impl Pipeline {
     /// Finishes a dead worker's flush: reads its ranges again, writes them
-    /// under its lane and number, commits, completes, frees the lane.
+    /// under its lane and number, commits, completes, frees the lane. A
+    /// flush begun under an older layout version of the table (its worker
+    /// died before adopting the newest) is finished under that version's
+    /// layout (`older.rs`); under any other layout it is refused.
     pub(super) async fn recover(&self, lane: u32) -> Result<bool, PipelineError> {
-        let r = match self.coord.take_for_recovery(lane, &self.layout).await {
+        let older = match self.coord.seen_intent(lane) {
+            Some(i) if i.layout != self.layout => Some(self.older_writer(lane, &i).await?),
+            _ => None,
+        };
+        let (layout, w) = match &older {
+            Some(o) => (o.digest.as_str(), o.writing()),
+            None => (self.layout.as_str(), self.writing()),
+        };
+        let r = match self.coord.take_for_recovery(lane, layout).await {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(false),
             Err(LeaseError::OtherLayout { lane, k }) => return Err(PipelineError::LayoutChanged { lane, flush: k }),
             Err(e) => return Err(e.into()),
         };
-        if r.layout != self.layout {
+        if r.layout != layout {
             return Err(PipelineError::LayoutChanged { lane, flush: r.k });
         }
-        let merged = self.reread_ranges(&r.ranges, true).await?;
-        self.flusher.write(&merged, Writer { lane: r.lane, k: r.k }).await?;
+        let merged = self.reread_ranges(w, &r.ranges, true).await?;
+        let written = w.flusher.write(&merged, Writer { lane: r.lane, k: r.k }).await;
+        if let Some(o) = &older {
+            self.flusher.stats.absorb(&o.writing().flusher.stats);
+        }
+        written?;
         self.coord.finish_recovery(&r).await?;
         tracing::info!(lane, k = r.k, shards = r.ranges.len(), items = merged.len(), "recovered a dead worker's flush");
         Ok(true)
     }
 
-    /// The partials of `ranges` read again: each item set the records
-    /// after its own `from` (sets at one position are read together).
-    /// `dead_letters`: write the bad records' dead letters (once, from the
-    /// widest read).
-    async fn reread_ranges(&self, ranges: &[ShardRange], dead_letters: bool) -> Result<Merged, PipelineError> {
+    /// The partials of `ranges` read again (`w`: under which layout): each
+    /// item set the records after its own `from` (sets at one position are
+    /// read together). `dead_letters`: write the bad records' dead letters
+    /// (once, from the widest read).
+    pub(super) async fn reread_ranges(
+        &self,
+        w: Writing<'_>,
+        ranges: &[ShardRange],
+        dead_letters: bool,
+    ) -> Result<Merged, PipelineError> {
         let mut merged = Merged::default();
         let rejected = Batch::default();
-        let all = self.flusher.item_sets().len() as ItemSet;
+        let all = w.flusher.item_sets().len() as ItemSet;
         for (index, r) in ranges.iter().enumerate() {
             let sets = r.sets.clone().unwrap_or_else(|| (0..all).collect());
             let mut cohorts: BTreeMap<Option<Position>, Vec<ItemSet>> = BTreeMap::new();
@@ -191,9 +212,9 @@ impl Pipeline {
                 let gen = Generation::default();
                 let scratch = Batch::default();
                 let into = if n == 0 { &rejected } else { &scratch };
-                self.reread(&gen, into, index as u32, from, r).await?;
-                let shapes = self.flusher.shapes(Some(&sets));
-                merged.absorb(self.flusher.measures(), self.flusher.merge_shapes(gen, &shapes, |_| true)?)?;
+                self.reread(w.aggregator, &gen, into, index as u32, from, r).await?;
+                let shapes = w.flusher.shapes(Some(&sets));
+                merged.absorb(w.flusher.measures(), w.flusher.merge_shapes(gen, &shapes, |_| true)?)?;
             }
         }
         if dead_letters {
@@ -209,6 +230,7 @@ impl Pipeline {
     /// Aggregates exactly the records `(from, to]` of one shard.
     async fn reread(
         &self,
+        aggregator: &Aggregator,
         gen: &Generation,
         batch: &Batch,
         index: u32,
@@ -248,7 +270,7 @@ impl Pipeline {
             let mut rejected = Vec::new();
             // Under the seal the range was first read under: the same
             // events are refused (I2).
-            self.aggregator.add_batch_under(gen, index, &b, r.seal, &mut rejected)?;
+            aggregator.add_batch_under(gen, index, &b, r.seal, &mut rejected)?;
             lock(&batch.rejected).extend(rejected.into_iter().map(|x| (index, x)));
             reached = b.last_position().or(reached);
             if b.end_of_shard {

@@ -26,6 +26,7 @@ mod error;
 mod flushing;
 mod job;
 mod main_loop;
+mod older;
 mod options;
 mod reader;
 

@@ -284,6 +284,35 @@ async fn crash_during_recovery_then_restart_is_exact() {
     }
 }
 
+/// A worker of layout version 1 dies with a flush in flight after version
+/// 2 (a day rollup more, so every later item set's number moves) was
+/// announced. A worker of version 2 finishes that flush under version 1's
+/// layout, as its intent records (its item sets, as version 1 numbers
+/// them), then reads the rest under version 2: the table equals the truth
+/// at every rollup version 1 had, and the recovered lane still says how far
+/// the dead worker read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_in_flight_of_an_older_layout_version_is_recovered_under_it_by_a_worker_of_the_newer() {
+    use zigzag_model::versions;
+    let v1 = Config { rollups: vec![zigzag_model::Rollup::Minute, zigzag_model::Rollup::Hour], ..world::config() };
+    let w = World::with_config(82, v1);
+    let (fired, image) =
+        fault_run(&w, "run-a", w.options("run-a"), Trigger::NthOf(Phase::Items, 2), Effect::ApplyHalfThenCrash).await;
+    let (lane, _) = image.in_flight(IntentState::Valid)[0];
+    let mut newer = w.options("run-a");
+    newer.config.rollups.push(zigzag_model::Rollup::Day);
+    let layout = zigzag_model::layout::Layout::of(&newer.config);
+    let announced = versions::record(&*w.aggregates, 1, &layout, i64::MAX / 2, Default::default(), 0, false).await;
+    assert_eq!(announced.expect("recorded").number, 2);
+    let (_, c) = w.run_with("run-a#2", newer).await;
+    let c = c.expect("a worker of version 2 finishes version 1's flush");
+    w.assert_exact("after an older version's flush was recovered").await;
+    assert_recovered(&w, &image, &fired, &c, "after an older version's flush was recovered").await;
+    let recovered = w.lanes().await.into_iter().find(|l| l.lane == lane).unwrap();
+    assert_eq!(recovered.layout.version, 1, "the dead worker's lane still says it wrote version 1: {recovered:?}");
+    assert!(recovered.wrote_to_ms > 0, "and how far it read: {recovered:?}");
+}
+
 /// A flush begun under one layout is not re-applied under another (it
 /// would write other items, so the marks could not skip what was applied).
 /// Two fences: the table's recorded layout refuses the other configuration
