@@ -1,6 +1,7 @@
-//! A lane's layout acknowledgement: which version of the table's layout
-//! (`zigzag_model::versions`) its owner writes, and the end of the newest
-//! event it wrote under an older one.
+//! Layout versions in the lease table: which version of the table's layout
+//! (`zigzag_model::versions`) a lane's owner writes, how far the events it
+//! wrote under an older one reach, and which layout numbers an apart
+//! checkpoint's item sets.
 //!
 //! Written with the lane's take (`join.rs`), in the same conditional write,
 //! so no reader ever sees a lane owned by one worker with another's
@@ -11,6 +12,12 @@
 //! far the events it wrote before reached. The version holds once every
 //! owned lane acknowledges it, and its cut is past every such event
 //! (`zigzag_gather::relayout::adoption`).
+//!
+//! A worker that died between a faster and a slower cadence's flushes
+//! leaves shards whose item sets are apart, numbered by its layout. The
+//! checkpoint is written with that layout's digest ([`SETS_OF`]); a worker
+//! of another version renumbers it by the sets' names before reading
+//! (`Checkpoint::renumber`, [`crate::items::renumber_checkpoint`]).
 
 use zigzag_core::table::UpdateRequest;
 
@@ -24,6 +31,10 @@ pub(crate) const HIGH: &str = "lh";
 /// is freed, so a worker that left without adopting a version still says
 /// how far it wrote under the old one.
 pub(crate) const WROTE_TO: &str = "ln";
+/// On a shard lease whose checkpoint is apart: the digest of the layout
+/// that numbers its item sets (a set's number is its place in a layout's
+/// order, so another version numbers them otherwise).
+pub(crate) const SETS_OF: &str = "ld";
 
 /// What a worker says of its layout on the lane it takes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

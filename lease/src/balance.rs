@@ -69,6 +69,9 @@ pub struct Ready {
     pub start_ms: Option<i64>,
     /// The seal its checkpoint's records were read under (`seal.rs`).
     pub seal: i64,
+    /// The layout numbering its checkpoint's sets, when apart and recorded
+    /// (`adoption.rs`).
+    pub layout: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -260,6 +263,7 @@ pub fn plan(view: &View, me: &str) -> Plan {
             from_trim_horizon,
             start_ms,
             seal: l.seal,
+            layout: l.layout.clone(),
         });
     }
     plan

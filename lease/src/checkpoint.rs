@@ -86,13 +86,29 @@ impl Checkpoint {
     /// equals), the others are listed.
     pub fn advance(&self, sets: Option<&[ItemSet]>, to: Position, of: ItemSet) -> Checkpoint {
         let Some(sets) = sets else { return Checkpoint::uniform(Some(to)) };
-        let value = |s: ItemSet| if sets.contains(&s) { Some(to) } else { self.get(s) };
+        Checkpoint::of_sets(|s: ItemSet| if sets.contains(&s) { Some(to) } else { self.get(s) }, of, self.at)
+    }
+
+    /// The same positions numbered by another layout of `of` sets: set `s`
+    /// there is set `from(s)` here (None: a set this layout does not have,
+    /// which takes the furthest position: nothing before it is owed to a
+    /// set added since). Sets this layout has and that one does not are
+    /// dropped.
+    pub fn renumber(&self, from: impl Fn(ItemSet) -> Option<ItemSet>, of: ItemSet) -> Checkpoint {
+        let furthest = self.furthest();
+        Checkpoint::of_sets(|s| from(s).map_or(furthest, |old| self.get(old)), of, self.at)
+    }
+
+    /// The canonical checkpoint of `of` sets at `value(s)`: `at` is where
+    /// most sets are (the furthest of equals; `none`: without sets), the
+    /// others are listed.
+    fn of_sets(value: impl Fn(ItemSet) -> Option<Position>, of: ItemSet, none: Option<Position>) -> Checkpoint {
         let mut counts: BTreeMap<Option<Position>, usize> = BTreeMap::new();
         for s in 0..of {
             *counts.entry(value(s)).or_default() += 1;
         }
         // Most sets, then the furthest position (the map is in order).
-        let at = counts.iter().max_by_key(|(p, n)| (**n, **p)).map_or(self.at, |(p, _)| *p);
+        let at = counts.iter().max_by_key(|(p, n)| (**n, **p)).map_or(none, |(p, _)| *p);
         let apart = (0..of).map(|s| (s, value(s))).filter(|(_, p)| *p != at).collect();
         Checkpoint { at, apart }
     }
@@ -237,6 +253,32 @@ mod tests {
                 let json = serde_json::to_string(&c).unwrap();
                 prop_assert_eq!(serde_json::from_str::<Checkpoint>(&json).unwrap(), c.clone());
             }
+        }
+
+        /// Renumbered for another layout, every set it has keeps its
+        /// position, a set it adds takes the furthest, and the text is the
+        /// canonical one (as if advanced to there set by set).
+        #[test]
+        fn a_renumbered_checkpoint_keeps_every_named_sets_position_and_puts_new_ones_furthest(
+            positions in proptest::collection::vec(proptest::option::of(1u64..6), 1..7),
+            map in proptest::collection::vec(proptest::option::of(0u16..7), 0..9),
+        ) {
+            let of = positions.len() as u16;
+            let mut c = Checkpoint::none();
+            for (s, at) in positions.iter().enumerate() {
+                if let Some(at) = at {
+                    c = c.advance(Some(&[s as u16]), p(*at), of);
+                }
+            }
+            let from = |s: ItemSet| map.get(s as usize).copied().flatten().filter(|o| *o < of);
+            let renumbered = c.renumber(from, map.len() as u16);
+            for s in 0..map.len() as u16 {
+                let want = from(s).map_or(c.furthest(), |o| c.get(o));
+                prop_assert_eq!(renumbered.get(s), want, "set {}", s);
+            }
+            prop_assert_eq!(renumbered.to_string().parse::<Checkpoint>().unwrap(), renumbered.clone());
+            let same = c.renumber(Some, of);
+            prop_assert_eq!(same, c, "renumbered for its own layout, unchanged");
         }
     }
 }

@@ -337,6 +337,22 @@ impl Coordinator {
         *lock(&self.layout)
     }
 
+    /// Renumbers the apart checkpoint of a lease this worker holds (`from`,
+    /// numbered by another layout) as `to`, numbered by `layout`
+    /// (`adoption.rs`). False: the lease moved since (lost, or completed
+    /// by a recovery); the next pass says what it is now.
+    pub async fn renumber(
+        &self,
+        shard: &str,
+        lease: u64,
+        (from, to): (&crate::Checkpoint, &crate::Checkpoint),
+        layout: &str,
+    ) -> Result<bool, LeaseError> {
+        let me = self.worker().to_string();
+        let req = crate::items::renumber_checkpoint(self.stream(), shard, lease, &me, (from, to), layout);
+        Ok(matches!(self.write_lease(&req, false).await?, UpdateOutcome::Applied(_)))
+    }
+
     /// Lane `lane`'s intent as the last pass saw it.
     pub fn seen_intent(&self, lane: u32) -> Option<crate::Intent> {
         lock(&self.state).lanes.iter().find(|l| l.lane == lane).and_then(|l| l.intent.clone())

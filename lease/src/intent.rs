@@ -31,6 +31,7 @@ impl Coordinator {
         let completed = r.completed();
         let req = items::advance_checkpoint(stream, &r.shard, &r.from, &completed, r.finishes());
         let req = items::with_owed(req, &completed, r.owed.as_ref());
+        let req = items::with_sets_layout(req, &completed, &r.layout);
         let req = items::with_seal(items::with_lag(req, r.behind_ms, wall_ms), r.seal);
         // A finished shard lets its children be read: other workers must see it.
         match self.write_lease(&req, r.finishes()).await? {

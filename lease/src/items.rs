@@ -171,6 +171,9 @@ pub struct ShardLease {
     /// What its sets behind do not hold yet, when written beside this
     /// checkpoint (`owed.rs`; None: unknown, or nothing is apart).
     pub owed: Option<crate::owed::Owed>,
+    /// The digest of the layout numbering an apart checkpoint's item sets,
+    /// when recorded (`adoption.rs`; None: the reader's own).
+    pub layout: Option<String>,
 }
 
 impl ShardLease {
@@ -202,6 +205,7 @@ impl ShardLease {
             start_ms: int(START),
             seal: r.int(crate::seal::SEAL)?,
             owed: r.str(OWED)?.and_then(|t| crate::owed::Owed::from_attr(t, &checkpoint)),
+            layout: r.str(crate::adoption::SETS_OF)?.filter(|d| !d.is_empty()).map(String::from),
             checkpoint,
         })
     }
@@ -284,6 +288,35 @@ pub fn advance_checkpoint(
         _ => req.guard(CHECKPOINT, CmpOp::Eq, from.to_string().as_str(), false),
     };
     req
+}
+
+/// Records the layout numbering an apart checkpoint's sets (nothing for a
+/// uniform one, whose sets any layout reads alike, or when unknown).
+pub fn with_sets_layout(req: UpdateRequest, to: &Checkpoint, layout: &str) -> UpdateRequest {
+    if to.is_uniform() || layout.is_empty() {
+        req
+    } else {
+        req.set(crate::adoption::SETS_OF, layout)
+    }
+}
+
+/// Renumbers an apart checkpoint `from` (its sets numbered by another
+/// layout) as `to`, numbered by `layout`, on a lease held as `lease` by
+/// `me`: the same positions, set by set.
+pub fn renumber_checkpoint(
+    stream: &str,
+    shard: &str,
+    lease: u64,
+    me: &str,
+    (from, to): (&Checkpoint, &Checkpoint),
+    layout: &str,
+) -> UpdateRequest {
+    UpdateRequest::new(shards_pk(stream), shard.as_bytes())
+        .set(CHECKPOINT, to.to_string().as_str())
+        .set(crate::adoption::SETS_OF, layout)
+        .guard(CHECKPOINT, CmpOp::Eq, from.to_string().as_str(), false)
+        .guard(LEASE, CmpOp::Eq, n(lease), false)
+        .guard(OWNER, CmpOp::Eq, me, false)
 }
 
 /// Records the seal a completed range's records were read under (none

@@ -120,6 +120,7 @@ mod tests {
             handoff: None,
             start_ms: None,
             owed: None,
+            layout: None,
         }
     }
 
@@ -143,6 +144,7 @@ mod tests {
             ends: false,
             behind_ms: None,
             owed: None,
+            layout: String::new(),
         };
         let lanes = vec![
             Lane {

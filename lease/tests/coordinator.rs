@@ -86,6 +86,7 @@ fn first_range(shard: &str, lease: u64) -> ShardRange {
         ends: false,
         behind_ms: None,
         owed: None,
+        layout: String::new(),
     }
 }
 
@@ -158,6 +159,7 @@ async fn a_lane_freed_by_another_streams_worker_completes_its_committed_ranges_f
         ends: false,
         behind_ms: None,
         owed: None,
+        layout: String::new(),
     };
     let began = d.begin(vec![range], "L").await.unwrap();
     d.commit(&began).await.unwrap();

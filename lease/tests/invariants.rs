@@ -251,6 +251,7 @@ impl World {
                 ends: false,
                 behind_ms: None,
                 owed: None,
+                layout: String::new(),
             })
             .collect();
         if ranges.is_empty() {

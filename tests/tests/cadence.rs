@@ -146,6 +146,49 @@ async fn a_worker_killed_between_cadences_is_caught_up_exactly_by_another() {
     }
 }
 
+/// A worker of layout version 1 killed between cadences leaves shards
+/// whose sets are apart, numbered by version 1. Version 2 declares a
+/// projection before the others (so every later set's number moves) and
+/// is announced; a worker of version 2 renumbers each such checkpoint by
+/// the sets' names before reading, catches the sets behind up, and reads
+/// on: every projection version 1 had equals the truth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sets_left_apart_by_a_worker_of_an_older_layout_version_are_renumbered_and_caught_up_exactly() {
+    use zigzag_model::versions;
+    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+    let gen = generator(30_000);
+    let v1 = config(true);
+    let truth = truth::compute_for(&gen, &v1).unwrap();
+    let mut v2 = v1.clone();
+    let first = Config::from_toml("[[projection]]\nname = \"by_campaign\"\ndimensions = [\"campaign\"]\n").unwrap();
+    v2.projections.splice(0..0, first.projections);
+    let (sets_1, sets_2) = (v1.item_sets(), v2.item_sets());
+    assert_ne!(sets_1[3].projection, sets_2[3].projection, "set numbers move: {sets_1:?} / {sets_2:?}");
+    let store = Store::new();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let a = store.pipeline(&v1, &gen, "a", 10_000.0);
+    rt.spawn(a.clone().run(CancellationToken::new()));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    rt.shutdown_background();
+    drop(a);
+    let leases: Arc<dyn SortedTable> = Arc::new(SqliteTable::open_table(&store.db, "checkpoints").unwrap());
+    let view = Coordinator::new(leases, zigzag_lease::LeaseOptions::new("st", "observer"));
+    let held = view.read_leases().await.unwrap();
+    let apart: Vec<_> = held.iter().filter(|l| !l.checkpoint.is_uniform()).collect();
+    assert!(!apart.is_empty(), "the kill left item sets apart: {held:?}");
+    let digest = zigzag_model::layout::Layout::of(&v1).digest();
+    assert!(apart.iter().all(|l| l.layout.as_deref() == Some(digest.as_str())), "numbered by version 1: {apart:?}");
+
+    let table = SqliteTable::open(&store.db).unwrap();
+    let layout = zigzag_model::layout::Layout::of(&v2);
+    versions::record(&table, 1, &layout, i64::MAX / 2, Default::default(), 0, false).await.unwrap();
+    let summary = run(store.pipeline(&v2, &gen, "b", 40_000.0)).await;
+    assert!(summary.records > 0, "b read the rest");
+    store.check(&v1, &truth).await;
+    let after = view.read_leases().await.unwrap();
+    assert!(after.iter().all(|l| l.finished && l.checkpoint.is_uniform()), "{after:?}");
+}
+
 /// A source whose first opens of one shard fail (the stream unreachable
 /// for that shard), then work.
 struct FailingOpens {

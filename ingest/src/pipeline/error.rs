@@ -31,6 +31,11 @@ pub enum PipelineError {
          scatter changed); run once with the previous configuration to finish it, then change it"
     )]
     LayoutChanged { lane: u32, flush: u64 },
+    #[error(
+        "shard {shard}: its item sets are apart under a layout that is none of the table's versions (its numbers \
+         cannot be read); run once with the configuration that wrote it to catch them up, then change it"
+    )]
+    SetsOfAnotherLayout { shard: String },
     #[error(transparent)]
     Layout(#[from] zigzag_model::layout::LayoutError),
     #[error(

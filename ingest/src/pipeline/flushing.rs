@@ -171,6 +171,7 @@ impl Pipeline {
                 behind_ms: p.behind_ms,
                 seal: batch.seal,
                 owed: None,
+                layout: if sets.is_some() { self.layout.clone() } else { String::new() },
             };
             // The records from the earliest set's position on: this
             // generation's records of the shard (by their finest buckets)
@@ -239,6 +240,7 @@ impl Pipeline {
                     behind_ms: None,
                     seal: s.seal,
                     owed: None,
+                    layout: self.layout.clone(),
                 };
                 Some((*index, range))
             })

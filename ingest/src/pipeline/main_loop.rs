@@ -167,7 +167,11 @@ impl Pipeline {
             }
         }
         for ready in &plan.ready {
-            self.start_reader(run, ready, read_at);
+            if run.shards.values().any(|s| s.id == ready.shard) {
+                continue;
+            }
+            let Some(ready) = self.renumbered(ready).await? else { continue };
+            self.start_reader(run, &ready, read_at);
         }
         // Dead workers' lanes at once, not one after another (each re-reads
         // its own shards and writes under its own lane).

@@ -1,5 +1,6 @@
-//! A dead worker's flush of an older layout version, finished under that
-//! version's layout.
+//! What a dead worker of an older layout version left: a flush in flight,
+//! finished under that version's layout, and shards whose item sets are
+//! apart, renumbered for this one.
 //!
 //! While a version is being adopted (`adoption.rs`), a worker of the older
 //! one may die with a flush in flight; the live workers write the newer
@@ -9,11 +10,18 @@
 //! flusher (its item sets, numbered as that layout numbers them, and its
 //! cuts), exactly as the dead worker would have. A layout that is none of
 //! the table's versions is still refused (`PipelineError::LayoutChanged`).
+//!
+//! A set's number is its place in its layout's order, so a checkpoint
+//! apart under another version numbers its sets otherwise. Before reading
+//! such a shard, its checkpoint is renumbered by the sets' names
+//! (projection and rollup; a set this layout adds takes the furthest
+//! position: events before it are the fill's or, past the cut, were read
+//! by an adopted worker) and written back in one conditional write.
 
 use super::{Pipeline, PipelineError};
 use crate::aggregate::Aggregator;
 use crate::flush::Flusher;
-use zigzag_lease::Intent;
+use zigzag_lease::{Intent, Ready};
 use zigzag_model::versions::{self, Adopted};
 use zigzag_model::Projections;
 
@@ -66,5 +74,39 @@ impl Pipeline {
             "a dead worker's flush of an older layout version"
         );
         Ok(OlderWriter { digest: intent.layout.clone(), aggregator, flusher })
+    }
+}
+
+impl Pipeline {
+    /// `ready`, its checkpoint renumbered for this layout when its sets are
+    /// apart under another version's (written back first); None when the
+    /// lease moved meanwhile (the next pass says what it is now).
+    pub(super) async fn renumbered(&self, ready: &Ready) -> Result<Option<Ready>, PipelineError> {
+        let Some(theirs) = ready.layout.as_deref().filter(|d| *d != self.layout && !ready.checkpoint.is_uniform())
+        else {
+            return Ok(Some(ready.clone()));
+        };
+        let unknown = || PipelineError::SetsOfAnotherLayout { shard: ready.shard.clone() };
+        let stored = versions::load(self.aggregates.as_ref()).await?.ok_or_else(unknown)?;
+        let version = stored.versions.iter().find(|v| v.layout.digest() == theirs).ok_or_else(unknown)?;
+        let old = version.layout.apply(&self.opts.config).item_sets();
+        let mine = self.flusher.item_sets();
+        let from = |s: zigzag_lease::ItemSet| {
+            let wanted = mine.get(s as usize)?;
+            let at = old.iter().position(|o| o.projection == wanted.projection && o.rollup == wanted.rollup)?;
+            u16::try_from(at).ok()
+        };
+        let to = ready.checkpoint.renumber(from, mine.len() as u16);
+        tracing::info!(
+            shard = %ready.shard,
+            version = version.number,
+            from = %ready.checkpoint,
+            to = %to,
+            "item sets apart under an older layout version: renumbered for this one"
+        );
+        if !self.coord.renumber(&ready.shard, ready.lease, (&ready.checkpoint, &to), &self.layout).await? {
+            return Ok(None);
+        }
+        Ok(Some(Ready { checkpoint: to, layout: Some(self.layout.clone()), ..ready.clone() }))
     }
 }

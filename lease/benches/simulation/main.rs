@@ -68,6 +68,7 @@ async fn flush(c: &Coordinator, reading: &Reading) {
                 ends: false,
                 behind_ms: None,
                 owed: None,
+                layout: String::new(),
             }
         })
         .collect();

@@ -17,6 +17,7 @@ fn lease(shard: &str, owner: Option<&str>) -> ShardLease {
         handoff: None,
         start_ms: None,
         owed: None,
+        layout: None,
     }
 }
 
@@ -157,6 +158,7 @@ fn intents_in_flight_block_their_shards_and_committed_ranges_get_completed() {
         ends: false,
         behind_ms: None,
         owed: None,
+        layout: String::new(),
     };
     let mut other = lane(1, "old");
     other.intent = Some(Intent { k: 4, state: IntentState::Valid, ranges: vec![range.clone()], layout: "L".into() });

@@ -58,6 +58,12 @@ pub struct ShardRange {
     /// sets apart, every record the sets behind do not hold yet.
     #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
     pub owed: Option<crate::owed::Owed>,
+    /// With `sets`: the digest of the layout that numbers them (its item
+    /// sets in layout order). A checkpoint this range leaves apart is
+    /// recorded with it, so a worker of another layout version renumbers
+    /// it before reading (`crate::adoption`).
+    #[serde(rename = "d", default, skip_serializing_if = "String::is_empty")]
+    pub layout: String,
 }
 
 fn is_zero_ms(ms: &i64) -> bool {

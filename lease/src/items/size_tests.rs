@@ -37,6 +37,8 @@ fn an_intent_over_the_most_shards_a_worker_holds_fits_in_one_item() {
             ends: true,
             behind_ms: Some(86_400_000),
             owed: Some(spans.clone()),
+            // The layout numbering its sets (`adoption.rs`): a digest.
+            layout: "0123456789abcdef".into(),
         })
         .collect();
     let me = "a-long-host-name-0123456789abcdef~1795534537453.fb619fc5";
@@ -45,7 +47,7 @@ fn an_intent_over_the_most_shards_a_worker_holds_fits_in_one_item() {
         other => panic!("refused: {other:?}"),
     };
     let lane = apply(None, &take_lane(7, None, me, "a-stream-name-of-some-length"));
-    let opened = apply(Some(lane), &open_intent(7, me, 1, &ranges, "0123456789abcdef"));
+    let opened = apply(Some(lane), &open_intent_to(7, me, 1, &ranges, "0123456789abcdef", 1_795_899_480_000));
     let valid = apply(Some(opened.clone()), &validate_intent(7, me, 1, &ranges));
     for (what, item) in [("opened", &opened), ("validated", &valid)] {
         assert!(item.size() < ITEM_LIMIT * 3 / 4, "{what}: {} bytes", item.size());

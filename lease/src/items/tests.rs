@@ -21,6 +21,7 @@ fn range(shard: &str, from: Option<u64>, to: u64) -> ShardRange {
         ends: false,
         behind_ms: None,
         owed: None,
+        layout: String::new(),
     }
 }
 

@@ -32,6 +32,7 @@ fn range(shard: &str, from: u64, to: u64, seal: i64) -> ShardRange {
         behind_ms: None,
         seal,
         owed: None,
+        layout: String::new(),
     }
 }
 
@@ -49,6 +50,7 @@ fn lease(shard: &str, at: u64, seal: i64) -> ShardLease {
         start_ms: None,
         seal,
         owed: None,
+        layout: None,
     }
 }
 
