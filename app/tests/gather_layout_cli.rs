@@ -162,6 +162,47 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     assert!(ok && status.contains("by_campaign hour (version 2) summed from cc hour: 2 of 2 days (100 %)"), "{status}");
     assert!(status.contains("reports read every target for any window"), "{status}");
 
+    // `gather serve`'s /metrics says the same (refreshed in the background
+    // once the server reads the table's layout).
+    let (_server, addr) = zigzag_testkit::spawn_listening(
+        std::process::Command::new(env!("CARGO_BIN_EXE_gather")).current_dir(d).args([
+            "--db",
+            "z.db",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ]),
+    )
+    .unwrap();
+    let (code, _) = zigzag_testkit::http_get(addr, "/api/v1/query?query=sum(clicks)&time=1795219200").unwrap();
+    assert_eq!(code, 200);
+    let gauge = |metrics: &str, name: &str, target: &str| -> Option<f64> {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(&format!("target=\"{target}\"")))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let metrics = loop {
+        let (_, metrics) = zigzag_testkit::http_get(addr, "/metrics").unwrap();
+        if gauge(&metrics, "zigzag_layout_fill_days", "by_campaign hour").is_some() {
+            break metrics;
+        }
+        assert!(std::time::Instant::now() < until, "no fill gauges after 20 s: {metrics}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    for target in ["by_campaign hour", "by_campaign day"] {
+        let days = gauge(&metrics, "zigzag_layout_fill_days", target);
+        assert!(days.is_some_and(|d| d > 0.0), "{target}: {metrics}");
+        assert_eq!(gauge(&metrics, "zigzag_layout_fill_days_derived", target), days, "{target}: all derived");
+        assert!(gauge(&metrics, "zigzag_layout_fill_items_written", target).is_some_and(|n| n > 0.0), "{metrics}");
+        assert!(gauge(&metrics, "zigzag_layout_fill_write_units", target).is_some_and(|n| n > 0.0), "{metrics}");
+        assert!(gauge(&metrics, "zigzag_layout_fill_read_units", target).is_some_and(|n| n > 0.0), "{metrics}");
+    }
+    assert!(metrics.contains("zigzag_layout_version 2"), "{metrics}");
+    assert!(metrics.contains("zigzag_layout_version_adopted{version=\"2\"} 1"), "{metrics}");
+    drop(_server);
+
     // The new projection answers what the one it was summed from answers.
     let top = |projection: &str| {
         let window = ["--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"];

@@ -65,6 +65,8 @@ pub struct Engine {
     leases: Option<Arc<dyn SortedTable>>,
     /// Answers evaluated from series still current.
     answers: Memo<Vec<Vector>, (Value, Order)>,
+    /// A layout change's progress on `/metrics`.
+    fills: crate::fills::FillGauges,
 }
 
 impl Engine {
@@ -84,6 +86,7 @@ impl Engine {
             reader,
             leases: None,
             answers: Memo::new(ANSWERS_KEPT),
+            fills: Default::default(),
         }
     }
 
@@ -179,6 +182,9 @@ impl Engine {
             .await
             .map_err(|e| ServeError::Layout(format!("reading the table's layout: {e}")))?;
         let identity = stored.as_ref().map_or_else(|| "no layout".to_string(), |s| s.identity());
+        if let Some(s) = &stored {
+            self.fills.refresh(self.table.clone(), s);
+        }
         Ok((stored.map(|s| s.newest.layout), identity))
     }
 

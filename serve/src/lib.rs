@@ -16,6 +16,7 @@
 //!   query makes (layout, statistics, change marks), shared;
 //! - [`eval`]: aggregations, vector matching, functions ([`series`]);
 //! - [`engine`]: the three strung together, with the limits;
+//! - [`fills`]: a layout change's fill progress as gauges on `/metrics`;
 //! - [`meta`]: label names, label values and series for query editors;
 //! - [`api`]: the HTTP routes, parameters and response shapes.
 
@@ -26,6 +27,7 @@ pub mod compile;
 pub mod engine;
 pub mod error;
 pub mod eval;
+pub mod fills;
 pub mod meta;
 pub mod query;
 pub mod read;

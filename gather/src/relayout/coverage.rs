@@ -15,7 +15,7 @@ use zigzag_model::changes;
 use zigzag_model::versions::{Added, FillTarget, Stored, Version};
 
 /// A fill's progress items, by key: (marks digest, items written).
-type Progress = BTreeMap<Vec<u8>, (String, u64)>;
+type Progress = BTreeMap<Vec<u8>, super::fill::Derived>;
 
 /// How far one target is filled.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +28,9 @@ pub struct TargetState {
     pub days: Vec<i64>,
     pub derived: usize,
     pub items_written: u64,
+    /// Read and write units the derived days spent.
+    pub rcu: f64,
+    pub wcu: f64,
     /// The end of the first run of derived days (None: none derived).
     pub derived_to: Option<i64>,
 }
@@ -47,10 +50,12 @@ impl TargetState {
 async fn state(table: &dyn SortedTable, version: &Version, t: &FillTarget, done: &Progress) -> Result<TargetState> {
     let days = source_days(table, t, version.cut_ms).await?;
     let derived = days.iter().filter(|d| done.contains_key(&progress_sk(t, **d))).count();
-    let items_written = days.iter().filter_map(|d| done.get(&progress_sk(t, *d))).map(|(_, n)| n).sum();
+    let derived_units: Vec<_> = days.iter().filter_map(|d| done.get(&progress_sk(t, *d))).collect();
+    let items_written = derived_units.iter().map(|d| d.items).sum();
+    let (rcu, wcu) = (derived_units.iter().map(|d| d.rcu).sum(), derived_units.iter().map(|d| d.wcu).sum());
     let derived_to =
         days.iter().take_while(|d| done.contains_key(&progress_sk(t, **d))).last().map(|d| day_end(*d, version.cut_ms));
-    Ok(TargetState { version: version.number, target: t.clone(), days, derived, items_written, derived_to })
+    Ok(TargetState { version: version.number, target: t.clone(), days, derived, items_written, rcu, wcu, derived_to })
 }
 
 /// How far each fill target the table's versions added and its layout
@@ -131,7 +136,7 @@ pub async fn filling(table: &dyn SortedTable, stored: &Stored, from: i64, to: i6
                 .await
                 .map_err(|e| GatherError::Query { pk: changes::CHANGES_PK.into(), source: e.into() })?;
             let current = match done.get(&progress_sk(t, day)) {
-                Some((digest, _)) => *digest == marks_digest(&marks),
+                Some(d) => d.marks == marks_digest(&marks),
                 None => marks.is_empty(),
             };
             if !current {

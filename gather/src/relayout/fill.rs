@@ -66,6 +66,9 @@ pub(super) const DAY_MS: i64 = 86_400_000;
 
 const MARKS: &str = "marks";
 const ITEMS: &str = "items";
+/// Read and write units the unit spent, in thousandths.
+const RCU_MILLI: &str = "rcu_m";
+const WCU_MILLI: &str = "wcu_m";
 const DAY: &str = "day";
 const DERIVED_AT: &str = "at";
 
@@ -173,15 +176,29 @@ pub async fn source_days(table: &dyn SortedTable, t: &FillTarget, cut: i64) -> R
     Ok(days)
 }
 
-/// The recorded progress of `version`'s fill: per (target, day label),
-/// the marks digest it was derived at and the items written.
-pub async fn progress(table: &dyn SortedTable, version: u32) -> Result<BTreeMap<Vec<u8>, (String, u64)>> {
+/// One unit's recorded progress.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Derived {
+    /// The source's marks digest it was derived at.
+    pub marks: String,
+    pub items: u64,
+    /// What deriving it spent (0 for units recorded before these were).
+    pub rcu: f64,
+    pub wcu: f64,
+}
+
+/// The recorded progress of `version`'s fill, per (target, day label).
+pub async fn progress(table: &dyn SortedTable, version: u32) -> Result<BTreeMap<Vec<u8>, Derived>> {
     let mut req = QueryRequest::new(progress_pk(version), SortKeyCondition::Any);
     req.consistent = true;
     let items = zigzag_core::query::run_key_range(table, req)
         .await
         .map_err(|e| GatherError::Query { pk: progress_pk(version), source: e })?
         .items;
+    let num = |i: &zigzag_core::table::Item, name: &str| match i.attrs.get(name) {
+        Some(AttrValue::N(n)) => i64::try_from(*n).unwrap_or(0),
+        _ => 0,
+    };
     Ok(items
         .into_iter()
         .filter_map(|i| {
@@ -189,11 +206,9 @@ pub async fn progress(table: &dyn SortedTable, version: u32) -> Result<BTreeMap<
                 Some(AttrValue::S(s)) => s.clone(),
                 _ => return None,
             };
-            let n = match i.attrs.get(ITEMS) {
-                Some(AttrValue::N(n)) => u64::try_from(*n).unwrap_or(0),
-                _ => 0,
-            };
-            Some((i.sk, (marks, n)))
+            let items = u64::try_from(num(&i, ITEMS)).unwrap_or(0);
+            let (rcu, wcu) = (num(&i, RCU_MILLI) as f64 / 1000.0, num(&i, WCU_MILLI) as f64 / 1000.0);
+            Some((i.sk, Derived { marks, items, rcu, wcu }))
         })
         .collect())
 }
@@ -253,7 +268,7 @@ pub async fn fill(
         let days = source_days(table, t, version.cut_ms).await?;
         on(&Event::Planned { target: t.clone(), units: days.len() });
         for day in days {
-            let recorded = done.get(&progress_sk(t, day)).map(|(m, _)| m.as_str());
+            let recorded = done.get(&progress_sk(t, day)).map(|d| d.marks.as_str());
             let unit = fill_unit(table, old, km, t, version, day, recorded, opts, &mut budget).await?;
             totals.units += 1;
             totals.add(&unit);
@@ -301,6 +316,8 @@ async fn fill_unit(
     let progress = UpdateRequest::new(progress_pk(version.number), progress_sk(t, day))
         .set(MARKS, digest.as_str())
         .set(ITEMS, written as i64)
+        .set(RCU_MILLI, (actual.stats.rcu * 1000.0).round() as i64)
+        .set(WCU_MILLI, (wcu * 1000.0).round() as i64)
         .set(DAY, day)
         .set(DERIVED_AT, opts.now_ms);
     table

@@ -322,7 +322,8 @@ pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
         let t = &s.target;
         let to = s.derived_to.map_or("nothing derived yet".into(), |e| format!("derived up to {}", format_instant(e)));
         println!(
-            "  {} {} (version {}) summed from {} {}: {} of {} days ({:.0} %), {} items written, {to}",
+            "  {} {} (version {}) summed from {} {}: {} of {} days ({:.0} %), {} items written ({:.1} RCU read, \
+             {:.0} WCU written), {to}",
             t.projection,
             t.rollup,
             s.version,
@@ -331,7 +332,9 @@ pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
             s.derived,
             s.days.len(),
             s.percent(),
-            s.items_written
+            s.items_written,
+            s.rcu,
+            s.wcu
         );
     }
     for (by, added) in stored.added() {
