@@ -11,7 +11,7 @@
 #     (minute, hour), summed from cc: the running worker adopts it (no
 #     restart), then the fill reads the history while ingest goes on;
 #  4. flush durations (p50, p99, max) before the apply and while the fill
-#     runs, from the worker's log.
+#     runs, from the worker's log (kept in $KEEP, default /tmp/layout-live).
 #
 # The worker flushes every --flush-ms (1 s: enough flushes to take a p99
 # of while the fill runs), and the fill is paced at --wcu-per-sec.
@@ -44,8 +44,10 @@ export ZIGZAG_EMULATORS_RUN=${ZIGZAG_EMULATORS_RUN:-$HOME/.cache/zigzag-emulator
 export ZIGZAG_KINESIS_LOCAL=0
 WORK=$(mktemp -d)
 PIDS=()
+KEEP=${KEEP:-/tmp/layout-live}
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	mkdir -p "$KEEP" && cp "$WORK"/*.log "$WORK"/*.toml "$KEEP"/ 2>/dev/null || true
 	bash "$ROOT/deploy/local/down.sh" >&2 || true
 	rm -rf "$WORK"
 }
@@ -67,8 +69,9 @@ START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 	python3 -u -c '
 import sys, time
 rate = float(sys.argv[1]); t0 = time.monotonic(); n = 0
-with open("live.jsonl", "a", buffering=1) as out:
-    for line in sys.stdin:
+# Bytes: malformed records are not always UTF-8.
+with open("live.jsonl", "ab", buffering=0) as out:
+    for line in sys.stdin.buffer:
         n += 1
         ahead = n / rate - (time.monotonic() - t0)
         if ahead > 0:
@@ -93,7 +96,7 @@ sleep 20
 python3 - "$APPLIED" "$FILLED" <<'PY'
 import json, sys, datetime
 applied, filled = float(sys.argv[1]), float(sys.argv[2])
-before, during, adopted = [], [], None
+before, during, adopted, slowest = [], [], None, []
 for line in open("ingest.log"):
     try:
         e = json.loads(line)
@@ -105,6 +108,8 @@ for line in open("ingest.log"):
         adopted = t
     if f.get("message") == "flushed":
         (before if t < applied else during if t <= filled else []).append(f["ms"])
+        if applied <= t <= filled:
+            slowest.append((f["ms"], round(t - applied, 1), f.get("keys")))
 def q(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
@@ -112,4 +117,5 @@ for name, xs in (("before the apply", before), ("apply and fill", during)):
     print(f"{name}: {len(xs)} flushes, p50 {q(xs, .5)} ms, p99 {q(xs, .99)} ms, max {max(xs) if xs else 'n/a'} ms")
 if adopted:
     print(f"adopted {adopted - applied:.1f} s after the apply began; apply and fill took {filled - applied:.1f} s")
+print("slowest flushes during (ms, s after the apply began, keys):", sorted(slowest, reverse=True)[:3])
 PY

@@ -58,4 +58,4 @@ pub use choice::{choose, finest_answering};
 pub use complete::Completeness;
 pub use error::GatherError;
 pub use run::{gather, plan_report, Gathered, Planned};
-pub use statistics::kept_span;
+pub use statistics::{kept_span, written_to};

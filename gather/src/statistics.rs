@@ -112,6 +112,25 @@ pub async fn kept_span<T: SortedTable + ?Sized>(
     Ok((span, requests, rcu))
 }
 
+/// The end of the newest bucket of each projection's finest rollup (by the
+/// statistics): past every event the table holds, to the finest unit.
+/// None when nothing was written (or a table from before statistics).
+pub async fn written_to<T: SortedTable + ?Sized>(
+    table: &T,
+    projections: &zigzag_model::Projections,
+) -> Result<Option<i64>> {
+    let mut end: Option<i64> = None;
+    for km in projections.iter() {
+        let Some(rollup) = km.rollups().min_by_key(|r| r.unit_ms()) else { continue };
+        let prefix = format!("{}#{rollup}#", km.name()).into_bytes();
+        let stats = read(table, SortKeyCondition::BeginsWith(prefix)).await?;
+        for s in stats.by_sk.values() {
+            end = end.max(Some(s.hi + rollup.unit_ms()));
+        }
+    }
+    Ok(end)
+}
+
 /// The statistics of every read's projection, rollup and bins: one query
 /// per (projection, rollup) over the bins of all its reads, all at once (a
 /// report waits for one round trip, not one per candidate).

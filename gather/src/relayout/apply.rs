@@ -11,7 +11,8 @@
 //! that exists, and a fill whose source the same version drops.
 //!
 //! The cut is the first bucket edge of the coarsest target rollup at or
-//! after both now and the end of the newest bucket the table holds. With
+//! after both now and the end of the newest finest bucket the table holds
+//! (`statistics::written_to`: past every event written). With
 //! no worker holding a lane or with a flush in flight, every bucket before
 //! it was written under the old layout (the fill's), every one from it on
 //! is written by workers that join under the new one. With workers
@@ -90,7 +91,7 @@ pub fn version_changes(
 }
 
 /// The cut: the first edge of the coarsest target rollup at or after both
-/// `now` and `table_end` (the end of the newest bucket the table holds).
+/// `now` and `table_end` (past every event the table holds).
 pub fn cut(changes: &Changes, now: i64, table_end: Option<i64>) -> i64 {
     let rollups = changes.fills.iter().map(|f| f.rollup).chain(changes.counted.iter().map(|t| t.rollup));
     let unit = rollups.map(Rollup::unit_ms).max().unwrap_or(60_000);

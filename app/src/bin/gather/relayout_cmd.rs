@@ -72,8 +72,10 @@ pub(crate) async fn apply(
     let running = workers_running(leases.as_ref()).await?;
     let adopted = running.is_empty();
     let ahead = if adopted { 0 } else { i64::try_from(announce.grace.as_millis()).unwrap_or(i64::MAX) };
-    let (span, _, _) = zigzag_gather::kept_span(table.as_ref(), &projections).await?;
-    let cut_ms = cut(&changes, now.saturating_add(ahead), span.map(|w| w.end));
+    // Past every event written: the finest buckets' end (a day rollup's
+    // would put a live table's cut at the next midnight).
+    let written_to = zigzag_gather::written_to(table.as_ref(), &projections).await?;
+    let cut_ms = cut(&changes, now.saturating_add(ahead), written_to);
     let version =
         versions::record(table.as_ref(), stored.newest.number, &next_layout, cut_ms, changes, now, adopted).await?;
     say(&format!(
