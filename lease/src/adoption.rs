@@ -15,7 +15,7 @@
 //!
 //! A worker that died between a faster and a slower cadence's flushes
 //! leaves shards whose item sets are apart, numbered by its layout. The
-//! checkpoint is written with that layout's digest ([`SETS_OF`]); a worker
+//! checkpoint is written with that layout's digest (`ld`); a worker
 //! of another version renumbers it by the sets' names before reading
 //! (`Checkpoint::renumber`, [`crate::items::renumber_checkpoint`]).
 

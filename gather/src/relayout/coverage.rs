@@ -14,8 +14,9 @@ use zigzag_core::table::SortedTable;
 use zigzag_model::changes;
 use zigzag_model::versions::{Added, FillTarget, Stored, Version};
 
-/// A fill's progress items, by key: (marks digest, items written).
-type Progress = BTreeMap<Vec<u8>, super::fill::Derived>;
+/// A fill's progress items, by key: what each unit was derived at and
+/// what it spent.
+type Progress = BTreeMap<Vec<u8>, super::fill::Recorded>;
 
 /// How far one target is filled.
 #[derive(Debug, Clone, PartialEq)]

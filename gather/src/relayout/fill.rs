@@ -178,7 +178,7 @@ pub async fn source_days(table: &dyn SortedTable, t: &FillTarget, cut: i64) -> R
 
 /// One unit's recorded progress.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Derived {
+pub struct Recorded {
     /// The source's marks digest it was derived at.
     pub marks: String,
     pub items: u64,
@@ -188,7 +188,7 @@ pub struct Derived {
 }
 
 /// The recorded progress of `version`'s fill, per (target, day label).
-pub async fn progress(table: &dyn SortedTable, version: u32) -> Result<BTreeMap<Vec<u8>, Derived>> {
+pub async fn progress(table: &dyn SortedTable, version: u32) -> Result<BTreeMap<Vec<u8>, Recorded>> {
     let mut req = QueryRequest::new(progress_pk(version), SortKeyCondition::Any);
     req.consistent = true;
     let items = zigzag_core::query::run_key_range(table, req)
@@ -208,7 +208,7 @@ pub async fn progress(table: &dyn SortedTable, version: u32) -> Result<BTreeMap<
             };
             let items = u64::try_from(num(&i, ITEMS)).unwrap_or(0);
             let (rcu, wcu) = (num(&i, RCU_MILLI) as f64 / 1000.0, num(&i, WCU_MILLI) as f64 / 1000.0);
-            Some((i.sk, Derived { marks, items, rcu, wcu }))
+            Some((i.sk, Recorded { marks, items, rcu, wcu }))
         })
         .collect())
 }

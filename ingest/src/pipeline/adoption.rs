@@ -78,8 +78,8 @@ pub async fn run_adopting(
     loop {
         let pipeline = Arc::new(Pipeline::new(source.clone(), aggregates.clone(), leases.clone(), opts.clone())?);
         started(&pipeline);
+        let summary = pipeline.clone().run_until_drained(stop.clone(), producer_done.clone()).await?;
         let mine = pipeline.layout_version();
-        let summary = pipeline.run_until_drained(stop.clone(), producer_done.clone()).await?;
         let adopt = summary.adopt;
         let newest = summary.newest_event_ms;
         total = Some(match total {
