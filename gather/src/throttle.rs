@@ -1,6 +1,7 @@
 //! Read pacing: an optional RCU/s budget (a token bucket) and retries of
 //! throttled requests, as a [`SortedTable`] wrapper, so every page of every
-//! query goes through it whatever strategy reads it.
+//! query goes through it whatever strategy reads it; and [`Retried`], the
+//! same retries for writers whose writes are idempotent.
 //!
 //! The bucket holds at most one second of budget and starts full. A
 //! request waits until the balance is positive, then runs; its consumed
@@ -113,6 +114,59 @@ impl<T: SortedTable + ?Sized> SortedTable for Paced<'_, T> {
         _req: &zigzag_core::table::DeleteRequest,
     ) -> Result<zigzag_core::table::DeleteOutcome, TableError> {
         Err(read_only())
+    }
+}
+
+/// A view of a table whose every call is retried after throttling, a
+/// timeout or a 5xx (the one retry loop, `RetryPolicy::run`), for writers
+/// whose writes are all idempotent: the layout fill (puts of whole items,
+/// upward change marks, statistics merged as sketches, progress set) and
+/// `delete-dropped` (deletes). A write that applied and then timed out is
+/// applied again to the same result.
+pub struct Retried<'a, T: SortedTable + ?Sized> {
+    inner: &'a T,
+    retry: RetryPolicy,
+    retries: AtomicU64,
+}
+
+impl<'a, T: SortedTable + ?Sized> Retried<'a, T> {
+    pub fn new(inner: &'a T) -> Self {
+        Retried { inner, retry: RetryPolicy::default(), retries: AtomicU64::new(0) }
+    }
+
+    /// Calls retried so far.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+}
+
+#[async_trait]
+impl<T: SortedTable + ?Sized> SortedTable for Retried<'_, T> {
+    async fn put(&self, item: zigzag_core::table::Item) -> Result<(), TableError> {
+        self.retry.run(&self.retries, || self.inner.put(item.clone())).await
+    }
+
+    async fn put_batch(&self, items: Vec<zigzag_core::table::Item>) -> Result<(), TableError> {
+        self.retry.run(&self.retries, || self.inner.put_batch(items.clone())).await
+    }
+
+    async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
+        self.retry.run(&self.retries, || self.inner.query(req)).await
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
+        self.retry.run(&self.retries, || self.inner.update(req)).await
+    }
+
+    async fn delete(
+        &self,
+        req: &zigzag_core::table::DeleteRequest,
+    ) -> Result<zigzag_core::table::DeleteOutcome, TableError> {
+        self.retry.run(&self.retries, || self.inner.delete(req)).await
+    }
+
+    fn write_parallelism(&self) -> usize {
+        self.inner.write_parallelism()
     }
 }
 

@@ -78,6 +78,9 @@ pub async fn delete_dropped(
     wcu_per_sec: Option<f64>,
     say: &mut (dyn FnMut(String) + Send),
 ) -> Result<Deleted> {
+    // Deletes are idempotent: a throttled or timed-out one is sent again.
+    let retried = crate::throttle::Retried::new(table);
+    let table: &dyn SortedTable = &retried;
     let mut out = Deleted::default();
     let mut budget = super::fill::Budget::new(wcu_per_sec);
     for d in dropped(stored) {

@@ -115,6 +115,8 @@ pub struct Totals {
     pub items_written: u64,
     pub rcu: f64,
     pub wcu: f64,
+    /// Calls sent again after throttling, a timeout or a 5xx.
+    pub retries: u64,
 }
 
 impl Totals {
@@ -252,6 +254,10 @@ pub async fn fill(
             version.number
         )));
     }
+    // Every write of the fill is idempotent: a throttled or timed-out call
+    // is sent again rather than ending a long fill.
+    let retried = crate::throttle::Retried::new(table);
+    let table: &dyn SortedTable = &retried;
     let config_err = |e: zigzag_model::ConfigError| GatherError::Config(e.to_string());
     let (old_projections, new_projections) =
         (Projections::new(old).map_err(config_err)?, Projections::new(new).map_err(config_err)?);
@@ -275,6 +281,7 @@ pub async fn fill(
             on(&Event::Unit { target: t.clone(), day, unit });
         }
     }
+    totals.retries = retried.retries();
     Ok(totals)
 }
 

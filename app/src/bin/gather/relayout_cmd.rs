@@ -219,9 +219,13 @@ async fn run_fill(
 }
 
 fn summary(t: &Totals, secs: f64) -> String {
+    let retried = match t.retries {
+        0 => String::new(),
+        n => format!("; {n} calls sent again after throttling, a timeout or a 5xx"),
+    };
     format!(
         "filled: {} days derived, {} already current, {} left for later; {} items read ({:.1} RCU), {} items written \
-         ({:.0} WCU) in {secs:.1} s",
+         ({:.0} WCU) in {secs:.1} s{retried}",
         t.derived, t.current, t.pending, t.items_read, t.rcu, t.items_written, t.wcu
     )
 }
