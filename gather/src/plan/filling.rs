@@ -6,13 +6,18 @@
 //! runs.
 
 use std::collections::BTreeMap;
+use zigzag_model::retention::Retention;
 use zigzag_model::Rollup;
 
 /// Per projection and rollup: readable from this instant (ms) on, and
-/// what to say of it.
+/// what to say of it. And the retentions items written before a version
+/// that lengthened it still carry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filling {
     from: BTreeMap<(String, Rollup), (i64, String)>,
+    /// (a version's cut, the retention before it, the version): items of
+    /// buckets before the cut were written with that retention's expiry.
+    kept_before: Vec<(i64, Retention, u32)>,
 }
 
 impl Filling {
@@ -22,8 +27,30 @@ impl Filling {
         self.from.insert((projection.to_string(), rollup), (from_ms, note));
     }
 
+    /// Layout version `version` changed the retention at its cut: items of
+    /// earlier buckets keep `before`'s expiry (each item's expiry is set
+    /// when it is written).
+    pub fn kept_before(&mut self, cut_ms: i64, before: Retention, version: u32) {
+        self.kept_before.push((cut_ms, before, version));
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.from.is_empty()
+        self.from.is_empty() && self.kept_before.is_empty()
+    }
+
+    /// Whether `rollup`'s buckets from `start_ms` on are still kept at
+    /// `now_ms` by the retention they were written with: a version that
+    /// lengthened the retention does not bring back what the shorter one
+    /// lets expire.
+    pub fn kept(&self, rollup: Rollup, start_ms: i64, now_ms: i64) -> Result<(), String> {
+        for (cut, before, version) in &self.kept_before {
+            if start_ms < *cut {
+                before.readable(rollup, start_ms, now_ms).map_err(|why| {
+                    format!("{why} (items written before layout version {version}'s cut keep their first retention)")
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// Whether a read of `projection`'s `rollup` from `start_ms` on holds
@@ -33,6 +60,18 @@ impl Filling {
             Some((from, note)) if start_ms < *from => Err(note.clone()),
             _ => Ok(()),
         }
+    }
+
+    /// What a retention change leaves, in words: one line per version.
+    pub fn retention_notes(&self) -> impl Iterator<Item = String> + '_ {
+        self.kept_before.iter().map(|(cut, before, version)| {
+            format!(
+                "items of buckets before layout version {version}'s cut ({}) keep the retention they were written \
+                 with ({})",
+                zigzag_core::schema::format_instant(*cut),
+                before.describe()
+            )
+        })
     }
 
     /// What to tell a reader: each part not filled, in words.

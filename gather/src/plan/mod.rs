@@ -84,6 +84,7 @@ pub struct PlanRequest {
 /// by the table's retention, and filled if a layout change added it.
 fn holds(km: &KeyModel, req: &PlanRequest, rollup: Rollup, start: i64) -> std::result::Result<(), String> {
     km.retention().readable(rollup, start, req.now)?;
+    req.filling.kept(rollup, start, req.now)?;
     req.filling.readable(km.name(), rollup, start).map_err(|note| format!("{} {rollup}: {note}", km.name()))
 }
 

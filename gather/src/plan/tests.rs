@@ -48,6 +48,34 @@ fn rollup_choice() {
     assert_eq!(p.reads[0].queries[16].pk, "000#minute#2025-11-21");
 }
 
+/// Minutes kept 1 day, then a version lengthening it to 7 days with its
+/// cut a day ago: the minutes of buckets before the cut carry the 1-day
+/// expiry and are refused past it (read from hours instead), as if the
+/// version had not come; from the cut on, the 7 days hold.
+#[test]
+fn a_lengthened_retention_does_not_read_minutes_written_under_the_shorter_one_past_it() {
+    let before = Config::from_toml("[retention]\nminute = \"1d\"\n").unwrap();
+    let after = Config::from_toml("[retention]\nminute = \"7d\"\n").unwrap();
+    let km = KeyModel::new(&after).unwrap();
+    let cut = T - 24 * H;
+    let lengthened = |r: &mut PlanRequest| r.filling.kept_before(cut, before.retention.clone(), 2);
+    // Two days ago, 5-minute steps: under 7 days the minutes would be read;
+    // written under 1 day, they may be gone: refused, naming why.
+    let mut r = req(T - 48 * H, T - 46 * H, Some(300_000), true);
+    assert_eq!(plan_source(&km, r.clone()).unwrap().single_rollup().unwrap(), Rollup::Minute, "7 days alone");
+    lengthened(&mut r);
+    let e = plan_source(&km, r).unwrap_err().to_string();
+    assert!(e.contains("minute items are kept 1d") && e.contains("layout version 2"), "{e}");
+    // Hourly, the same window reads hours.
+    let mut r = req(T - 48 * H, T - 46 * H, Some(H), true);
+    lengthened(&mut r);
+    assert_eq!(plan_source(&km, r).unwrap().single_rollup().unwrap(), Rollup::Hour);
+    // From the cut on, minutes as ever.
+    let mut r = req(cut + H, cut + 2 * H, Some(60_000), true);
+    lengthened(&mut r);
+    assert_eq!(plan_source(&km, r).unwrap().single_rollup().unwrap(), Rollup::Minute);
+}
+
 #[test]
 fn a_window_past_a_rollups_retention_is_read_from_a_coarser_one_or_refused() {
     let config = Config::from_toml("[retention]\nminute = \"1d\"\nhour = \"7d\"\n").unwrap();

@@ -92,6 +92,14 @@ pub async fn filling_of(table: &dyn SortedTable, from: i64, to: i64) -> Result<F
 /// versions added.
 pub async fn filling(table: &dyn SortedTable, stored: &Stored, from: i64, to: i64) -> Result<Filling> {
     let mut filling = Filling::default();
+    // A retention changed by a version: items written before its cut carry
+    // the expiry of the one before.
+    for pair in stored.versions.windows(2) {
+        let (before, v) = (&pair[0], &pair[1]);
+        if before.layout.retention != v.layout.retention {
+            filling.kept_before(v.cut_ms, before.layout.retention.clone(), v.number);
+        }
+    }
     let mut done: BTreeMap<u32, Progress> = BTreeMap::new();
     for (version, added) in stored.added() {
         let cut = version.cut_ms;
@@ -163,4 +171,29 @@ pub async fn filling(table: &dyn SortedTable, stored: &Stored, from: i64, to: i6
         }
     }
     Ok(filling)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zigzag_core::table::MemoryTable;
+    use zigzag_model::layout::Layout;
+    use zigzag_model::{Config, Rollup};
+
+    #[tokio::test]
+    async fn a_version_that_lengthens_the_retention_keeps_the_shorter_one_for_buckets_before_its_cut() {
+        let table = MemoryTable::new();
+        let short = Layout::of(&Config::from_toml("[retention]\nminute = \"1d\"\n").unwrap());
+        let long = Layout::of(&Config::from_toml("[retention]\nminute = \"7d\"\n").unwrap());
+        zigzag_model::versions::ensure(&table, &short).await.unwrap();
+        let cut = 1_795_132_800_000;
+        zigzag_model::versions::record(&table, 1, &long, cut, Default::default(), cut, true).await.unwrap();
+        let stored = zigzag_model::versions::load(&table).await.unwrap().unwrap();
+        let f = filling(&table, &stored, cut - 3 * DAY_MS, cut + DAY_MS).await.unwrap();
+        let now = cut + DAY_MS;
+        let e = f.kept(Rollup::Minute, cut - 2 * DAY_MS, now).unwrap_err();
+        assert!(e.contains("kept 1d") && e.contains("layout version 2"), "{e}");
+        assert!(f.kept(Rollup::Minute, cut, now).is_ok(), "from the cut on, the longer one");
+        assert!(f.kept(Rollup::Hour, cut - 2 * DAY_MS, now).is_ok(), "hours were kept forever under both");
+    }
 }

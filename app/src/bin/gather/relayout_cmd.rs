@@ -353,6 +353,9 @@ pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
     for note in filling.notes() {
         println!("  reports: {note}");
     }
+    for note in filling.retention_notes() {
+        println!("  reports: {note}");
+    }
     if filling.is_empty() {
         println!("  reports read every target for any window");
     }
