@@ -19,7 +19,9 @@
 //! of another version renumbers it by the sets' names before reading
 //! (`Checkpoint::renumber`, [`crate::items::renumber_checkpoint`]).
 
-use zigzag_core::table::UpdateRequest;
+use crate::coordinator::{lock, Coordinator};
+use crate::LeaseError;
+use zigzag_core::table::{UpdateOutcome, UpdateRequest};
 
 /// On a lane: the layout version its owner writes.
 pub(crate) const VERSION: &str = "lv";
@@ -50,5 +52,43 @@ impl LayoutAck {
     /// The lane write `req` also recording this acknowledgement.
     pub fn stamp(&self, req: UpdateRequest) -> UpdateRequest {
         req.set(VERSION, i64::from(self.version)).set(HIGH, self.high_ms)
+    }
+}
+
+impl Coordinator {
+    /// The layout version this worker writes and how far it wrote under an
+    /// older one, said on every lane it takes from now on.
+    pub fn set_layout(&self, ack: LayoutAck) {
+        *lock(&self.layout) = ack;
+    }
+
+    /// The end (ms) of the newest event read so far: said with every
+    /// intent from now on.
+    pub fn read_events_to(&self, ms: i64) {
+        self.read_to.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn events_read_to(&self) -> i64 {
+        self.read_to.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn layout_ack(&self) -> LayoutAck {
+        *lock(&self.layout)
+    }
+
+    /// Renumbers the apart checkpoint of a lease this worker holds (`from`,
+    /// numbered by another layout) as `to`, numbered by `layout`. False:
+    /// the lease moved since (lost, or completed by a recovery); the next
+    /// pass says what it is now.
+    pub async fn renumber(
+        &self,
+        shard: &str,
+        lease: u64,
+        (from, to): (&crate::Checkpoint, &crate::Checkpoint),
+        layout: &str,
+    ) -> Result<bool, LeaseError> {
+        let me = self.worker().to_string();
+        let req = crate::items::renumber_checkpoint(self.stream(), shard, lease, &me, (from, to), layout);
+        Ok(matches!(self.write_lease(&req, false).await?, UpdateOutcome::Applied(_)))
     }
 }

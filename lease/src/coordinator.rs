@@ -186,9 +186,9 @@ pub struct Coordinator {
     seal_seen: std::sync::atomic::AtomicI64,
     /// What this worker says of its layout on the lanes it takes
     /// (`adoption.rs`).
-    layout: Mutex<crate::adoption::LayoutAck>,
+    pub(crate) layout: Mutex<crate::adoption::LayoutAck>,
     /// The end of the newest event read, said with each intent.
-    read_to: std::sync::atomic::AtomicI64,
+    pub(crate) read_to: std::sync::atomic::AtomicI64,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -315,42 +315,6 @@ impl Coordinator {
             UpdateOutcome::Applied(_) => Ok(()),
             UpdateOutcome::ConditionFailed(_) => Err(self.lost_lane(my.lane)),
         }
-    }
-
-    /// The layout version this worker writes and how far it wrote under an
-    /// older one, said on every lane it takes from now on (`adoption.rs`).
-    pub fn set_layout(&self, ack: crate::adoption::LayoutAck) {
-        *lock(&self.layout) = ack;
-    }
-
-    /// The end (ms) of the newest event read so far: said with every
-    /// intent from now on (`adoption.rs`).
-    pub fn read_events_to(&self, ms: i64) {
-        self.read_to.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    pub(crate) fn events_read_to(&self) -> i64 {
-        self.read_to.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    pub(crate) fn layout_ack(&self) -> crate::adoption::LayoutAck {
-        *lock(&self.layout)
-    }
-
-    /// Renumbers the apart checkpoint of a lease this worker holds (`from`,
-    /// numbered by another layout) as `to`, numbered by `layout`
-    /// (`adoption.rs`). False: the lease moved since (lost, or completed
-    /// by a recovery); the next pass says what it is now.
-    pub async fn renumber(
-        &self,
-        shard: &str,
-        lease: u64,
-        (from, to): (&crate::Checkpoint, &crate::Checkpoint),
-        layout: &str,
-    ) -> Result<bool, LeaseError> {
-        let me = self.worker().to_string();
-        let req = crate::items::renumber_checkpoint(self.stream(), shard, lease, &me, (from, to), layout);
-        Ok(matches!(self.write_lease(&req, false).await?, UpdateOutcome::Applied(_)))
     }
 
     /// Lane `lane`'s intent as the last pass saw it.

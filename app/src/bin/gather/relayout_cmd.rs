@@ -116,6 +116,7 @@ async fn wait_adopted(
         version.number
     ));
     let until = std::time::Instant::now() + wait;
+    let mut told = std::time::Instant::now();
     loop {
         match check(table, leases, version).await? {
             Adoption::Held => {
@@ -133,7 +134,15 @@ async fn wait_adopted(
                 ));
                 return Ok(false);
             }
-            Adoption::Waiting(_) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+            Adoption::Waiting(lanes) => {
+                // The lanes are read every 2 s (one small strongly
+                // consistent query); what it waits for is said every 30 s.
+                if told.elapsed() >= std::time::Duration::from_secs(30) {
+                    say(&format!("waiting for: {}", lanes.join("; ")));
+                    told = std::time::Instant::now();
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await
+            }
         }
     }
 }
