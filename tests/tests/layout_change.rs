@@ -138,20 +138,7 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     ingest(&v2(), &first, &b, "first").await;
     ingest(&v2(), &second, &b, "second").await;
     let reference = SqliteTable::open(&b).unwrap();
-    for (projection, rollup) in [
-        ("by_campaign", Rollup::Minute),
-        ("by_campaign", Rollup::Hour),
-        ("by_campaign", Rollup::Day),
-        ("cc", Rollup::Day),
-    ] {
-        let (mine, theirs) = (
-            items(&table, projection, rollup, T0 - DAY, T0 + 3 * DAY).await,
-            items(&reference, projection, rollup, T0 - DAY, T0 + 3 * DAY).await,
-        );
-        assert!(!theirs.is_empty());
-        let differ = differing(&mine, &theirs);
-        assert!(differ.is_empty(), "{projection} {rollup}: {} items vs {}: {differ:#?}", mine.len(), theirs.len());
-    }
+    assert_same_items(&table, &reference, &TARGETS).await;
 }
 
 /// A drawn layout change: version 1 (the base's rollups, one projection)

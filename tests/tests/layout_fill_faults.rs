@@ -19,7 +19,7 @@ use zigzag_core::table::{
 use zigzag_gather::relayout::apply::{cut, version_changes};
 use zigzag_model::layout::Layout;
 use zigzag_model::versions;
-use zigzag_model::{Projections, Rollup};
+use zigzag_model::Projections;
 use zigzag_sqlite::SqliteTable;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,9 +122,6 @@ fn copy_db(from: &Path, to: &Path) {
         }
     }
 }
-
-const TARGETS: [(&str, Rollup); 4] =
-    [("by_campaign", Rollup::Minute), ("by_campaign", Rollup::Hour), ("by_campaign", Rollup::Day), ("cc", Rollup::Day)];
 
 async fn targets(table: &dyn SortedTable) -> Vec<Items> {
     let mut out = Vec::new();

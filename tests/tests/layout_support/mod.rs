@@ -171,3 +171,21 @@ pub fn differing(mine: &Items, theirs: &Items) -> Vec<String> {
         .map(|k| format!("{k:?}: filled {} / ingested {}", described(mine, k), described(theirs, k)))
         .collect()
 }
+
+/// Version 2's targets: by_campaign at every rollup, cc's day rollup.
+pub const TARGETS: [(&str, Rollup); 4] =
+    [("by_campaign", Rollup::Minute), ("by_campaign", Rollup::Hour), ("by_campaign", Rollup::Day), ("cc", Rollup::Day)];
+
+/// Every item of each of `parts` over the test's days equals the
+/// reference's, attribute for attribute (the reference holds some).
+pub async fn assert_same_items(mine: &dyn SortedTable, reference: &dyn SortedTable, parts: &[(&str, Rollup)]) {
+    for &(projection, rollup) in parts {
+        let (mine, theirs) = (
+            items(mine, projection, rollup, T0 - DAY, T0 + 3 * DAY).await,
+            items(reference, projection, rollup, T0 - DAY, T0 + 3 * DAY).await,
+        );
+        assert!(!theirs.is_empty());
+        let differ = differing(&mine, &theirs);
+        assert!(differ.is_empty(), "{projection} {rollup}: {} items vs {}: {differ:#?}", mine.len(), theirs.len());
+    }
+}
