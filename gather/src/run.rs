@@ -61,8 +61,18 @@ impl Planned {
     /// An empty aggregation of what the plan reads (its step, grouping and
     /// the measures of its projection).
     pub fn empty(&self) -> Aggregation {
+        Aggregation::new(self.plan.step, self.group_by.clone(), self.shown())
+    }
+
+    /// The measures the report shows: its projection's, but those the
+    /// plan leaves out ([`Plan::hidden`]).
+    pub fn shown(&self) -> zigzag_model::measure::MeasureSet {
         let km = self.projections.by_name(&self.plan.projection).expect("planned on one of them");
-        Aggregation::new(self.plan.step, self.group_by.clone(), km.measures().clone())
+        let hidden: Vec<&str> = self.plan.hidden.iter().map(|(m, _)| m.as_str()).collect();
+        match hidden.is_empty() {
+            true => km.measures().clone(),
+            false => km.measures().without(&hidden),
+        }
     }
 
     /// Reads every item of every query of the plan into sinks of the
@@ -81,9 +91,9 @@ impl Planned {
     /// (bucket of the plan's step, `group_by` values), in the measures of
     /// the projection read.
     pub async fn read<T: SortedTable + ?Sized>(self, table: &T, opts: &ExecOptions) -> Result<Gathered> {
-        let Planned { plan, projections, group_by } = self;
-        let km = projections.by_name(&plan.projection).expect("planned on one of them");
-        let fresh = || Aggregation::new(plan.step, group_by.clone(), km.measures().clone());
+        let set = self.shown();
+        let Planned { plan, projections: _, group_by } = self;
+        let fresh = || Aggregation::new(plan.step, group_by.clone(), set.clone());
         let (aggregation, actual) = execute_fresh(table, &plan, opts, fresh, |a, item| a.add_item(item)).await?;
         Ok(Gathered { plan, aggregation, actual })
     }

@@ -47,11 +47,19 @@ pub struct Change {
     /// The projection and rollup written anew, if any.
     pub target: Option<(String, Rollup)>,
     pub fill: Fill,
+    /// The measures a projection the table writes gains (counted from the
+    /// cut on), if that is the change.
+    pub gained: Option<(String, Vec<String>)>,
 }
 
 /// Every (projection, rollup) `layout` writes.
 pub fn written_parts(layout: &Layout) -> Vec<(String, Rollup)> {
     written(layout).into_iter().flat_map(|p| p.rollups.into_iter().map(move |r| (p.name.clone(), r))).collect()
+}
+
+/// Every (projection, measure) `layout` writes.
+pub fn kept_measures(layout: &Layout) -> Vec<(String, String)> {
+    written(layout).into_iter().flat_map(|p| p.measures.into_iter().map(move |m| (p.name.clone(), m))).collect()
 }
 
 /// The projections `layout` writes: the base (when it has top-level
@@ -131,6 +139,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
                      it, and drop the old one"
                         .into(),
                 ),
+                gained: None,
             });
         }
     }
@@ -143,6 +152,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
                     "items written hold {} as declared before: add a measure under another name and drop {}",
                     m.name, m.name
                 )),
+                gained: None,
             });
         }
     }
@@ -159,6 +169,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
                          ones, and drop {}",
                         p.name
                     )),
+                    gained: None,
                 });
                 continue;
             }
@@ -194,7 +205,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
                 ),
                 Some(_) => continue,
             };
-            out.push(Change { what, target, fill });
+            out.push(Change { what, target, fill, gained: None });
         }
         // Measures it gains: counted from adoption on (no item holds them).
         if let Some(was) = was {
@@ -207,6 +218,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
                     fill: Fill::FromAdoption(
                         "its items hold no such measure: reports over earlier windows say from when it covers".into(),
                     ),
+                    gained: Some((p.name.clone(), gained.iter().map(|m| m.to_string()).collect())),
                 });
             }
             let lost: Vec<&str> = was.measures.iter().filter(|m| !p.measures.contains(m)).map(String::as_str).collect();
@@ -215,6 +227,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
                     what: format!("projection {}: drop measure(s) {}", p.name, lost.join(", ")),
                     target: None,
                     fill: Fill::Nothing("reports stop reading them; items written keep them until they expire".into()),
+                    gained: None,
                 });
             }
         }
@@ -235,6 +248,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
                 fill: Fill::Nothing(
                     "reports stop reading it at once; its items are deleted, or left to their retention".into(),
                 ),
+                gained: None,
             });
         }
     }
@@ -245,6 +259,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
             fill: Fill::Nothing(
                 "items already written keep the expiry they were written with; new ones take the new retention".into(),
             ),
+            gained: None,
         });
     }
     if old.ratios != new.ratios {
@@ -252,6 +267,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
             what: "ratios".into(),
             target: None,
             fill: Fill::Nothing("readers compute them: nothing is written".into()),
+            gained: None,
         });
     }
     if old.input != new.input || old.fields != new.fields {
@@ -259,6 +275,7 @@ pub fn changes(old: &Layout, new: &Layout) -> Vec<Change> {
             what: "input format or fields".into(),
             target: None,
             fill: Fill::Nothing("how events are decoded, from each worker's adoption on".into()),
+            gained: None,
         });
     }
     out
@@ -372,6 +389,7 @@ mod tests {
         }
         let c = changes(&old, &new);
         assert!(c.iter().all(|c| matches!(c.fill, Fill::FromAdoption(_))), "{c:#?}");
-        assert!(c.iter().any(|c| c.what == "projection cc: add measure(s) clicks_again"), "{c:#?}");
+        let cc = c.iter().find(|c| c.what == "projection cc: add measure(s) clicks_again").expect("{c:#?}");
+        assert_eq!(cc.gained, Some(("cc".to_string(), vec!["clicks_again".to_string()])));
     }
 }

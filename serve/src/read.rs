@@ -232,7 +232,7 @@ pub async fn read_leaves(
     let mut report = ReadReport::default();
     let reads = group_reads(catalog, query, ts, limits, &mut report)?;
     let (planned, filling) = plan_reads(reader, catalog, query, &reads, now, opts, limits).await?;
-    report.infos.extend(filling.notes().map(|n| format!("a part a layout change added is {n}")));
+    report.infos.extend(filling.notes().map(|n| format!("layout change: {n}")));
     let gathered = read_planned(reader, identity, catalog, planned, opts).await?;
     let mut out = Vec::with_capacity(reads.len());
     for (r, read) in reads.iter().zip(gathered) {

@@ -64,7 +64,8 @@ async fn a_fill_through_throttles_5xx_and_timeouts_on_dynamodb_local_equals_inge
     let priced = zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &layout, &new_ps, T0).await.unwrap();
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let written_to = zigzag_gather::written_to(&table, &old_ps).await.unwrap();
-    let version = versions::record(&table, 1, &layout, cut(&changes, T0, written_to), changes, T0, true).await.unwrap();
+    let version =
+        versions::record(&table, 1, &layout, cut(&changes, &new_ps, T0, written_to), changes, T0, true).await.unwrap();
 
     // The fill through the proxy.
     let faults = || {

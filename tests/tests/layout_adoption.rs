@@ -137,7 +137,7 @@ async fn a_version_announced_while_workers_run_is_adopted_without_a_restart_and_
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let (span, _, _) = zigzag_gather::kept_span(&table, &old_ps).await.unwrap();
     let read_to = span.expect("written").end;
-    let cut_ms = cut(&changes, read_to + HOUR, Some(read_to));
+    let cut_ms = cut(&changes, &new_ps, read_to + HOUR, Some(read_to));
     assert_eq!(cut_ms, T0 + DAY, "the day targets' first edge an hour past what was read");
     let version = versions::record(&table, 1, &new_layout, cut_ms, changes, T0, false).await.unwrap();
     let filling = zigzag_gather::relayout::filling(&table, &versions::load(&table).await.unwrap().unwrap(), T0, T0)

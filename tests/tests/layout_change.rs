@@ -87,7 +87,7 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
     assert_eq!(targets.len(), 4, "by_campaign minute, hour, day and cc day: {targets:?}");
     assert!(changes.counted.is_empty());
     let (span, _, _) = zigzag_gather::kept_span(&table, &old_ps).await.unwrap();
-    let cut_ms = cut(&changes, T0 + 16 * HOUR, span.map(|w| w.end));
+    let cut_ms = cut(&changes, &new_ps, T0 + 16 * HOUR, span.map(|w| w.end));
     assert_eq!(cut_ms, T0 + DAY, "the day target's first edge after the data");
     let version = versions::record(&table, 1, &new_layout, cut_ms, changes, T0, true).await.unwrap();
     let lost = versions::record(&table, 1, &new_layout, cut_ms, Default::default(), T0, true).await;
@@ -278,7 +278,7 @@ async fn check_drawn(d: &Drawn) {
         zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let (span, _, _) = zigzag_gather::kept_span(&table, &old_ps).await.unwrap();
-    let cut_ms = cut(&changes, T0 + 16 * HOUR, span.map(|w| w.end));
+    let cut_ms = cut(&changes, &new_ps, T0 + 16 * HOUR, span.map(|w| w.end));
     let version = versions::record(&table, 1, &new_layout, cut_ms, changes, T0, true).await.unwrap();
     let failing = FailingPuts { inner: SqliteTable::open(&a).unwrap(), left: AtomicI64::new(d.kill_after) };
     let _ = fill_with(&failing, &v1, &v2, &version).await;

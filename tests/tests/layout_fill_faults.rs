@@ -146,7 +146,7 @@ async fn a_fill_killed_at_any_call_and_run_again_writes_what_an_unbroken_fill_wr
             zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &layout, &new_ps, T0).await.unwrap();
         let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
         let written_to = zigzag_gather::written_to(&table, &old_ps).await.unwrap();
-        let cut_ms = cut(&changes, T0, written_to);
+        let cut_ms = cut(&changes, &new_ps, T0, written_to);
         versions::record(&table, 1, &layout, cut_ms, changes, T0, true).await.unwrap();
     }
     let version = {

@@ -3,7 +3,8 @@
 //! from an instant on. The planner reads such a part only where it holds
 //! the whole range, so a report reads the parts it read before the change
 //! until the fill is done, and its answer never changes because a fill
-//! runs.
+//! runs. Likewise a measure a projection gained: read from its cut on
+//! only.
 
 use std::collections::BTreeMap;
 use zigzag_model::retention::Retention;
@@ -15,6 +16,8 @@ use zigzag_model::Rollup;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filling {
     from: BTreeMap<(String, Rollup), (i64, String)>,
+    /// Per (projection, measure) it gained: readable from this instant on.
+    measures: BTreeMap<(String, String), (i64, String)>,
     /// (a version's cut, the retention before it, the version): items of
     /// buckets before the cut were written with that retention's expiry.
     kept_before: Vec<(i64, Retention, u32)>,
@@ -27,6 +30,21 @@ impl Filling {
         self.from.insert((projection.to_string(), rollup), (from_ms, note));
     }
 
+    /// `projection` holds `measure` in buckets from `from_ms` on only;
+    /// `note` says why ("counted from … on only").
+    pub fn insert_measure(&mut self, projection: &str, measure: &str, from_ms: i64, note: String) {
+        self.measures.insert((projection.to_string(), measure.to_string()), (from_ms, note));
+    }
+
+    /// Whether `projection` holds `measure` in every bucket from
+    /// `start_ms` on; else why not.
+    pub fn measure_readable(&self, projection: &str, measure: &str, start_ms: i64) -> Result<(), String> {
+        match self.measures.get(&(projection.to_string(), measure.to_string())) {
+            Some((from, note)) if start_ms < *from => Err(note.clone()),
+            _ => Ok(()),
+        }
+    }
+
     /// Layout version `version` changed the retention at its cut: items of
     /// earlier buckets keep `before`'s expiry (each item's expiry is set
     /// when it is written).
@@ -35,7 +53,7 @@ impl Filling {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.from.is_empty() && self.kept_before.is_empty()
+        self.from.is_empty() && self.measures.is_empty() && self.kept_before.is_empty()
     }
 
     /// Whether `rollup`'s buckets from `start_ms` on are still kept at
@@ -74,8 +92,10 @@ impl Filling {
         })
     }
 
-    /// What to tell a reader: each part not filled, in words.
-    pub fn notes(&self) -> impl Iterator<Item = &str> {
-        self.from.values().map(|(_, note)| note.as_str())
+    /// What to tell a reader: each part and measure not held for every
+    /// bucket, in words, named.
+    pub fn notes(&self) -> impl Iterator<Item = String> + '_ {
+        let parts = self.from.iter().map(|((p, r), (_, note))| format!("{p} {r}: {note}"));
+        parts.chain(self.measures.iter().map(|((p, m), (_, note))| format!("measure {m} of {p}: {note}")))
     }
 }

@@ -123,6 +123,8 @@ pub struct Draft {
     pub server_filter: Filter,
     pub filters: FilterSet,
     pub filter_notes: Vec<String>,
+    /// Measures of the projection the report leaves out, and why.
+    pub hidden: Vec<(String, String)>,
 }
 
 impl Draft {
@@ -196,6 +198,11 @@ pub struct Plan {
     pub filters: FilterSet,
     /// How each filter is applied (for `--explain`).
     pub filter_notes: Vec<String>,
+    /// Measures of the projection a report of every measure leaves out,
+    /// and why: one a layout version gave it holds events from the
+    /// version's cut on only, and the window starts before (said to the
+    /// user, never shown as zeros).
+    pub hidden: Vec<(String, String)>,
 }
 
 /// The least a plan costs before it runs: a request per query.
@@ -209,8 +216,18 @@ pub struct Least {
 
 impl Plan {
     pub fn new(draft: Draft, choice: Choice) -> Plan {
-        let Draft { projection, window, window_note, step, rollup_reason, reads, server_filter, filters, filter_notes } =
-            draft;
+        let Draft {
+            projection,
+            window,
+            window_note,
+            step,
+            rollup_reason,
+            reads,
+            server_filter,
+            filters,
+            filter_notes,
+            hidden,
+        } = draft;
         let Choice { candidates, source_reason, statistics_cost, written_at, way } = choice;
         Plan {
             projection,
@@ -227,6 +244,7 @@ impl Plan {
             server_filter,
             filters,
             filter_notes,
+            hidden,
         }
     }
 
@@ -392,10 +410,11 @@ pub fn plan_source(km: &KeyModel, req: PlanRequest) -> Result<Plan> {
 /// rollup allowed, coarsest first, those that differ.
 pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Draft>> {
     let Resolved { step, window, note, rollups } = step_and_window(km, &req)?;
+    let hidden = unshown(km, &req, window.start)?;
     let Some(mixing) = req.mixing.as_ref().filter(|_| req.rollup.is_none()) else {
         let (rollup, reason) = choose_rollup(km, &req, &window, step)?;
         let spans = [Span { rollup, start: window.start, end: window.end }];
-        return Ok(vec![assemble(km, &req, (step, window, note), &spans, reason)?]);
+        return Ok(vec![assemble(km, &req, (step, window, note), &spans, reason, hidden)?]);
     };
     let folded = !mixing.cuts.is_empty();
     let usable: Vec<Rollup> =
@@ -429,7 +448,7 @@ pub fn plan_alternatives(km: &KeyModel, req: PlanRequest) -> Result<Vec<Draft>> 
                 rollups_label(spans.iter().map(|s| s.rollup))
             ),
         };
-        alternatives.push(assemble(km, &req, (step, window, note.clone()), &spans, reason)?);
+        alternatives.push(assemble(km, &req, (step, window, note.clone()), &spans, reason, hidden.clone())?);
     }
     match (alternatives.is_empty(), first_error) {
         (true, Some(e)) => Err(e),
@@ -445,6 +464,31 @@ fn same_spans(p: &Draft, spans: &[Span]) -> bool {
             .all(|(r, s)| r.rollup == s.rollup && (r.window.start, r.window.end) == (s.start, s.end))
 }
 
+/// The measures of `km` a read from `start` on leaves out, and why: a
+/// measure a layout version gave it holds events from the version's cut on
+/// only. Asked by name, such a measure is refused (naming the cut; another
+/// projection may hold it); in a report of every measure it is left out,
+/// and said.
+fn unshown(km: &KeyModel, req: &PlanRequest, start: i64) -> Result<Vec<(String, String)>> {
+    let name = km.name();
+    match &req.source.measures {
+        Some(asked) => {
+            for m in asked.iter().filter(|m| km.measures().position(m).is_some()) {
+                req.filling
+                    .measure_readable(name, m, start)
+                    .map_err(|note| GatherError::Projection(format!("measure {m} of {name}: {note}")))?;
+            }
+            Ok(Vec::new())
+        }
+        None => Ok(km
+            .measures()
+            .measures()
+            .iter()
+            .filter_map(|m| req.filling.measure_readable(name, &m.name, start).err().map(|note| (m.name.clone(), note)))
+            .collect()),
+    }
+}
+
 /// A draft of `spans` on `km`.
 fn assemble(
     km: &KeyModel,
@@ -452,6 +496,7 @@ fn assemble(
     (step, window, window_note): (Option<i64>, Window, Option<String>),
     spans: &[Span],
     reason: String,
+    hidden: Vec<(String, String)>,
 ) -> Result<Draft> {
     let reads = spans.iter().map(|s| read::read_of(km, req, s)).collect::<Result<Vec<_>>>()?;
     let schema = km.schema(spans[0].rollup).ok_or_else(|| GatherError::Config("no schema for the rollup".into()))?;
@@ -465,6 +510,7 @@ fn assemble(
         server_filter: req.filters.server_filter(),
         filters: req.filters.clone(),
         filter_notes: req.filters.describe(schema),
+        hidden,
     })
 }
 
@@ -474,6 +520,9 @@ impl std::fmt::Display for Plan {
         writeln!(f, "window:   {} ({})", self.window, format_duration(self.window.len_ms()))?;
         if let Some(note) = &self.window_note {
             writeln!(f, "          {note}")?;
+        }
+        for (m, why) in &self.hidden {
+            writeln!(f, "measure:  {m} not shown: {why}")?;
         }
         if let Some(s) = self.step {
             writeln!(f, "step:     {}", format_duration(s))?;

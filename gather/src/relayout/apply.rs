@@ -5,10 +5,11 @@
 //! table where a source keeps their dimensions and measures, else counted
 //! from the cut on), projections and rollups dropped (reports stop reading
 //! them; their items are left to their retention), retention, ratios and
-//! decoding. It refuses, saying what to do instead, what cannot stay exact
-//! (`layout_diff`'s refusals) and what it does not build yet: a
-//! projection's scatter changed in place, a measure added to a projection
-//! that exists, and a fill whose source the same version drops.
+//! decoding, and measures a projection gains (counted from the cut on:
+//! items of earlier buckets hold none of them). It refuses, saying what to
+//! do instead, what cannot stay exact (`layout_diff`'s refusals) and what
+//! it does not build yet: a projection's scatter changed in place, and a
+//! fill whose source the same version drops.
 //!
 //! The cut is the first bucket edge of the coarsest target rollup at or
 //! after both now and the end of the newest finest bucket the table holds
@@ -25,7 +26,7 @@ use super::Priced;
 use crate::error::{GatherError, Result};
 use zigzag_core::table::SortedTable;
 use zigzag_model::layout_diff::Fill;
-use zigzag_model::versions::{Changes, FillTarget, NewTarget};
+use zigzag_model::versions::{Changes, FillTarget, NewMeasures, NewTarget};
 use zigzag_model::{Projections, Rollup};
 
 /// The version's changes from a priced diff, or every reason it cannot be
@@ -75,11 +76,12 @@ pub fn version_changes(
             (Fill::FromAdoption(_), Some((projection, rollup))) => {
                 changes.counted.push(NewTarget { projection: projection.clone(), rollup: *rollup })
             }
-            (Fill::FromAdoption(_), None) => refused.push(format!(
-                "{}: a measure added to a projection that exists is not built yet; add a projection under a new \
-                 name holding it (counted from the cut on)",
-                c.what
-            )),
+            (Fill::FromAdoption(_), None) => match &c.gained {
+                Some((projection, measures)) => {
+                    changes.measures.push(NewMeasures { projection: projection.clone(), measures: measures.clone() })
+                }
+                None => refused.push(format!("{}: nothing in the table can fill it", c.what)),
+            },
             (Fill::From(_), None) | (Fill::Nothing(_), _) => {}
         }
     }
@@ -90,10 +92,12 @@ pub fn version_changes(
     }
 }
 
-/// The cut: the first edge of the coarsest target rollup at or after both
-/// `now` and `table_end` (past every event the table holds).
-pub fn cut(changes: &Changes, now: i64, table_end: Option<i64>) -> i64 {
-    let rollups = changes.fills.iter().map(|f| f.rollup).chain(changes.counted.iter().map(|t| t.rollup));
+/// The cut: the first edge of the coarsest target rollup (or rollup of a
+/// projection gaining a measure, read in `new`) at or after both `now` and
+/// `table_end` (past every event the table holds).
+pub fn cut(changes: &Changes, new: &Projections, now: i64, table_end: Option<i64>) -> i64 {
+    let gaining = changes.measures.iter().filter_map(|g| new.by_name(&g.projection)).flat_map(|km| km.rollups());
+    let rollups = changes.fills.iter().map(|f| f.rollup).chain(changes.counted.iter().map(|t| t.rollup)).chain(gaining);
     let unit = rollups.map(Rollup::unit_ms).max().unwrap_or(60_000);
     let at = now.max(table_end.unwrap_or(i64::MIN));
     at.div_euclid(unit) * unit + if at.rem_euclid(unit) == 0 { 0 } else { unit }

@@ -100,6 +100,21 @@ pub async fn filling(table: &dyn SortedTable, stored: &Stored, from: i64, to: i6
             filling.kept_before(v.cut_ms, before.layout.retention.clone(), v.number);
         }
     }
+    // A measure a projection gained: no item of a bucket before the cut
+    // holds it.
+    for f in stored.measured_from() {
+        if !f.adopted {
+            let note = format!(
+                "added by layout version {}, which not every worker writes yet (`gather layout status`)",
+                f.version
+            );
+            filling.insert_measure(&f.projection, &f.measure, i64::MAX, note);
+        } else if from < f.cut_ms {
+            let note =
+                format!("added by layout version {} and counted from {} on only", f.version, format_instant(f.cut_ms));
+            filling.insert_measure(&f.projection, &f.measure, f.cut_ms, note);
+        }
+    }
     let mut done: BTreeMap<u32, Progress> = BTreeMap::new();
     for (version, added) in stored.added() {
         let cut = version.cut_ms;

@@ -346,9 +346,9 @@ impl Flusher {
             .map(|partition| {
                 let (projection, rollup, bin, _) = partition[0].0;
                 let bin = &bins[&(projection, rollup, bin)];
-                let mark = &mark;
+                let (mark, from) = (&mark, &from);
                 async move {
-                    self.write_partition(partition, mark, writer.k).await?;
+                    self.write_partition(partition, from, mark, writer.k).await?;
                     if bin.partitions.fetch_sub(1, Ordering::AcqRel) == 1 {
                         self.write_changes(&bin.slices, writer, changes::Phase::Done).await?;
                     }
@@ -373,10 +373,16 @@ impl Flusher {
     /// One partition's items, in key order (a chunk then touches
     /// neighbouring B-tree pages: SQLite writes each dirty page once per
     /// transaction), CHUNK per store call.
-    async fn write_partition(&self, partition: &[Located<'_>], mark: &str, k: u64) -> Result<(), FlushError> {
+    async fn write_partition(
+        &self,
+        partition: &[Located<'_>],
+        cuts: &cuts::Cuts,
+        mark: &str,
+        k: u64,
+    ) -> Result<(), FlushError> {
         let mut writes = Vec::with_capacity(partition.len());
         for ((_, _, _, prefix), key, (p, names)) in partition {
-            self.prepare(*key, *prefix, p.values(&self.set), names.clone(), &mut writes)?;
+            self.prepare(*key, *prefix, p.values(&self.set), cuts, names.clone(), &mut writes)?;
         }
         writes.sort_unstable_by(|a, b| a.sk.cmp(&b.sk));
         let in_flight = self.concurrency.div_ceil(CHUNK).max(1);
@@ -390,12 +396,14 @@ impl Flusher {
         key: AggKey,
         prefix: u32,
         m: MeasureValues,
+        cuts: &cuts::Cuts,
         values: KeyValues,
         out: &mut Vec<Prepared>,
     ) -> Result<(), FlushError> {
         let rollup = key.rollup;
         let keys = self.projection(key);
         let m = if keys.is_base() { m } else { keys.project_values(&m) };
+        let m = cuts.measured(&key, m, keys.measures());
         let strs: smallvec::SmallVec<[&str; 4]> = values.iter().collect();
         let sk = keys.sort_key(rollup, key.bucket, &strs, key.id())?;
         let pk = keys.item_partition_key(prefix, rollup, rollup.bin().start_of(key.bucket), &strs);

@@ -22,7 +22,7 @@ use super::{Pipeline, PipelineError};
 use crate::aggregate::Aggregator;
 use crate::flush::Flusher;
 use zigzag_lease::{Intent, Ready};
-use zigzag_model::versions::{self, Adopted};
+use zigzag_model::versions;
 use zigzag_model::Projections;
 
 /// What a re-read is aggregated and written with.
@@ -65,8 +65,9 @@ impl Pipeline {
         let decoder = crate::decode::Decoder::new(&config, self.opts.limits)?;
         let aggregator = Aggregator::new(&projections, decoder, config.measure_set()?);
         let flusher = Flusher::new(projections, &config, self.aggregates.clone())?.with_retry(self.opts.retry);
-        let as_then = stored.as_of(version.number).map(|s| s.written_from()).unwrap_or_default();
-        flusher.adopt(&Adopted { number: version.number, written_from: as_then });
+        // What its writer wrote from a cut on, as that version had it.
+        let as_then = stored.as_of(version.number).ok_or(refused)?.adopted();
+        flusher.adopt(&as_then);
         tracing::info!(
             lane,
             k = intent.k,

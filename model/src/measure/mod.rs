@@ -282,6 +282,32 @@ impl MeasureSet {
         &self.measures
     }
 
+    /// The set without the measures named (and the ratios reading one):
+    /// what a report shows when it leaves some out. Values read with it
+    /// come from items by name, as with any set.
+    pub fn without(&self, names: &[&str]) -> MeasureSet {
+        let mut measures = Vec::with_capacity(self.measures.len());
+        let mut index = vec![None; self.measures.len()];
+        let (mut slot, mut sketches) = (0, 0);
+        for (i, m) in self.measures.iter().enumerate().filter(|(_, m)| !names.contains(&m.name.as_str())) {
+            index[i] = Some(measures.len());
+            let at = if m.sketch.is_some() { sketches } else { slot };
+            measures.push(Measure { slot: at, ..m.clone() });
+            slot += m.kind.slots();
+            sketches += usize::from(m.sketch.is_some());
+        }
+        let ratios = self
+            .ratios
+            .iter()
+            .filter_map(|r| {
+                Some(Ratio { name: r.name.clone(), numerator: index[r.numerator]?, denominator: index[r.denominator]? })
+            })
+            .collect();
+        let mut set = MeasureSet { measures, ratios, slots: slot, sketches, empty: Partial::default() };
+        set.empty = Partial::new(&set);
+        set
+    }
+
     /// The report's columns of every measure, in order: one each, or what
     /// a sketch kind shows (a quantile measure's `name_p50`, ...).
     pub fn measure_columns(&self, ask: &ShowOptions) -> Vec<String> {

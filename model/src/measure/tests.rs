@@ -319,3 +319,46 @@ fn sketch_items_merge_once_whatever_the_replays_and_order_concurrent_writers() {
     assert_eq!(sketch(&merged, 5).estimate(), 5, "a, b, c, d, x");
     assert_eq!(sketch_key(&[1, 2], 5), [1, 2, b'#', 5]);
 }
+
+#[test]
+fn a_set_without_some_measures_counts_the_others_as_the_whole_set_does_and_keeps_only_ratios_of_them() {
+    let (users, fields) = with_users();
+    let specs: Vec<MeasureSpec> = Config::default()
+        .measures
+        .into_iter()
+        .chain([
+            MeasureSpec::new("users", MeasureKind::Distinct, Some("user_id"), None),
+            MeasureSpec::new("clicking_users", MeasureKind::Distinct, Some("user_id"), Some("type = click")),
+        ])
+        .collect();
+    let set = MeasureSet::new(&specs, &Config::default().ratios, &fields).unwrap();
+    assert!(!set.ratios().is_empty() && set.measures().len() == users.measures().len());
+    let events = [user_event(true, "u1"), user_event(false, "u2"), user_event(true, "u3"), user_event(false, "u1")];
+    let whole = partial_of(&set, &events).values(&set);
+    for gone in [&["impressions"][..], &["cost", "users"], &["clicks", "cost_min", "clicking_users"]] {
+        let narrow = set.without(gone);
+        let names: Vec<&str> = narrow.measures().iter().map(|m| m.name.as_str()).collect();
+        let expected: Vec<&str> =
+            set.measures().iter().map(|m| m.name.as_str()).filter(|m| !gone.contains(m)).collect();
+        assert_eq!(names, expected);
+        // Its own accumulators (slots numbered again) count what the whole
+        // set's do.
+        let values = partial_of(&narrow, &events).values(&narrow);
+        let kept: Vec<MeasureValue> = set
+            .measures()
+            .iter()
+            .zip(&whole.0)
+            .filter(|(m, _)| !gone.contains(&m.name.as_str()))
+            .map(|(_, v)| v.clone())
+            .collect();
+        assert_eq!(values.0, kept, "without {gone:?}");
+        // A ratio stays only with both its measures, and reads the same.
+        for r in set.ratios() {
+            let reads = [&set.measures()[r.numerator].name, &set.measures()[r.denominator].name];
+            match narrow.ratios().iter().find(|n| n.name == r.name) {
+                Some(n) => assert_eq!(narrow.ratio(n, &values), set.ratio(r, &whole)),
+                None => assert!(reads.iter().any(|m| gone.contains(&m.as_str())), "{} dropped", r.name),
+            }
+        }
+    }
+}

@@ -75,7 +75,7 @@ pub(crate) async fn apply(
     // Past every event written: the finest buckets' end (a day rollup's
     // would put a live table's cut at the next midnight).
     let written_to = zigzag_gather::written_to(table.as_ref(), &projections).await?;
-    let cut_ms = cut(&changes, now.saturating_add(ahead), written_to);
+    let cut_ms = cut(&changes, &next_projections, now.saturating_add(ahead), written_to);
     let version =
         versions::record(table.as_ref(), stored.newest.number, &next_layout, cut_ms, changes, now, adopted).await?;
     say(&format!(
@@ -90,6 +90,15 @@ pub(crate) async fn apply(
             "  {} {}: counted from {} on (the table holds no source)",
             t.projection,
             t.rollup,
+            format_instant(cut_ms)
+        ));
+    }
+    for g in &version.changes.measures {
+        say(&format!(
+            "  {}: measure(s) {} counted from {} on (reports over earlier windows read them elsewhere, or say \
+             from when they cover)",
+            g.projection,
+            g.measures.join(", "),
             format_instant(cut_ms)
         ));
     }
@@ -188,7 +197,8 @@ pub(crate) async fn fill_again(
             Adoption::Broken(lanes) => bail!("{}:\n  - {}", broken_advice(v), lanes.join("\n  - ")),
         }
         let old = stored.versions[i - 1].layout.apply(&given);
-        let version = Version { changes: versions::Changes { fills, counted: Vec::new() }, adopted: true, ..v.clone() };
+        let version =
+            Version { changes: versions::Changes { fills, ..Default::default() }, adopted: true, ..v.clone() };
         run_fill(table.as_ref(), &old, &new, &version, rcu_per_sec, wcu_per_sec).await?;
     }
     Ok(())

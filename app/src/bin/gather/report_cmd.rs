@@ -316,7 +316,12 @@ pub(crate) async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Comm
     let rank = match &kind {
         Kind::Timeseries { measure: name, chart: Some(_) } => {
             Some(RankBy::parse(name, &set, &show).with_context(|| {
-                format!("the chart's --measure {name} is not kept by projection {}", g.plan.projection)
+                match g.plan.hidden.iter().find(|(m, _)| name.starts_with(m.as_str())) {
+                    Some((m, why)) => {
+                        format!("the chart's --measure {name}: measure {m} of {}: {why}", g.plan.projection)
+                    }
+                    None => format!("the chart's --measure {name} is not kept by projection {}", g.plan.projection),
+                }
             })?)
         }
         Kind::Timeseries { measure: name, .. } => RankBy::parse(name, &set, &show).ok(),
@@ -337,6 +342,12 @@ pub(crate) async fn report_cmd(store: &StoreArgs, config: Option<&Path>, c: Comm
     print!("{}", render(&report, format)?);
     if let Some(note) = &g.plan.window_note {
         eprintln!("note: {note}");
+    }
+    for (m, why) in &g.plan.hidden {
+        eprintln!(
+            "note: measure {m} (and any ratio of it) not shown: {why}; it is read for windows from then on, or with \
+             --measures {m} from a projection holding it"
+        );
     }
     if let (Kind::Timeseries { chart: Some(path), .. }, Some(m)) = (&kind, rank) {
         write_chart(&report, &ChartMeasure { name: m.name(&set, &show), ratio: m.is_ratio() }, path)?;

@@ -19,8 +19,11 @@
 //! buckets from the cut on; the fill writes those before it.
 
 use crate::layout::{Layout, LayoutError, LAYOUT_PK, LAYOUT_SK};
+mod changes;
+
+pub use changes::{Added, Changes, FillTarget, MeasuredFrom, NewMeasures, NewTarget};
+
 use crate::rollup::Rollup;
-use serde::{Deserialize, Serialize};
 use zigzag_core::table::{
     AttrValue, CmpOp, Item, QueryRequest, SortKeyCondition, SortedTable, UpdateOutcome, UpdateRequest,
 };
@@ -36,33 +39,6 @@ const ADOPTED: &str = "adopted";
 /// What a build from before versions reads in the `#layout` item once a
 /// version was applied: a layout version newer than it knows.
 const MARKER: &str = r#"{"version":3,"see":"the #layout items v000001, v000002, ..."}"#;
-
-/// A target the fill owns below the cut: a projection's rollup summed from
-/// another's items.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FillTarget {
-    pub projection: String,
-    pub rollup: Rollup,
-    pub source: String,
-    pub source_rollup: Rollup,
-}
-
-/// A projection's rollup counted from the version's adoption on: nothing
-/// before the cut holds it, and a report over earlier buckets is refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NewTarget {
-    pub projection: String,
-    pub rollup: Rollup,
-}
-
-/// What a version changes beside its layout.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Changes {
-    /// Summed from the table's items below the cut.
-    pub fills: Vec<FillTarget>,
-    /// Counted from the cut on only.
-    pub counted: Vec<NewTarget>,
-}
 
 /// One version of the layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,31 +57,6 @@ pub struct Version {
     /// (`zigzag_gather::relayout::adoption`). Until then nothing reads its
     /// targets and nothing fills them.
     pub adopted: bool,
-}
-
-/// A target a version added.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Added<'a> {
-    /// Summed from the table below the version's cut.
-    Fill(&'a FillTarget),
-    /// Counted from the version's cut on.
-    Counted(&'a NewTarget),
-}
-
-impl Added<'_> {
-    pub fn projection(&self) -> &str {
-        match self {
-            Added::Fill(t) => &t.projection,
-            Added::Counted(t) => &t.projection,
-        }
-    }
-
-    pub fn rollup(&self) -> Rollup {
-        match self {
-            Added::Fill(t) => t.rollup,
-            Added::Counted(t) => t.rollup,
-        }
-    }
 }
 
 impl Version {
@@ -207,6 +158,36 @@ impl Stored {
         self.added().into_iter().map(|(v, a)| (a.projection().to_string(), a.rollup(), v.cut_ms)).collect()
     }
 
+    /// What a writer of the newest version writes only from a cut on.
+    pub fn adopted(&self) -> Adopted {
+        let measured_from = self.measured_from().into_iter().map(|f| (f.projection, f.measure, f.cut_ms)).collect();
+        Adopted { number: self.newest.number, written_from: self.written_from(), measured_from }
+    }
+
+    /// Every measure a projection the newest layout writes gained in a
+    /// version (the one that added it last: a measure dropped and added
+    /// again is the later version's), held from that version's cut on.
+    pub fn measured_from(&self) -> Vec<MeasuredFrom> {
+        let kept = crate::layout_diff::kept_measures(&self.newest.layout);
+        let mut out: Vec<MeasuredFrom> = Vec::new();
+        for v in &self.versions {
+            for gained in &v.changes.measures {
+                for m in &gained.measures {
+                    out.retain(|f| (&f.projection, &f.measure) != (&gained.projection, m));
+                    out.push(MeasuredFrom {
+                        projection: gained.projection.clone(),
+                        measure: m.clone(),
+                        cut_ms: v.cut_ms,
+                        version: v.number,
+                        adopted: v.adopted,
+                    });
+                }
+            }
+        }
+        out.retain(|f| kept.iter().any(|(p, m)| (p, m) == (&f.projection, &f.measure)));
+        out
+    }
+
     /// A digest of every item read: equal as long as nothing was applied
     /// or recorded since (`gather serve` reloads when it moves).
     pub fn identity(&self) -> String {
@@ -251,6 +232,9 @@ pub async fn load_layout(table: &dyn SortedTable) -> Result<Option<Layout>, Layo
 pub struct Adopted {
     pub number: u32,
     pub written_from: Vec<(String, Rollup, i64)>,
+    /// (projection, measure, cut): measures written only for buckets from
+    /// the cut on ([`Stored::measured_from`]).
+    pub measured_from: Vec<(String, String, i64)>,
 }
 
 /// A writer's check before its first write: the first records `layout`
@@ -262,7 +246,7 @@ pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<Adopted,
     // One guarded write, no read, on a table without versions (as before
     // they existed); the versions are read only when it says there are.
     match crate::layout::ensure(table, layout).await {
-        Ok(()) => return Ok(Adopted { number: 1, written_from: Vec::new() }),
+        Ok(()) => return Ok(Adopted { number: 1, written_from: Vec::new(), measured_from: Vec::new() }),
         Err(LayoutError::Versioned) => {}
         Err(e) => return Err(e),
     }
@@ -272,7 +256,7 @@ pub async fn ensure(table: &dyn SortedTable, layout: &Layout) -> Result<Adopted,
         Some(stored) => {
             let newest = &stored.newest;
             if layout.differences(&newest.layout).is_empty() {
-                return Ok(Adopted { number: newest.number, written_from: stored.written_from() });
+                return Ok(stored.adopted());
             }
             if let Some(old) = stored.versions.iter().find(|v| layout.differences(&v.layout).is_empty()) {
                 return Err(LayoutError::Superseded { mine: old.number, newest: newest.number });
@@ -377,127 +361,4 @@ async fn create(table: &dyn SortedTable, item: &Item) -> Result<bool, LayoutErro
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Config;
-    use zigzag_core::table::MemoryTable;
-
-    fn layouts() -> (Layout, Layout) {
-        let v1 = Layout::of(&Config::default());
-        let with = Config::from_toml("[[projection]]\nname = \"by_campaign\"\ndimensions = [\"campaign\"]\n").unwrap();
-        (v1, Layout::of(&with))
-    }
-
-    fn fills() -> Changes {
-        let fill = FillTarget {
-            projection: "by_campaign".into(),
-            rollup: Rollup::Minute,
-            source: "cc".into(),
-            source_rollup: Rollup::Minute,
-        };
-        Changes { fills: vec![fill], counted: vec![] }
-    }
-
-    #[tokio::test]
-    async fn a_recorded_version_is_what_writers_must_match_and_the_one_before_is_refused_naming_it() {
-        let table = MemoryTable::new();
-        let (v1, v2) = layouts();
-        assert_eq!(ensure(&table, &v1).await.unwrap().number, 1);
-        let recorded = record(&table, 1, &v2, 3_600_000, fills(), 7, true).await.unwrap();
-        assert_eq!(recorded.number, 2);
-        let got = ensure(&table, &v2).await.unwrap();
-        assert_eq!(got.number, 2);
-        assert_eq!(got.written_from, [("by_campaign".to_string(), Rollup::Minute, 3_600_000)], "cc as before");
-        let stored = load(&table).await.unwrap().unwrap();
-        assert_eq!((stored.newest.cut_ms, stored.newest.changes.clone()), (3_600_000, fills()));
-        let e = ensure(&table, &v1).await.unwrap_err().to_string();
-        assert!(e.contains("version 1") && e.contains("version 2") && e.contains("gather layout"), "{e}");
-        let mut other = Config::default();
-        other.scatter.prefixes = 8;
-        let e = ensure(&table, &Layout::of(&other)).await.unwrap_err().to_string();
-        assert!(e.contains("scatter.prefixes is 8 here but 16 in the table"), "{e}");
-        let stored = load(&table).await.unwrap().unwrap();
-        assert_eq!(stored.versions.iter().map(|v| v.number).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(stored.versions[0].layout, v1, "version 1 kept");
-        assert_eq!(load_layout(&table).await.unwrap(), Some(v2));
-    }
-
-    #[tokio::test]
-    async fn a_build_from_before_versions_cannot_read_the_layout_item_once_one_is_applied() {
-        let table = MemoryTable::new();
-        let (v1, v2) = layouts();
-        ensure(&table, &v1).await.unwrap();
-        record(&table, 1, &v2, 0, Changes::default(), 0, true).await.unwrap();
-        // What such a build does: parse the `#layout` item's text, whatever
-        // layout it has.
-        let item = table.get(LAYOUT_PK, LAYOUT_SK).await.unwrap().expect("kept");
-        let e = crate::layout::from_item(&item).unwrap_err().to_string();
-        assert!(e.contains("layout version 3 is newer than this build"), "{e}");
-        // This build reads the versions instead.
-        assert!(matches!(crate::layout::ensure(&table, &v1).await, Err(LayoutError::Versioned)));
-        assert_eq!(ensure(&table, &v2).await.unwrap().number, 2);
-    }
-
-    #[tokio::test]
-    async fn of_two_applies_expecting_the_same_version_one_wins_and_the_other_is_refused_naming_it() {
-        let table = MemoryTable::new();
-        let (v1, v2) = layouts();
-        ensure(&table, &v1).await.unwrap();
-        let third = Config { rollups: vec![Rollup::Minute, Rollup::Hour], ..Config::default() };
-        let v3 = Layout::of(&third);
-        let (a, b) = futures::join!(
-            record(&table, 1, &v2, 0, Changes::default(), 0, true),
-            record(&table, 1, &v3, 0, Changes::default(), 0, true)
-        );
-        let lost = match (a, b) {
-            (Ok(_), Err(lost)) | (Err(lost), Ok(_)) => lost,
-            other => panic!("one wins: {other:?}"),
-        };
-        assert!(lost.to_string().contains("recorded version 2 first"), "{lost}");
-        let stored = load(&table).await.unwrap().unwrap();
-        assert_eq!(stored.versions.len(), 2);
-        let e = record(&table, 1, &v2, 0, Changes::default(), 0, true).await.unwrap_err().to_string();
-        assert!(e.contains("recorded version 2 first"), "a stale apply later: {e}");
-    }
-
-    #[tokio::test]
-    async fn a_target_keeps_the_cut_of_the_version_that_added_it_until_dropped_and_added_again() {
-        let table = MemoryTable::new();
-        let (v1, v2) = layouts();
-        ensure(&table, &v1).await.unwrap();
-        record(&table, 1, &v2, 100, fills(), 0, true).await.unwrap();
-        // Version 3 adds a projection by country; by_campaign minute keeps
-        // version 2's cut.
-        let c3 = Config::from_toml(
-            "[[projection]]\nname = \"by_campaign\"\ndimensions = [\"campaign\"]\n\
-             [[projection]]\nname = \"by_country\"\ndimensions = [\"country\"]\nrollups = [\"hour\"]\n",
-        )
-        .unwrap();
-        let hour = NewTarget { projection: "by_country".into(), rollup: Rollup::Hour };
-        let v3 = Layout::of(&c3);
-        record(&table, 2, &v3, 200, Changes { fills: vec![], counted: vec![hour] }, 0, true).await.unwrap();
-        let got = ensure(&table, &v3).await.unwrap().written_from;
-        assert_eq!(got, [("by_campaign".into(), Rollup::Minute, 100), ("by_country".into(), Rollup::Hour, 200)]);
-        // Version 4 drops by_campaign; version 5 adds it again, counted.
-        record(&table, 3, &v1, 300, Changes::default(), 0, true).await.unwrap();
-        assert_eq!(ensure(&table, &v1).await.unwrap().written_from, []);
-        let again = NewTarget { projection: "by_campaign".into(), rollup: Rollup::Minute };
-        record(&table, 4, &v2, 400, Changes { fills: vec![], counted: vec![again] }, 0, true).await.unwrap();
-        assert_eq!(ensure(&table, &v2).await.unwrap().written_from, [("by_campaign".into(), Rollup::Minute, 400)]);
-    }
-
-    #[tokio::test]
-    async fn the_layout_items_other_attributes_survive_versions() {
-        let table = MemoryTable::new();
-        let (v1, v2) = layouts();
-        ensure(&table, &v1).await.unwrap();
-        let epoch = UpdateRequest::new(LAYOUT_PK, LAYOUT_SK.to_vec()).set("epoch", "e1");
-        table.update(&epoch).await.unwrap();
-        let before = load(&table).await.unwrap().unwrap();
-        record(&table, 1, &v2, 0, Changes::default(), 0, true).await.unwrap();
-        let after = load(&table).await.unwrap().unwrap();
-        assert_eq!(after.item.attrs.get("epoch"), Some(&AttrValue::S("e1".into())));
-        assert!(crate::value_catalog::is_whole(Some(&after.item)));
-        assert_ne!(before.identity(), after.identity(), "a reader sees that it moved");
-    }
-}
+mod tests;
