@@ -57,7 +57,7 @@ impl Dying {
     /// that dies (a write applies first when `applied`).
     fn before(&self, kind: Call) -> Result<bool, TableError> {
         if self.dead.load(Ordering::SeqCst) {
-            return Err(TableError::Unavailable("the fill was killed".into()));
+            return self.killed();
         }
         let i = CALLS.iter().position(|c| *c == kind).unwrap();
         let nth = self.seen[i].fetch_add(1, Ordering::SeqCst) + 1;
@@ -68,8 +68,11 @@ impl Dying {
         Ok(dies)
     }
 
+    /// What every call returns once the process is dead: an error no
+    /// caller retries (a process killed makes no more calls; a retryable
+    /// one would have the fill's retries wait out their whole policy).
     fn killed<T>(&self) -> Result<T, TableError> {
-        Err(TableError::Unavailable("the fill was killed".into()))
+        Err(TableError::Store(Box::new(std::io::Error::other("the fill was killed"))))
     }
 }
 
