@@ -319,4 +319,27 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     assert_eq!(top("cc"), from_cc, "answers unchanged");
     let (ok, out, err) = gather(&["layout", "delete-dropped"]);
     assert!(ok && err.contains("nothing to delete") || out.starts_with("deleted 0 items"), "{out}{err}");
+
+    // Version 5 adds a measure to cc: counted from its cut on (after every
+    // event here), so a report over the data leaves it out and says so,
+    // and one asking it is refused naming the cut.
+    let (ok, shown, _) = gather(&["layout", "show"]);
+    let cc_measures = "    \"cost_max\",\n]\nname = \"cc\"";
+    assert!(ok && shown.contains(cc_measures), "{shown}");
+    let v5 = shown.replace(cc_measures, "    \"cost_max\",\n    \"cost_total\",\n]\nname = \"cc\"")
+        + "\n[[measure]]\nname = \"cost_total\"\ntype = \"sum\"\nfield = \"cost\"\n";
+    std::fs::write(d.join("v5.toml"), &v5).unwrap();
+    let (ok, out, err) = gather(&["layout", "diff", "v5.toml"]);
+    assert!(ok && format!("{out}{err}").contains("projection cc: add measure(s) cost_total"), "{out}{err}");
+    let (ok, _, err) = gather(&["layout", "apply", "v5.toml"]);
+    assert!(ok && err.contains("layout version 5 recorded") && err.contains("cost_total counted from"), "{err}");
+    let window = ["--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"];
+    let (ok, out, err) = gather(&[&["totals", "--group-by", "campaign"][..], &window].concat());
+    assert!(
+        ok && err.contains("note: measure cost_total (and any ratio of it) not shown: added by layout version 5"),
+        "{err}"
+    );
+    assert!(!out.contains("cost_total") && out.contains("clicks"), "{out}");
+    let (ok, _, err) = gather(&[&["totals", "--measures", "cost_total"][..], &window].concat());
+    assert!(!ok && err.contains("cost_total") && err.contains("counted from") && !err.contains("panicked"), "{err}");
 }
