@@ -330,7 +330,9 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
         + "\n[[measure]]\nname = \"cost_total\"\ntype = \"sum\"\nfield = \"cost\"\n";
     std::fs::write(d.join("v5.toml"), &v5).unwrap();
     let (ok, out, err) = gather(&["layout", "diff", "v5.toml"]);
-    assert!(ok && format!("{out}{err}").contains("projection cc: add measure(s) cost_total"), "{out}{err}");
+    let said = format!("{out}{err}");
+    assert!(ok && said.contains("projection cc: add measure(s) cost_total"), "{said}");
+    assert!(said.contains("costs: cost_total add their bytes to cc's items, no write"), "{said}");
     let (ok, _, err) = gather(&["layout", "apply", "v5.toml"]);
     assert!(ok && err.contains("layout version 5 recorded") && err.contains("cost_total counted from"), "{err}");
     let window = ["--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"];

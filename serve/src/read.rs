@@ -360,10 +360,34 @@ async fn plan_reads(
             snap: None,
             filling: filling.clone(),
         };
-        let p =
-            zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req.clone(), first.group.clone(), opts)
-                .await
-                .map_err(|e| crate::error::refusal(e, &first.text))?;
+        let plan = |req: PlanRequest| {
+            zigzag_gather::plan_report(reader.recent.as_ref(), &catalog.config, req, first.group.clone(), opts)
+        };
+        let (req, p) = match plan(req.clone()).await {
+            Ok(p) => (req, p),
+            // Nothing answers the whole range exactly, but a part or measure
+            // a layout change added holds it from an instant on: the samples
+            // from the first such instant (on the query's grid) on, none
+            // before (the infos say from when it counts, never zeros).
+            Err(e) => {
+                let starts = filling
+                    .holds_from()
+                    .map(|t| r.from + (t - r.from + r.unit - 1).div_euclid(r.unit) * r.unit)
+                    .filter(|&from| r.from < from && from < r.to);
+                let mut planned = None;
+                for from in starts {
+                    let req = PlanRequest {
+                        window: WindowSpec::Absolute { from: from.to_string(), to: r.to.to_string() },
+                        ..req.clone()
+                    };
+                    if let Ok(p) = plan(req.clone()).await {
+                        planned = Some((req, p));
+                        break;
+                    }
+                }
+                planned.ok_or_else(|| crate::error::refusal(e, &first.text))?
+            }
+        };
         let buckets: i64 = p.plan.reads.iter().map(|r| r.window.len_ms() / r.rollup.unit_ms()).sum();
         if buckets > limits.max_buckets {
             return Err(ServeError::Limit(

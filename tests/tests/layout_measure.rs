@@ -125,6 +125,10 @@ async fn measures_added_to_projections_count_from_the_cut_and_reports_before_it_
     let new_layout = Layout::of(&v2);
     let priced =
         zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
+    let costs = priced.iter().find(|p| p.change.what == "projection cc: add measure(s) cost_min, clickers");
+    let costs = costs.and_then(|p| p.ongoing.clone()).expect("priced");
+    assert!(costs.contains("1 sketch item(s) (clickers) beside each cc item: cc holds ~"), "{costs}");
+    assert!(costs.contains("cost_min add their bytes to cc's items, no write"), "{costs}");
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let gained = |p: &str| NewMeasures { projection: p.into(), measures: NEW.map(String::from).to_vec() };
     assert_eq!(changes.measures, [gained("base"), gained("cc")], "{changes:?}");

@@ -80,6 +80,17 @@ impl Filling {
         }
     }
 
+    /// Every instant from which a part or measure not held for every
+    /// bucket is held, earliest first (a reader refused over a window may
+    /// answer from one of them on).
+    pub fn holds_from(&self) -> impl Iterator<Item = i64> {
+        let mut at: Vec<i64> = self.from.values().chain(self.measures.values()).map(|(t, _)| *t).collect();
+        at.retain(|t| *t < i64::MAX);
+        at.sort_unstable();
+        at.dedup();
+        at.into_iter()
+    }
+
     /// What a retention change leaves, in words: one line per version.
     pub fn retention_notes(&self) -> impl Iterator<Item = String> + '_ {
         self.kept_before.iter().map(|(cut, before, version)| {

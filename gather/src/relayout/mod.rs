@@ -62,6 +62,9 @@ pub struct Priced {
     /// What the fill cannot cover, if anything: history its source no
     /// longer keeps.
     pub short: Option<String>,
+    /// What the change costs every later flush, if anything (a measure a
+    /// projection gains).
+    pub ongoing: Option<String>,
 }
 
 /// The price of reading `items` items of `source_bytes` bytes each and
@@ -114,6 +117,7 @@ pub async fn diff(
     // Read once each, however many changes ask.
     let mut values: BTreeMap<String, f64> = BTreeMap::new();
     let mut statistics: BTreeMap<(String, Rollup), Statistics> = BTreeMap::new();
+    let mut whole_items = None;
     let mut out = Vec::new();
     for change in changes(old, new) {
         let mut short = None;
@@ -157,9 +161,58 @@ pub async fn diff(
                 }
                 _ => None,
             };
-        out.push(Priced { change, price, short });
+        let ongoing = match &change.gained {
+            Some((projection, measures)) => {
+                Some(gained_cost(table, new, projection, measures, &mut whole_items).await?)
+            }
+            None => None,
+        };
+        out.push(Priced { change, price, short, ongoing });
     }
     Ok(out)
+}
+
+/// What measures `projection` gains cost every later flush, in words: a
+/// sketch kind is an item of its own beside each of the projection's items
+/// (as many more item writes as the projection makes: its share of the
+/// table's items, by the statistics); a counter adds its bytes to them,
+/// no write. `whole` caches the table's items.
+async fn gained_cost(
+    table: &dyn SortedTable,
+    new: &Layout,
+    projection: &str,
+    measures: &[String],
+    whole: &mut Option<f64>,
+) -> Result<String> {
+    let is_sketch = |m: &&String| new.measures.iter().any(|spec| &spec.name == *m && spec.kind.is_sketch());
+    let (sketches, counters): (Vec<&String>, Vec<&String>) = measures.iter().partition(is_sketch);
+    let mut said = Vec::new();
+    if !sketches.is_empty() {
+        if whole.is_none() {
+            *whole = Some(crate::statistics::read(table, SortKeyCondition::Any).await?.total_items());
+        }
+        let prefix = format!("{projection}#").into_bytes();
+        let mine = crate::statistics::read(table, SortKeyCondition::BeginsWith(prefix)).await?.total_items();
+        let share = match *whole {
+            Some(all) if all > 0.0 => format!(
+                "{projection} holds ~{:.0} % of the table's items (statistics), so about +{:.0} % item writes",
+                100.0 * mine / all,
+                100.0 * mine / all * sketches.len() as f64
+            ),
+            _ => "no statistics say how many".into(),
+        };
+        let names: Vec<&str> = sketches.iter().map(|m| m.as_str()).collect();
+        said.push(format!(
+            "each later flush writes {} sketch item(s) ({}) beside each {projection} item: {share}",
+            sketches.len(),
+            names.join(", ")
+        ));
+    }
+    if !counters.is_empty() {
+        let names: Vec<&str> = counters.iter().map(|m| m.as_str()).collect();
+        said.push(format!("{} add their bytes to {projection}'s items, no write", names.join(", ")));
+    }
+    Ok(said.join("; "))
 }
 
 /// What a target at `rollup` summed from a source at `from` (read as
@@ -215,6 +268,9 @@ pub fn render(priced: &[Priced], rcu_per_sec: f64, wcu_per_sec: f64) -> String {
         };
         if let Some(short) = &p.short {
             let _ = writeln!(s, "  note: {short}");
+        }
+        if let Some(ongoing) = &p.ongoing {
+            let _ = writeln!(s, "  costs: {ongoing}");
         }
     }
     let mut prices = priced.iter().filter_map(|p| p.price.as_ref());
