@@ -335,6 +335,8 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     assert!(said.contains("costs: cost_total add their bytes to cc's items, no write"), "{said}");
     let (ok, _, err) = gather(&["layout", "apply", "v5.toml"]);
     assert!(ok && err.contains("layout version 5 recorded") && err.contains("cost_total counted from"), "{err}");
+    let (_, status, _) = gather(&["layout", "status"]);
+    assert!(status.contains("measure cost_total of cc (version 5): counted from "), "{status}");
     let window = ["--from", "2026-11-19T00:00:00Z", "--to", "2026-11-23T00:00:00Z"];
     let (ok, out, err) = gather(&[&["totals", "--group-by", "campaign"][..], &window].concat());
     assert!(

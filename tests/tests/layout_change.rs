@@ -156,6 +156,8 @@ struct Drawn {
     late: f64,
     kill_after: i64,
     fill_between: bool,
+    /// Version 2 also declares [`GAINED`]: every projection gains them.
+    gain_measures: bool,
 }
 
 fn toml(rollups: &[Rollup]) -> String {
@@ -182,7 +184,13 @@ impl Drawn {
         let mut text = format!(
             "rollups = {}\n{}\n[[projection]]\nname = \"first\"\ndimensions = [{}]\nrollups = {}\n",
             toml(&self.base),
-            MEASURES.split("[[projection]]").next().unwrap(),
+            match second && self.gain_measures {
+                true => measures_gained(),
+                false => MEASURES.to_string(),
+            }
+            .split("[[projection]]")
+            .next()
+            .unwrap(),
             dims(&self.first_dims),
             toml(&first)
         );
@@ -222,6 +230,7 @@ fn drawn() -> impl proptest::strategy::Strategy<Value = Drawn> {
         prop_oneof![Just(0.0), Just(0.2)],
         0i64..4,
         any::<bool>(),
+        proptest::bool::weighted(0.3),
     )
         .prop_map(
             |(
@@ -234,6 +243,7 @@ fn drawn() -> impl proptest::strategy::Strategy<Value = Drawn> {
                 late,
                 kill_after,
                 fill_between,
+                gain_measures,
             )| {
                 // A rollup the first projection has already is no change.
                 let extra_rollup = extra.filter(|r| !first_rollups.contains(r));
@@ -248,10 +258,11 @@ fn drawn() -> impl proptest::strategy::Strategy<Value = Drawn> {
                     late,
                     kill_after,
                     fill_between,
+                    gain_measures,
                 }
             },
         )
-        .prop_filter("a change", |d| d.added_dims.is_some() || d.extra_rollup.is_some())
+        .prop_filter("a change", |d| d.added_dims.is_some() || d.extra_rollup.is_some() || d.gain_measures)
 }
 
 /// One drawn change, end to end: v1 ingested, v2 applied and filled (a
@@ -322,15 +333,39 @@ async fn check_drawn(d: &Drawn) {
             theirs.len()
         );
     }
+    // A measure gained: from the cut on, every item of the projection is
+    // the reference's; before it, none holds the measure.
+    assert_eq!(version.changes.measures.is_empty(), !d.gain_measures, "{:?}", version.changes);
+    let bucket = |i: &zigzag_core::table::Item| match i.attrs.get(zigzag_model::rollup::TIME_ATTR) {
+        Some(AttrValue::N(t)) => i64::try_from(*t).unwrap(),
+        other => panic!("an item's time is {other:?}"),
+    };
+    for g in &version.changes.measures {
+        assert_eq!(g.measures, GAINED);
+        let km = new_ps.by_name(&g.projection).expect("written");
+        for rollup in km.rollups() {
+            let mut mine = items_of(&table, &v2, &g.projection, rollup, T0 - DAY, T0 + 3 * DAY).await;
+            let mut theirs = items_of(&reference, &v2, &g.projection, rollup, T0 - DAY, T0 + 3 * DAY).await;
+            for item in mine.values().filter(|i| bucket(i) < cut_ms) {
+                assert!(GAINED.iter().all(|m| !item.attrs.contains_key(*m)), "before the cut: {item:?}\n{d:#?}");
+            }
+            mine.retain(|_, i| bucket(i) >= cut_ms);
+            theirs.retain(|_, i| bucket(i) >= cut_ms);
+            let differ = differing(&mine, &theirs);
+            assert!(differ.is_empty(), "{} {rollup} from the cut: {differ:#?}\n{d:#?}", g.projection);
+        }
+    }
 }
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, max_shrink_iters: 0, ..Default::default() })]
 
     /// Random layouts v1 → v2 (projections and rollups added, each from
-    /// the table or counted from the cut), random kills of the fill, fills
-    /// between ingests or not, late events: every target item equals
-    /// ingest with v2 from the start (a counted one, from the cut on).
+    /// the table or counted from the cut; measures every projection
+    /// gains), random kills of the fill, fills between ingests or not,
+    /// late events: every target item equals ingest with v2 from the start
+    /// (a counted one, and a projection gaining measures, from the cut on;
+    /// before it, no item holds a gained measure).
     #[test]
     fn random_layout_changes_fill_to_what_ingest_with_the_new_layout_writes(d in drawn()) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

@@ -31,22 +31,11 @@ use zigzag_model::versions::{self, NewMeasures};
 use zigzag_model::{Config, Projections, Rollup};
 use zigzag_sqlite::SqliteTable;
 
-const NEW: [&str; 2] = ["cost_min", "clickers"];
+const NEW: [&str; 2] = GAINED;
 
-/// Version 1's layout with `cost_min` declared before `cost_max`, and
-/// `clickers` (a distinct count of clicking users) before `users`.
+/// Version 1's layout with [`GAINED`] declared among its measures.
 fn with_new_measures() -> Config {
-    let measures = MEASURES
-        .replace(
-            "[[measure]]\nname = \"cost_max\"",
-            "[[measure]]\nname = \"cost_min\"\ntype = \"min\"\nfield = \"cost\"\n[[measure]]\nname = \"cost_max\"",
-        )
-        .replace(
-            "[[measure]]\nname = \"users\"",
-            "[[measure]]\nname = \"clickers\"\ntype = \"distinct\"\nfield = \"user_id\"\nwhere = \"type = click\"\n\
-             [[measure]]\nname = \"users\"",
-        );
-    assert_ne!(measures, MEASURES);
+    let measures = measures_gained();
     Config::from_toml(&format!(
         "rollups = [\"minute\", \"hour\"]\n{measures}rollups = [\"minute\", \"hour\"]\n[flush]\ninterval_ms = 100\n"
     ))

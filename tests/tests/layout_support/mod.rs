@@ -51,6 +51,28 @@ name = "cc"
 dimensions = ["campaign", "country"]
 "#;
 
+/// Measures a version adds: `cost_min` declared before `cost_max`, and
+/// `clickers` (a distinct count of clicking users) before `users`, so the
+/// sketch items of `users` and `cost_q` move to other sort keys.
+pub const GAINED: [&str; 2] = ["cost_min", "clickers"];
+
+/// [`MEASURES`] with [`GAINED`] declared among them (every projection that
+/// names no measures keeps them all, so gains them).
+pub fn measures_gained() -> String {
+    let measures = MEASURES
+        .replace(
+            "[[measure]]\nname = \"cost_max\"",
+            "[[measure]]\nname = \"cost_min\"\ntype = \"min\"\nfield = \"cost\"\n[[measure]]\nname = \"cost_max\"",
+        )
+        .replace(
+            "[[measure]]\nname = \"users\"",
+            "[[measure]]\nname = \"clickers\"\ntype = \"distinct\"\nfield = \"user_id\"\nwhere = \"type = click\"\n\
+             [[measure]]\nname = \"users\"",
+        );
+    assert_ne!(measures, MEASURES);
+    measures
+}
+
 pub fn v1() -> Config {
     Config::from_toml(&format!(
         "rollups = [\"minute\", \"hour\"]\n{MEASURES}rollups = [\"minute\", \"hour\"]\n[flush]\ninterval_ms = 100\n"

@@ -368,6 +368,10 @@ pub(crate) async fn status(store: &StoreArgs) -> Result<()> {
             println!("  {} {} (version {}): counted from {cut} on", t.projection, t.rollup, by.number);
         }
     }
+    for f in stored.measured_from() {
+        let cut = format_instant(f.cut_ms);
+        println!("  measure {} of {} (version {}): counted from {cut} on", f.measure, f.projection, f.version);
+    }
     let filling = zigzag_gather::relayout::filling(table.as_ref(), &stored, i64::MIN, i64::MAX).await?;
     for note in filling.notes() {
         println!("  reports: {note}");
