@@ -347,3 +347,53 @@ fn an_applied_layout_is_filled_read_and_what_writers_must_match() {
     let (ok, _, err) = gather(&[&["totals", "--measures", "cost_total"][..], &window].concat());
     assert!(!ok && err.contains("cost_total") && err.contains("counted from") && !err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn a_cut_past_future_dated_events_is_refused_unless_asked_for() {
+    let (dir, layout) = ingested();
+    let d = dir.path();
+    // A producer's clock years ahead: accepted by ingest (before
+    // --max-event-time), and the newest events the table holds.
+    let args = [
+        "--records",
+        "200",
+        "--seed",
+        "9",
+        "--stream",
+        "future",
+        "--start",
+        "2030-01-01T00:00:00Z",
+        "--span",
+        "1h",
+        "--sink",
+        "ingest",
+        "--db",
+        "z.db",
+        "--config",
+        "layout.toml",
+    ];
+    let out = run(env!("CARGO_BIN_EXE_loadgen"), &args, d);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let by_campaign = format!(
+        "{layout}\n[[projection]]\nname = \"by_campaign\"\ndimensions = [\"campaign\"]\nrollups = [\"minute\", \"hour\"]\n"
+    );
+    std::fs::write(d.join("by_campaign.toml"), &by_campaign).unwrap();
+    let apply = |extra: &[&str]| {
+        let mut all = vec!["--db", "z.db", "layout", "apply", "by_campaign.toml"];
+        all.extend_from_slice(extra);
+        let out = run(env!("CARGO_BIN_EXE_gather"), &all, d);
+        (out.status.success(), text(&out).1)
+    };
+    let (ok, err) = apply(&[]);
+    assert!(!ok, "{err}");
+    assert!(err.contains("future-dated") && err.contains("it would be 2030-01-01T01:00:00Z"), "{err}");
+    assert!(err.contains("Nothing was written") && err.contains("--cut-past-future-events"), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+    let status = run(env!("CARGO_BIN_EXE_gather"), &["--db", "z.db", "layout", "status"], d);
+    assert!(text(&status).0.starts_with("layout version 1 "), "{:?}", text(&status));
+    let (ok, err) = apply(&["--cut-past-future-events"]);
+    assert!(
+        ok && err.contains("layout version 2 recorded") && err.contains("the cut is 2030-01-01T01:00:00Z"),
+        "{err}"
+    );
+}

@@ -53,6 +53,10 @@ pub(crate) enum LayoutCmd {
         /// it before leaving the fill to `gather layout fill`
         #[arg(long, default_value = "10m", value_parser = zigzag_app::duration::positive)]
         wait: std::time::Duration,
+        /// Accept a cut more than a day past now because the table holds
+        /// future-dated events (the cut lies past every event written)
+        #[arg(long)]
+        cut_past_future_events: bool,
     },
     /// Fills the newest version's targets again where their sources changed
     /// since (late events) or a fill stopped: only what is not current is
@@ -94,12 +98,13 @@ pub(crate) async fn layout_cmd(store: &StoreArgs, config: Option<&Path>, cmd: La
             }
             diff(store, config, &new, rcu_per_sec, wcu_per_sec).await
         }
-        LayoutCmd::Apply { new, budget, now, adopt_within, wait } => {
+        LayoutCmd::Apply { new, budget, now, adopt_within, wait, cut_past_future_events } => {
             let now = match now {
                 Some(t) => zigzag_gather::window::parse_time("--now", &t, chrono::Utc::now().timestamp_millis())?,
                 None => chrono::Utc::now().timestamp_millis(),
             };
-            let announce = super::relayout_cmd::Announce { grace: adopt_within, wait };
+            let announce =
+                super::relayout_cmd::Announce { grace: adopt_within, wait, future_cut: cut_past_future_events };
             super::relayout_cmd::apply(store, config, &new, budget.check()?, now, announce).await
         }
         LayoutCmd::Fill { budget } => super::relayout_cmd::fill_again(store, config, budget.check()?).await,

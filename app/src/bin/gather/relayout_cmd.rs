@@ -29,6 +29,8 @@ pub(crate) struct Announce {
     pub grace: std::time::Duration,
     /// How long `apply` waits for every worker to adopt it.
     pub wait: std::time::Duration,
+    /// A cut more than a day past now (future-dated events) is accepted.
+    pub future_cut: bool,
 }
 
 pub(crate) async fn apply(
@@ -76,6 +78,27 @@ pub(crate) async fn apply(
     // would put a live table's cut at the next midnight).
     let written_to = zigzag_gather::written_to(table.as_ref(), &projections).await?;
     let cut_ms = cut(&changes, &next_projections, now.saturating_add(ahead), written_to);
+    // Future-dated events put the cut past them: a target counted from it
+    // counts nothing until then, a filled one is the fill's until then.
+    // Said before anything is written, and applied only when asked.
+    const DAY_MS: i64 = 86_400_000;
+    if let Some(end) = written_to.filter(|&end| end > now.saturating_add(ahead).saturating_add(DAY_MS)) {
+        if !announce.future_cut {
+            bail!(
+                "the table holds events up to {} (future-dated: more than a day past now), and a version's cut lies \
+                 past every event written: it would be {}, so targets counted from it would count nothing until \
+                 then. Nothing was written. Find where they come from (`gather totals --from now --to {}` reads \
+                 them), or apply with --cut-past-future-events to accept that cut",
+                format_instant(end),
+                format_instant(cut_ms),
+                format_instant(end)
+            );
+        }
+        say(&format!(
+            "the cut is {} (--cut-past-future-events: the table holds events up to then)",
+            format_instant(cut_ms)
+        ));
+    }
     let version =
         versions::record(table.as_ref(), stored.newest.number, &next_layout, cut_ms, changes, now, adopted).await?;
     say(&format!(
