@@ -31,6 +31,7 @@ pub mod fills;
 pub mod meta;
 pub mod query;
 pub mod read;
+pub mod reader;
 pub mod recent;
 pub mod samples;
 pub mod series;
