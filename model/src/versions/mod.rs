@@ -203,7 +203,7 @@ impl Stored {
 
 /// The table's layout and its versions (one query, strongly consistent);
 /// None when no writer recorded one.
-pub async fn load(table: &dyn SortedTable) -> Result<Option<Stored>, LayoutError> {
+pub async fn load<T: SortedTable + ?Sized>(table: &T) -> Result<Option<Stored>, LayoutError> {
     let mut req = QueryRequest::new(LAYOUT_PK, SortKeyCondition::Any);
     req.consistent = true;
     let items = zigzag_core::query::run_key_range(table, req)
