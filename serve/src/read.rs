@@ -128,10 +128,38 @@ pub async fn read_leaves(
     for (r, read) in reads.iter().zip(gathered) {
         report_read(r, &read, query, opts, &mut report);
         let leaves: Vec<&Leaf> = r.leaves.iter().map(|&i| &query.leaves[i]).collect();
-        let vectors = reader.samples.vectors(&read.aggregation, &leaves, ts, limits)?;
+        let mut vectors = reader.samples.vectors(&read.aggregation, &leaves, ts, limits)?;
+        // A read planned from a layout change's cut on (`plan_reads`): a
+        // sample whose range begins before it would sum part of its range
+        // as the whole, so it has none.
+        if read.plan.window.start > r.from {
+            vectors = Arc::new(from_cut(&vectors, &leaves, ts, read.plan.window.start));
+        }
         out.push((r.leaves.clone(), vectors));
     }
     Ok((Leaves { reads: out, count: query.leaves.len() }, report))
+}
+
+/// `vectors` without the samples whose range begins before `cut` (series
+/// left with none are gone).
+fn from_cut(vectors: &[Vector], leaves: &[&Leaf], ts: &[i64], cut: i64) -> Vec<Vector> {
+    vectors
+        .iter()
+        .zip(leaves)
+        .map(|(v, leaf)| {
+            let early: Vec<bool> = spans(leaf, ts).iter().map(|&(start, _)| start < cut).collect();
+            let series = v
+                .series
+                .iter()
+                .map(|(labels, samples)| {
+                    let kept = samples.iter().zip(&early).map(|(x, &e)| if e { None } else { *x }).collect();
+                    (labels.clone(), kept)
+                })
+                .filter(|(_, samples): &(_, Vec<Option<f64>>)| samples.iter().any(Option::is_some))
+                .collect();
+            Vector { series }
+        })
+        .collect()
 }
 
 /// The leaves as reads: leaves with the same unit, window, filters and

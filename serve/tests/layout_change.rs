@@ -124,19 +124,27 @@ async fn a_measure_a_layout_version_added_is_answered_from_its_cut_on_and_the_in
     };
     let (mine, theirs) = (engine(table), engine(reference));
     let ts: Vec<i64> = (1..=48).map(|h| T0 + h * fixture::HOUR).collect();
-    let q = "sum(sum_over_time(spend[1h]))";
-    let got = mine.query(q, ts.clone(), T0 + 10 * DAY).await.expect("answered from the cut on, not refused");
-    let want = theirs.query(q, ts.clone(), T0 + 10 * DAY).await.unwrap();
-    let (got_samples, want_samples) = (samples(&got.value), samples(&want.value));
-    assert_eq!(got_samples.len(), ts.len());
-    for ((t, g), w) in ts.iter().zip(&got_samples).zip(&want_samples) {
-        if *t <= cut {
-            assert_eq!(*g, None, "at {t}: counted from the cut only, never a zero before it");
-            assert!(w.is_some(), "the reference counted the hour before {t}");
-        } else {
-            assert_eq!(g, w, "at {t}: from the cut on, what a table with it from the start answers");
+    // A sample whose range begins before the cut has none (it would sum
+    // part of its range as the whole); from the cut on, every one is what
+    // a table with the measure from the start answers.
+    let mut got = None;
+    for hours in [1, 3] {
+        let q = format!("sum(sum_over_time(spend[{hours}h]))");
+        let answer = mine.query(&q, ts.clone(), T0 + 10 * DAY).await.expect("answered from the cut on, not refused");
+        let want = theirs.query(&q, ts.clone(), T0 + 10 * DAY).await.unwrap();
+        let (got_samples, want_samples) = (samples(&answer.value), samples(&want.value));
+        assert_eq!(got_samples.len(), ts.len());
+        for ((t, g), w) in ts.iter().zip(&got_samples).zip(&want_samples) {
+            if t - hours * fixture::HOUR < cut {
+                assert_eq!(*g, None, "{q} at {t}: its range begins before the cut, never a part of it");
+            } else {
+                assert!(w.is_some());
+                assert_eq!(g, w, "{q} at {t}: from the cut on, what a table with it from the start answers");
+            }
         }
+        got = Some(answer);
     }
+    let got = got.expect("asked");
     let said = got.report.infos.join("\n");
     assert!(
         said.contains("measure spend of base") && said.contains("counted from 2026-11-01T00:00:00Z on only"),
