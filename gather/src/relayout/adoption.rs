@@ -17,7 +17,10 @@
 //!
 //! Until a version holds, reports read the parts they read before and the
 //! fill waits (`coverage.rs`, `fill.rs`). Once it holds it is marked so
-//! (`versions::mark_adopted`) and never judged again.
+//! (`versions::mark_adopted`) and never judged again. Once judged broken
+//! it is marked so too (`versions::mark_broken`), and stays broken: the
+//! lanes that showed it are taken again by workers of a later start,
+//! which show nothing of what was written past the cut.
 
 use crate::error::{GatherError, Result};
 use zigzag_core::schema::format_instant;
@@ -93,12 +96,26 @@ pub async fn check(table: &dyn SortedTable, leases: &dyn SortedTable, version: &
     if version.adopted {
         return Ok(Adoption::Held);
     }
-    let lanes = zigzag_lease::seal::read_lanes(leases).await.map_err(|e| GatherError::Config(e.to_string()))?;
-    let adoption = judge(version, &lanes);
-    if adoption == Adoption::Held {
-        versions::mark_adopted(table, version.number).await.map_err(|e| GatherError::Config(e.to_string()))?;
+    let stale = |why: String| Ok(Adoption::Broken(vec![format!("judged broken earlier: {why}")]));
+    if let Some(why) = &version.broken {
+        return stale(why.clone());
     }
-    Ok(adoption)
+    let lanes = zigzag_lease::seal::read_lanes(leases).await.map_err(|e| GatherError::Config(e.to_string()))?;
+    let table_error = |e: zigzag_model::layout::LayoutError| GatherError::Config(e.to_string());
+    match judge(version, &lanes) {
+        Adoption::Held => match versions::mark_adopted(table, version.number).await.map_err(table_error)? {
+            true => Ok(Adoption::Held),
+            // Judged broken by another reader in between.
+            false => stale("by another `gather layout` command".into()),
+        },
+        // Recorded, so that it stays broken once those lanes are taken
+        // again and show nothing of it.
+        Adoption::Broken(lanes) => {
+            versions::mark_broken(table, version.number, &lanes.join("; ")).await.map_err(table_error)?;
+            Ok(Adoption::Broken(lanes))
+        }
+        waiting => Ok(waiting),
+    }
 }
 
 /// What a broken version leaves, and what to do, in words.
@@ -126,6 +143,7 @@ mod tests {
             changes: Changes::default(),
             at_ms: 0,
             adopted,
+            broken: None,
         }
     }
 
@@ -176,5 +194,39 @@ mod tests {
             Adoption::Broken(b) => assert!(b[0].contains("lane 4 (free now)"), "{b:?}"),
             other => panic!("it left after reading past the cut: {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_version_judged_broken_stays_broken_once_its_lanes_show_nothing_and_is_never_marked_adopted() {
+        use zigzag_core::table::MemoryTable;
+        let (table, no_lanes) = (MemoryTable::new(), MemoryTable::new());
+        let v1 = Layout::of(&zigzag_model::Config::default());
+        versions::ensure(&table, &v1).await.unwrap();
+        let v2 = version(false).layout;
+        let announced = versions::record(&table, 1, &v2, 3_600_000, Changes::default(), 0, false).await.unwrap();
+        // What `check` records when it judges it broken.
+        assert!(versions::mark_broken(&table, 2, "lane 0 (a) wrote events up to 02:00 past the cut").await.unwrap());
+        let stored = versions::load(&table).await.unwrap().unwrap();
+        assert_eq!(stored.newest.broken.as_deref(), Some("lane 0 (a) wrote events up to 02:00 past the cut"));
+        // No lane shows anything now (the workers started again): judged
+        // afresh it would hold; recorded, it stays broken.
+        assert_eq!(judge(&announced, &[]), Adoption::Held);
+        match check(&table, &no_lanes, &stored.newest).await.unwrap() {
+            Adoption::Broken(why) => assert!(why[0].contains("judged broken earlier: lane 0 (a)"), "{why:?}"),
+            other => panic!("a broken version stays broken: {other:?}"),
+        }
+        assert!(!versions::mark_adopted(&table, 2).await.unwrap(), "never marked adopted");
+        assert!(versions::mark_broken(&table, 2, "again").await.unwrap(), "still broken");
+        let stored = versions::load(&table).await.unwrap().unwrap();
+        assert!(!stored.newest.adopted);
+        let first = Some("lane 0 (a) wrote events up to 02:00 past the cut");
+        assert_eq!(stored.newest.broken.as_deref(), first, "the first reason stays");
+        // An adopted version is never marked broken.
+        let v3 = Layout::of(&zigzag_model::Config::from_toml("rollups = [\"minute\", \"hour\"]\n").unwrap());
+        versions::record(&table, 2, &v3, 7_200_000, Changes::default(), 0, false).await.unwrap();
+        assert!(versions::mark_adopted(&table, 3).await.unwrap());
+        assert!(!versions::mark_broken(&table, 3, "late").await.unwrap());
+        let stored = versions::load(&table).await.unwrap().unwrap();
+        assert!(stored.newest.adopted && stored.newest.broken.is_none());
     }
 }

@@ -36,6 +36,9 @@ const AT: &str = "at";
 /// On a version recorded while workers ran: whether every lane adopted it
 /// (absent: recorded with none running, adopted at once).
 const ADOPTED: &str = "adopted";
+/// On a version announced to running workers that one of them wrote past
+/// the cut under an older layout: why (set once, never cleared).
+const BROKEN: &str = "broken";
 /// What a build from before versions reads in the `#layout` item once a
 /// version was applied: a layout version newer than it knows.
 const MARKER: &str = r#"{"version":3,"see":"the #layout items v000001, v000002, ..."}"#;
@@ -57,11 +60,15 @@ pub struct Version {
     /// (`zigzag_gather::relayout::adoption`). Until then nothing reads its
     /// targets and nothing fills them.
     pub adopted: bool,
+    /// Judged broken while announced (a worker wrote events past the cut
+    /// under an older layout): why. Never adopted after: the lanes that
+    /// showed it may be taken again and show nothing.
+    pub broken: Option<String>,
 }
 
 impl Version {
     fn first(layout: Layout) -> Version {
-        Version { number: 1, layout, cut_ms: 0, changes: Changes::default(), at_ms: 0, adopted: true }
+        Version { number: 1, layout, cut_ms: 0, changes: Changes::default(), at_ms: 0, adopted: true, broken: None }
     }
 
     fn sk(number: u32) -> Vec<u8> {
@@ -99,6 +106,10 @@ impl Version {
         };
         let changes = serde_json::from_str(&text(FILLS)?).map_err(|e| corrupt(format!("{FILLS}: {e}")))?;
         let adopted = !matches!(item.attrs.get(ADOPTED), Some(AttrValue::Bool(false)));
+        let broken = match item.attrs.get(BROKEN) {
+            Some(AttrValue::S(why)) => Some(why.clone()),
+            _ => None,
+        };
         Ok(Version {
             number,
             layout: Layout::parse(&text(TEXT)?)?,
@@ -106,6 +117,7 @@ impl Version {
             changes,
             at_ms: num(AT)?,
             adopted,
+            broken,
         })
     }
 }
@@ -195,7 +207,7 @@ impl Stored {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         format!("{:?}", self.item.attrs).hash(&mut h);
         for v in &self.versions {
-            (v.number, v.layout.digest(), v.cut_ms, v.adopted).hash(&mut h);
+            (v.number, v.layout.digest(), v.cut_ms, v.adopted, &v.broken).hash(&mut h);
         }
         format!("{:016x}", h.finish())
     }
@@ -317,7 +329,8 @@ pub async fn record(
             }
         }
     }
-    let version = Version { number: expected + 1, layout: layout.clone(), cut_ms, changes, at_ms, adopted };
+    let version =
+        Version { number: expected + 1, layout: layout.clone(), cut_ms, changes, at_ms, adopted, broken: None };
     if create(table, &version.to_item()).await? {
         Ok(version)
     } else {
@@ -325,17 +338,32 @@ pub async fn record(
     }
 }
 
-/// Records that every lane adopted version `number` (repeatable).
-pub async fn mark_adopted(table: &dyn SortedTable, number: u32) -> Result<(), LayoutError> {
-    let req = UpdateRequest::new(LAYOUT_PK, Version::sk(number)).set(ADOPTED, AttrValue::Bool(true)).guard(
-        TEXT,
-        CmpOp::Gt,
-        "",
-        false,
-    );
+/// Records that every lane adopted version `number` (repeatable); false
+/// when it was recorded broken first.
+pub async fn mark_adopted(table: &dyn SortedTable, number: u32) -> Result<bool, LayoutError> {
+    let req = UpdateRequest::new(LAYOUT_PK, Version::sk(number))
+        .set(ADOPTED, AttrValue::Bool(true))
+        .guard(TEXT, CmpOp::Gt, "", false)
+        // No text is below "": the guard holds only while it is absent.
+        .guard(BROKEN, CmpOp::Lt, "", true);
     match table.update(&req).await? {
-        UpdateOutcome::Applied(_) => Ok(()),
+        UpdateOutcome::Applied(_) => Ok(true),
+        UpdateOutcome::ConditionFailed(Some(i)) if i.attrs.contains_key(BROKEN) => Ok(false),
         UpdateOutcome::ConditionFailed(_) => Err(LayoutError::Corrupt(format!("layout version {number} vanished"))),
+    }
+}
+
+/// Records that announced version `number` is broken, and why (only
+/// while not adopted; the first reason stays); whether it is now.
+pub async fn mark_broken(table: &dyn SortedTable, number: u32, why: &str) -> Result<bool, LayoutError> {
+    let req = UpdateRequest::new(LAYOUT_PK, Version::sk(number))
+        .set(BROKEN, why)
+        .guard(ADOPTED, CmpOp::Eq, AttrValue::Bool(false), false)
+        .guard(BROKEN, CmpOp::Lt, "", true);
+    match table.update(&req).await? {
+        UpdateOutcome::Applied(_) => Ok(true),
+        UpdateOutcome::ConditionFailed(Some(i)) => Ok(i.attrs.contains_key(BROKEN)),
+        UpdateOutcome::ConditionFailed(None) => Err(LayoutError::Corrupt(format!("layout version {number} vanished"))),
     }
 }
 

@@ -44,9 +44,23 @@ pub(crate) async fn apply(
     let table = store.open_aggregates().await?;
     let leases = store.open_leases().await?;
     let stored = stored(table.as_ref()).await?;
-    if let Some(v) = stored.versions.iter().find(|v| !v.adopted) {
-        if let Adoption::Broken(lanes) = check(table.as_ref(), leases.as_ref(), v).await? {
-            bail!("{}:\n  - {}", broken_advice(v), lanes.join("\n  - "));
+    // One change in flight at a time: a worker adopting a later version at
+    // once would say how far it wrote under this one, past its cut, and
+    // make it look broken. A broken one stays unread; the next may follow.
+    for v in stored.versions.iter().filter(|v| !v.adopted) {
+        match check(table.as_ref(), leases.as_ref(), v).await? {
+            Adoption::Held => {}
+            Adoption::Waiting(lanes) => bail!(
+                "layout version {} is announced and not yet written by every worker: apply another once it is \
+                 (`gather layout status` says what it waits for). Nothing was written:\n  - {}",
+                v.number,
+                lanes.join("\n  - ")
+            ),
+            Adoption::Broken(lanes) => say(&format!(
+                "{} (it stays unread; this version follows it):\n  - {}",
+                broken_advice(v),
+                lanes.join("\n  - ")
+            )),
         }
     }
     let given = zigzag_app::config::load(path, zigzag_app::config::Base::Full, &[])?;
@@ -195,6 +209,7 @@ pub(crate) async fn fill_again(
     // Each version's targets the layout still writes, read from the
     // layout before that version.
     let added = stored.added();
+    let mut broken = Vec::new();
     for (i, v) in stored.versions.iter().enumerate().skip(1) {
         let fills: Vec<_> = added
             .iter()
@@ -204,9 +219,8 @@ pub(crate) async fn fill_again(
                 versions::Added::Counted(_) => None,
             })
             .collect();
-        if fills.is_empty() {
-            continue;
-        }
+        // Judged (and marked adopted once it holds) whether or not it has
+        // fills: a version that only adds measures is read once marked.
         match check(table.as_ref(), leases.as_ref(), v).await? {
             Adoption::Held => {}
             Adoption::Waiting(lanes) => {
@@ -217,12 +231,22 @@ pub(crate) async fn fill_again(
                 ));
                 continue;
             }
-            Adoption::Broken(lanes) => bail!("{}:\n  - {}", broken_advice(v), lanes.join("\n  - ")),
+            Adoption::Broken(lanes) => {
+                say(&format!("{}:\n  - {}", broken_advice(v), lanes.join("\n  - ")));
+                broken.push(v.number.to_string());
+                continue;
+            }
+        }
+        if fills.is_empty() {
+            continue;
         }
         let old = stored.versions[i - 1].layout.apply(&given);
         let version =
             Version { changes: versions::Changes { fills, ..Default::default() }, adopted: true, ..v.clone() };
         run_fill(table.as_ref(), &old, &new, &version, rcu_per_sec, wcu_per_sec).await?;
+    }
+    if !broken.is_empty() {
+        bail!("layout version(s) {} are broken: their targets stay unread (see above)", broken.join(", "));
     }
     Ok(())
 }
