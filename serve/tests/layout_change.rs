@@ -154,3 +154,49 @@ async fn a_measure_a_layout_version_added_is_answered_from_its_cut_on_and_the_in
     let clicks = mine.query("sum(sum_over_time(clicks[1h]))", ts.clone(), T0 + 10 * DAY).await.unwrap();
     assert!(samples(&clicks.value).iter().all(Option::is_some));
 }
+
+#[tokio::test]
+async fn a_projection_a_layout_version_counts_from_its_cut_answers_the_labels_only_it_keeps_from_then_on() {
+    use zigzag_model::versions::{self, Changes, NewTarget};
+    let v1 = Config::from_toml(
+        "rollups = []\n[[projection]]\nname = \"cc\"\ndimensions = [\"campaign\", \"country\"]\nrollups = [\"hour\"]\n",
+    )
+    .unwrap();
+    let v2 = Config::from_toml(
+        "rollups = []\n[[projection]]\nname = \"cc\"\ndimensions = [\"campaign\", \"country\"]\nrollups = [\"hour\"]\n\
+         [[projection]]\nname = \"by_referrer\"\ndimensions = [\"referrer\"]\nrollups = [\"hour\"]\n",
+    )
+    .unwrap();
+    let cut = T0 + DAY;
+    let events = fixture::events(4, 2_000);
+    let (before, after): (Vec<_>, Vec<_>) = events.iter().partition(|e| e.t < cut);
+    let table = Arc::new(MemoryTable::new());
+    fixture::write_recorded(table.as_ref(), &v1, &before).await;
+    let counted = vec![NewTarget { projection: "by_referrer".into(), rollup: zigzag_model::Rollup::Hour }];
+    let changes = Changes { counted, ..Changes::default() };
+    versions::record(table.as_ref(), 1, &Layout::of(&v2), cut, changes, T0, true).await.unwrap();
+    fixture::write_store(table.as_ref(), &v2, &after).await;
+    let reference = Arc::new(MemoryTable::new());
+    fixture::write_recorded(reference.as_ref(), &v2, &events).await;
+
+    let engine = |t: Arc<MemoryTable>| {
+        let catalog = Catalog::recorded(v2.clone(), Some(Layout::of(&v2))).unwrap();
+        Engine::new(t, catalog, ExecOptions::default(), Limits::default()).with_base(Config::default())
+    };
+    let (mine, theirs) = (engine(table), engine(reference));
+    let ts: Vec<i64> = (1..=48).map(|h| T0 + h * fixture::HOUR).collect();
+    let q = r#"sum(sum_over_time(clicks{referrer="a"}[1h]))"#;
+    let got = mine.query(q, ts.clone(), T0 + 10 * DAY).await.expect("answered from the cut on, not refused");
+    let want = theirs.query(q, ts.clone(), T0 + 10 * DAY).await.unwrap();
+    let (got_samples, want_samples) = (samples(&got.value), samples(&want.value));
+    assert_eq!(got_samples.len(), ts.len());
+    for ((t, g), w) in ts.iter().zip(&got_samples).zip(&want_samples) {
+        match *t - fixture::HOUR < cut {
+            true => assert_eq!(*g, None, "at {t}: by_referrer counts from the cut only"),
+            false => assert_eq!(g, w, "at {t}: from the cut on, what a table with it from the start answers"),
+        }
+    }
+    assert!(want_samples[25..].iter().any(Option::is_some), "the reference counts referrer a after the cut");
+    let said = got.report.infos.join("\n");
+    assert!(said.contains("by_referrer hour: added by layout version 2 and counted from"), "{said}");
+}
