@@ -33,6 +33,12 @@ impl Statistics {
         self.by_sk.values().map(|s| s.items as f64).sum()
     }
 
+    /// The items of the bins read whose statistics' sort key begins with
+    /// `prefix` (`{projection}#`: one projection's).
+    pub fn items_under(&self, prefix: &[u8]) -> f64 {
+        self.by_sk.iter().filter(|(sk, _)| sk.starts_with(prefix)).map(|(_, s)| s.items as f64).sum()
+    }
+
     /// When `read`'s items were last written (the latest flush into any
     /// of its bins), if the statistics say.
     pub fn written_at(&self, read: &Read) -> Option<i64> {

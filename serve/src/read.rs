@@ -16,7 +16,7 @@
 //! come from the cache, and the small reads every query makes (layout,
 //! statistics, change marks) are shared.
 
-pub use crate::reader::{Inflight, Reader};
+use crate::reader::Reader;
 
 use crate::cache::CachedRead;
 use crate::catalog::Catalog;

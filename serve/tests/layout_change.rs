@@ -79,6 +79,31 @@ async fn a_recreated_table_is_read_with_its_own_layout() {
     assert_eq!(total(&after.value), clicks, "every click of the new table, all eight prefixes read");
 }
 
+/// Two servers over `seed`'s events: one on a table written under `v1`
+/// before `cut` and under `v2` (recorded with `changes`, cut at `cut`)
+/// from it on; one on a table written under `v2` from the start.
+async fn changed_at(
+    v1: &Config,
+    v2: &Config,
+    changes: zigzag_model::versions::Changes,
+    cut: i64,
+    seed: u64,
+) -> (Engine, Engine) {
+    let events = fixture::events(seed, 2_000);
+    let (before, after): (Vec<_>, Vec<_>) = events.iter().partition(|e| e.t < cut);
+    let table = Arc::new(MemoryTable::new());
+    fixture::write_recorded(table.as_ref(), v1, &before).await;
+    zigzag_model::versions::record(table.as_ref(), 1, &Layout::of(v2), cut, changes, T0, true).await.unwrap();
+    fixture::write_store(table.as_ref(), v2, &after).await;
+    let reference = Arc::new(MemoryTable::new());
+    fixture::write_recorded(reference.as_ref(), v2, &events).await;
+    let engine = |t: Arc<MemoryTable>| {
+        let catalog = Catalog::recorded(v2.clone(), Some(Layout::of(v2))).unwrap();
+        Engine::new(t, catalog, ExecOptions::default(), Limits::default()).with_base(Config::default())
+    };
+    (engine(table), engine(reference))
+}
+
 /// The samples of the one series `v` holds (none: every instant absent).
 fn samples(v: &Value) -> Vec<Option<f64>> {
     match v {
@@ -90,15 +115,11 @@ fn samples(v: &Value) -> Vec<Option<f64>> {
 #[tokio::test]
 async fn a_measure_a_layout_version_added_is_answered_from_its_cut_on_and_the_infos_say_from_when() {
     use zigzag_model::measure::{MeasureKind, MeasureSpec};
-    use zigzag_model::versions::{self, Changes, NewMeasures};
+    use zigzag_model::versions::{Changes, NewMeasures};
     let v1 = Config::default();
     let mut v2 = v1.clone();
     v2.measures.push(MeasureSpec::new("spend", MeasureKind::Sum, Some("cost"), None));
     let cut = T0 + DAY;
-    let events = fixture::events(3, 2_000);
-    let (before, after): (Vec<_>, Vec<_>) = events.iter().partition(|e| e.t < cut);
-    let table = Arc::new(MemoryTable::new());
-    fixture::write_recorded(table.as_ref(), &v1, &before).await;
     // What `gather layout apply` records: the projections gaining it (the
     // base projection, here).
     let gained: Vec<NewMeasures> = zigzag_model::layout_diff::changes(&Layout::of(&v1), &Layout::of(&v2))
@@ -108,21 +129,7 @@ async fn a_measure_a_layout_version_added_is_answered_from_its_cut_on_and_the_in
         .collect();
     assert_eq!(gained.len(), 1, "{gained:?}");
     let changes = Changes { measures: gained, ..Changes::default() };
-    versions::record(table.as_ref(), 1, &Layout::of(&v2), cut, changes, T0, true).await.unwrap();
-    fixture::write_store(table.as_ref(), &v2, &after).await;
-    let reference = Arc::new(MemoryTable::new());
-    fixture::write_recorded(reference.as_ref(), &v2, &events).await;
-
-    let engine = |t: Arc<MemoryTable>| {
-        Engine::new(
-            t,
-            Catalog::recorded(v2.clone(), Some(Layout::of(&v2))).unwrap(),
-            ExecOptions::default(),
-            Limits::default(),
-        )
-        .with_base(Config::default())
-    };
-    let (mine, theirs) = (engine(table), engine(reference));
+    let (mine, theirs) = changed_at(&v1, &v2, changes, cut, 3).await;
     let ts: Vec<i64> = (1..=48).map(|h| T0 + h * fixture::HOUR).collect();
     // A sample whose range begins before the cut has none (it would sum
     // part of its range as the whole); from the cut on, every one is what
@@ -157,7 +164,7 @@ async fn a_measure_a_layout_version_added_is_answered_from_its_cut_on_and_the_in
 
 #[tokio::test]
 async fn a_projection_a_layout_version_counts_from_its_cut_answers_the_labels_only_it_keeps_from_then_on() {
-    use zigzag_model::versions::{self, Changes, NewTarget};
+    use zigzag_model::versions::{Changes, NewTarget};
     let v1 = Config::from_toml(
         "rollups = []\n[[projection]]\nname = \"cc\"\ndimensions = [\"campaign\", \"country\"]\nrollups = [\"hour\"]\n",
     )
@@ -168,22 +175,9 @@ async fn a_projection_a_layout_version_counts_from_its_cut_answers_the_labels_on
     )
     .unwrap();
     let cut = T0 + DAY;
-    let events = fixture::events(4, 2_000);
-    let (before, after): (Vec<_>, Vec<_>) = events.iter().partition(|e| e.t < cut);
-    let table = Arc::new(MemoryTable::new());
-    fixture::write_recorded(table.as_ref(), &v1, &before).await;
     let counted = vec![NewTarget { projection: "by_referrer".into(), rollup: zigzag_model::Rollup::Hour }];
     let changes = Changes { counted, ..Changes::default() };
-    versions::record(table.as_ref(), 1, &Layout::of(&v2), cut, changes, T0, true).await.unwrap();
-    fixture::write_store(table.as_ref(), &v2, &after).await;
-    let reference = Arc::new(MemoryTable::new());
-    fixture::write_recorded(reference.as_ref(), &v2, &events).await;
-
-    let engine = |t: Arc<MemoryTable>| {
-        let catalog = Catalog::recorded(v2.clone(), Some(Layout::of(&v2))).unwrap();
-        Engine::new(t, catalog, ExecOptions::default(), Limits::default()).with_base(Config::default())
-    };
-    let (mine, theirs) = (engine(table), engine(reference));
+    let (mine, theirs) = changed_at(&v1, &v2, changes, cut, 4).await;
     let ts: Vec<i64> = (1..=48).map(|h| T0 + h * fixture::HOUR).collect();
     let q = r#"sum(sum_over_time(clicks{referrer="a"}[1h]))"#;
     let got = mine.query(q, ts.clone(), T0 + 10 * DAY).await.expect("answered from the cut on, not refused");

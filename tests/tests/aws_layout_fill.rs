@@ -19,9 +19,7 @@ use zigzag_dynamodb::{ensure_table, Billing, DynamoTable};
 use zigzag_gather::relayout::apply::{cut, version_changes};
 use zigzag_ingest::{Pipeline, PipelineOptions};
 use zigzag_loadgen::SyntheticSource;
-use zigzag_model::layout::Layout;
 use zigzag_model::versions;
-use zigzag_model::Projections;
 use zigzag_sqlite::SqliteTable;
 use zigzag_tests::fault_proxy::{dynamodb, Fault, FaultProxy, Rule};
 use zigzag_tests::unique_name as unique;
@@ -58,10 +56,7 @@ async fn a_fill_through_throttles_5xx_and_timeouts_on_dynamodb_local_equals_inge
         .await
         .expect("in time")
         .expect("ingest version 1");
-    let stored = versions::load(&table).await.unwrap().expect("recorded");
-    let (old_ps, new_ps) = (Projections::new(&v1()).unwrap(), Projections::new(&v2()).unwrap());
-    let layout = Layout::of(&v2());
-    let priced = zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &layout, &new_ps, T0).await.unwrap();
+    let Diffed { priced, old: old_ps, new: new_ps, layout } = diffed(&table, &v1(), &v2()).await;
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let written_to = zigzag_gather::written_to(&table, &old_ps).await.unwrap();
     let version =

@@ -25,9 +25,8 @@ use zigzag_gather::relayout::apply::{cut, version_changes};
 use zigzag_ingest::source::{RecordBatch, ShardInfo, ShardReader, Source, SourceError, StartAt};
 use zigzag_ingest::{run_adopting, PipelineOptions};
 use zigzag_loadgen::SyntheticSource;
-use zigzag_model::layout::Layout;
 use zigzag_model::versions;
-use zigzag_model::{Projections, Rollup};
+use zigzag_model::Rollup;
 use zigzag_sqlite::SqliteTable;
 
 /// Synthetic traffic read up to a gate (a record number per shard): later
@@ -129,11 +128,7 @@ async fn a_version_announced_while_workers_run_is_adopted_without_a_restart_and_
 
     // Version 2 announced: its cut ahead of everything read.
     let table = SqliteTable::open(&a).unwrap();
-    let stored = versions::load(&table).await.unwrap().expect("recorded");
-    let (old_ps, new_ps) = (Projections::new(&v1()).unwrap(), Projections::new(&v2()).unwrap());
-    let new_layout = Layout::of(&v2());
-    let priced =
-        zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
+    let Diffed { priced, old: old_ps, new: new_ps, layout: new_layout } = diffed(&table, &v1(), &v2()).await;
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let (span, _, _) = zigzag_gather::kept_span(&table, &old_ps).await.unwrap();
     let read_to = span.expect("written").end;

@@ -16,12 +16,11 @@ use async_trait::async_trait;
 use layout_support::*;
 use std::sync::atomic::{AtomicI64, Ordering};
 use zigzag_core::table::{
-    AttrValue, DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError,
-    UpdateOutcome, UpdateRequest,
+    DeleteOutcome, DeleteRequest, Item, ItemResult, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome,
+    UpdateRequest,
 };
 use zigzag_gather::relayout::apply::{cut, version_changes};
 use zigzag_loadgen::{GenConfig, Generator};
-use zigzag_model::layout::Layout;
 use zigzag_model::versions;
 use zigzag_model::{Config, Projections, Rollup};
 use zigzag_sqlite::SqliteTable;
@@ -76,11 +75,7 @@ async fn a_filled_layout_change_equals_ingest_with_the_new_layout_from_the_start
 
     ingest(&v1(), &first, &a, "first").await;
     let table = SqliteTable::open(&a).unwrap();
-    let stored = versions::load(&table).await.unwrap().expect("recorded");
-    let (old_ps, new_ps) = (Projections::new(&v1()).unwrap(), Projections::new(&v2()).unwrap());
-    let new_layout = Layout::of(&v2());
-    let priced =
-        zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
+    let Diffed { priced, old: old_ps, new: new_ps, layout: new_layout } = diffed(&table, &v1(), &v2()).await;
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let targets: Vec<(String, Rollup, String)> =
         changes.fills.iter().map(|f| (f.projection.clone(), f.rollup, f.source.clone())).collect();
@@ -314,11 +309,7 @@ async fn check_drawn(d: &Drawn) {
     let (v1, v2) = (d.v1(), d.v2());
     ingest(&v1, &first, &a, "first").await;
     let table = SqliteTable::open(&a).unwrap();
-    let stored = versions::load(&table).await.unwrap().expect("recorded");
-    let (old_ps, new_ps) = (Projections::new(&v1).unwrap(), Projections::new(&v2).unwrap());
-    let new_layout = Layout::of(&v2);
-    let priced =
-        zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
+    let Diffed { priced, old: old_ps, new: new_ps, layout: new_layout } = diffed(&table, &v1, &v2).await;
     let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
     let (span, _, _) = zigzag_gather::kept_span(&table, &old_ps).await.unwrap();
     let cut_ms = cut(&changes, &new_ps, T0 + 16 * HOUR, span.map(|w| w.end));
@@ -356,7 +347,7 @@ async fn check_drawn(d: &Drawn) {
         let mut theirs = items_of(&reference, &v2, &projection, rollup, T0 - DAY, T0 + 3 * DAY).await;
         // A counted target holds nothing before the cut; from it on, what
         // the reference holds.
-        theirs.retain(|_, i| matches!(i.attrs.get(zigzag_model::rollup::TIME_ATTR), Some(AttrValue::N(t)) if i64::try_from(*t).unwrap() >= from));
+        theirs.retain(|_, i| bucket(i) >= from);
         let differ = differing(&mine, &theirs);
         assert!(
             differ.is_empty(),
@@ -368,10 +359,6 @@ async fn check_drawn(d: &Drawn) {
     // A measure gained: from the cut on, every item of the projection is
     // the reference's; before it, none holds the measure.
     assert_eq!(version.changes.measures.is_empty(), !d.gain_measures, "{:?}", version.changes);
-    let bucket = |i: &zigzag_core::table::Item| match i.attrs.get(zigzag_model::rollup::TIME_ATTR) {
-        Some(AttrValue::N(t)) => i64::try_from(*t).unwrap(),
-        other => panic!("an item's time is {other:?}"),
-    };
     for g in &version.changes.measures {
         assert_eq!(g.measures, GAINED);
         let km = new_ps.by_name(&g.projection).expect("written");

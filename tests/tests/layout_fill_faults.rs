@@ -17,9 +17,7 @@ use zigzag_core::table::{
     UpdateRequest,
 };
 use zigzag_gather::relayout::apply::{cut, version_changes};
-use zigzag_model::layout::Layout;
 use zigzag_model::versions;
-use zigzag_model::Projections;
 use zigzag_sqlite::SqliteTable;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,11 +140,7 @@ async fn a_fill_killed_at_any_call_and_run_again_writes_what_an_unbroken_fill_wr
     ingest(&v1(), &generator(5, T0 + 20 * HOUR, 8 * HOUR, 0.05), &pristine, "s").await;
     {
         let table = SqliteTable::open(&pristine).unwrap();
-        let stored = versions::load(&table).await.unwrap().expect("recorded");
-        let (old_ps, new_ps) = (Projections::new(&v1()).unwrap(), Projections::new(&v2()).unwrap());
-        let layout = Layout::of(&v2());
-        let priced =
-            zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &layout, &new_ps, T0).await.unwrap();
+        let Diffed { priced, old: old_ps, new: new_ps, layout } = diffed(&table, &v1(), &v2()).await;
         let changes = version_changes(&priced, &old_ps, &new_ps).expect("applicable");
         let written_to = zigzag_gather::written_to(&table, &old_ps).await.unwrap();
         let cut_ms = cut(&changes, &new_ps, T0, written_to);

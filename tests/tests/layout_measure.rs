@@ -25,22 +25,12 @@ use zigzag_gather::plan::{Mixing, PlanRequest, SourceRequest};
 use zigzag_gather::relayout::apply::{cut, version_changes};
 use zigzag_gather::window::WindowSpec;
 use zigzag_gather::{Completeness, GatherError, Gathered};
-use zigzag_model::layout::Layout;
 use zigzag_model::measure::MeasureValue;
 use zigzag_model::versions::{self, NewMeasures};
-use zigzag_model::{Config, Projections, Rollup};
+use zigzag_model::{Config, Rollup};
 use zigzag_sqlite::SqliteTable;
 
 const NEW: [&str; 2] = GAINED;
-
-/// Version 1's layout with [`GAINED`] declared among its measures.
-fn with_new_measures() -> Config {
-    let measures = measures_gained();
-    Config::from_toml(&format!(
-        "rollups = [\"minute\", \"hour\"]\n{measures}rollups = [\"minute\", \"hour\"]\n[flush]\ninterval_ms = 100\n"
-    ))
-    .expect("version 2")
-}
 
 fn request(from: i64, to: i64, measures: Option<&[&str]>, filling: zigzag_gather::plan::Filling) -> PlanRequest {
     PlanRequest {
@@ -73,14 +63,6 @@ async fn report(
     zigzag_gather::gather(table, config, req, group, &ExecOptions::default()).await
 }
 
-/// An item's bucket start.
-fn bucket(item: &zigzag_core::table::Item) -> i64 {
-    match item.attrs.get(zigzag_model::rollup::TIME_ATTR) {
-        Some(zigzag_core::table::AttrValue::N(t)) => i64::try_from(*t).expect("a time"),
-        other => panic!("an item's time is {other:?}"),
-    }
-}
-
 /// A report's values of `names`, per group and bucket.
 fn values(g: &Gathered, names: &[&str]) -> BTreeMap<GroupKey, BTreeMap<String, MeasureValue>> {
     let set = &g.aggregation.set;
@@ -101,7 +83,7 @@ async fn measures_added_to_projections_count_from_the_cut_and_reports_before_it_
     let _ = tracing_subscriber::fmt().with_env_filter("warn").with_test_writer().try_init();
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.db"), dir.path().join("b.db"));
-    let (v1, v2) = (v1(), with_new_measures());
+    let (v1, v2) = (v1(), measuring(&measures_gained()));
     // Six hours, then eight more from an hour before the end of the first
     // (those land in buckets before the cut, under version 2).
     let first = generator(1, T0 + 10 * HOUR, 6 * HOUR, 0.0);
@@ -109,11 +91,7 @@ async fn measures_added_to_projections_count_from_the_cut_and_reports_before_it_
 
     ingest(&v1, &first, &a, "first").await;
     let table = SqliteTable::open(&a).unwrap();
-    let stored = versions::load(&table).await.unwrap().expect("recorded");
-    let (old_ps, new_ps) = (Projections::new(&v1).unwrap(), Projections::new(&v2).unwrap());
-    let new_layout = Layout::of(&v2);
-    let priced =
-        zigzag_gather::relayout::diff(&table, stored.layout(), &old_ps, &new_layout, &new_ps, T0).await.unwrap();
+    let Diffed { priced, old: old_ps, new: new_ps, layout: new_layout } = diffed(&table, &v1, &v2).await;
     let costs = priced.iter().find(|p| p.change.what == "projection cc: add measure(s) cost_min, clickers");
     let costs = costs.and_then(|p| p.ongoing.clone()).expect("priced");
     assert!(costs.contains("1 sketch item(s) (clickers) beside each cc item: cc holds ~"), "{costs}");

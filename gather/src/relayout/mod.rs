@@ -176,30 +176,31 @@ pub async fn diff(
 /// sketch kind is an item of its own beside each of the projection's items
 /// (as many more item writes as the projection makes: its share of the
 /// table's items, by the statistics); a counter adds its bytes to them,
-/// no write. `whole` caches the table's items.
+/// no write. `whole` keeps the table's statistics once read.
 async fn gained_cost(
     table: &dyn SortedTable,
     new: &Layout,
     projection: &str,
     measures: &[String],
-    whole: &mut Option<f64>,
+    whole: &mut Option<Statistics>,
 ) -> Result<String> {
     let is_sketch = |m: &&String| new.measures.iter().any(|spec| &spec.name == *m && spec.kind.is_sketch());
     let (sketches, counters): (Vec<&String>, Vec<&String>) = measures.iter().partition(is_sketch);
     let mut said = Vec::new();
     if !sketches.is_empty() {
-        if whole.is_none() {
-            *whole = Some(crate::statistics::read(table, SortKeyCondition::Any).await?.total_items());
-        }
-        let prefix = format!("{projection}#").into_bytes();
-        let mine = crate::statistics::read(table, SortKeyCondition::BeginsWith(prefix)).await?.total_items();
-        let share = match *whole {
-            Some(all) if all > 0.0 => format!(
+        // The table's statistics, read once for every gaining projection.
+        let stats = match whole {
+            Some(stats) => stats,
+            None => whole.insert(crate::statistics::read(table, SortKeyCondition::Any).await?),
+        };
+        let (all, mine) = (stats.total_items(), stats.items_under(format!("{projection}#").as_bytes()));
+        let share = match all > 0.0 {
+            true => format!(
                 "{projection} holds ~{:.0} % of the table's items (statistics), so about +{:.0} % item writes",
                 100.0 * mine / all,
                 100.0 * mine / all * sketches.len() as f64
             ),
-            _ => "no statistics say how many".into(),
+            false => "no statistics say how many".into(),
         };
         let names: Vec<&str> = sketches.iter().map(|m| m.as_str()).collect();
         said.push(format!(

@@ -74,10 +74,41 @@ pub fn measures_gained() -> String {
 }
 
 pub fn v1() -> Config {
+    measuring(MEASURES)
+}
+
+/// Version 1's layout with `measures` (and its `cc` projection) in place
+/// of [`MEASURES`].
+pub fn measuring(measures: &str) -> Config {
     Config::from_toml(&format!(
-        "rollups = [\"minute\", \"hour\"]\n{MEASURES}rollups = [\"minute\", \"hour\"]\n[flush]\ninterval_ms = 100\n"
+        "rollups = [\"minute\", \"hour\"]\n{measures}rollups = [\"minute\", \"hour\"]\n[flush]\ninterval_ms = 100\n"
     ))
-    .expect("v1")
+    .expect("a layout")
+}
+
+/// `gather layout apply`'s first step on `table`: `new` against the
+/// table's layout, priced, with both layouts' projections.
+pub struct Diffed {
+    pub priced: Vec<zigzag_gather::relayout::Priced>,
+    pub old: Projections,
+    pub new: Projections,
+    pub layout: zigzag_model::layout::Layout,
+}
+
+pub async fn diffed(table: &dyn SortedTable, old: &Config, new: &Config) -> Diffed {
+    let stored = zigzag_model::versions::load(table).await.unwrap().expect("recorded");
+    let (old, new_ps) = (Projections::new(old).unwrap(), Projections::new(new).unwrap());
+    let layout = zigzag_model::layout::Layout::of(new);
+    let priced = zigzag_gather::relayout::diff(table, stored.layout(), &old, &layout, &new_ps, T0).await.unwrap();
+    Diffed { priced, old, new: new_ps, layout }
+}
+
+/// An item's bucket start (its time attribute).
+pub fn bucket(item: &Item) -> i64 {
+    match item.attrs.get(zigzag_model::rollup::TIME_ATTR) {
+        Some(AttrValue::N(t)) => i64::try_from(*t).expect("a time"),
+        other => panic!("an item's time is {other:?}"),
+    }
 }
 
 pub fn v2() -> Config {

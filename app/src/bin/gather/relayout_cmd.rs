@@ -95,8 +95,8 @@ pub(crate) async fn apply(
     // Future-dated events put the cut past them: a target counted from it
     // counts nothing until then, a filled one is the fill's until then.
     // Said before anything is written, and applied only when asked.
-    const DAY_MS: i64 = 86_400_000;
-    if let Some(end) = written_to.filter(|&end| end > now.saturating_add(ahead).saturating_add(DAY_MS)) {
+    let day = zigzag_model::Rollup::Day.unit_ms();
+    if let Some(end) = written_to.filter(|&end| end > now.saturating_add(ahead).saturating_add(day)) {
         if !announce.future_cut {
             bail!(
                 "the table holds events up to {} (future-dated: more than a day past now), and a version's cut lies \
