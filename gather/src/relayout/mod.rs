@@ -68,10 +68,11 @@ pub struct Priced {
 }
 
 /// The price of reading `items` items of `source_bytes` bytes each and
-/// writing as many of `target_bytes`: eventually consistent pages (half a
-/// unit per 4 KB), one write unit per started KB of an item.
+/// writing as many of `target_bytes`: strongly consistent pages, as the
+/// fill reads them (a unit per 4 KB), one write unit per started KB of an
+/// item.
 pub fn price(source: Source, items: f64, source_bytes: f64, target_bytes: f64) -> Price {
-    let rcu = items * source_bytes / 4096.0 * 0.5;
+    let rcu = items * source_bytes / 4096.0;
     let wcu = items * (target_bytes / 1024.0).ceil().max(1.0);
     Price { source, items_read: items, rcu, items_written: items, wcu }
 }
@@ -328,11 +329,11 @@ mod tests {
     fn a_fill_costs_its_source_s_pages_read_and_a_write_unit_per_started_kilobyte_of_each_item() {
         let source = Source { projection: "cc".into(), rollup: Rollup::Minute };
         let p = price(source, 8192.0, 100.0, 1500.0);
-        assert_eq!(p.rcu, 8192.0 * 100.0 / 4096.0 * 0.5, "eventually consistent: half a unit per 4 KB");
+        assert_eq!(p.rcu, 8192.0 * 100.0 / 4096.0, "strongly consistent, as the fill reads: a unit per 4 KB");
         assert_eq!(p.wcu, 8192.0 * 2.0, "1.5 KB items: two units each");
         assert_eq!(p.items_written, p.items_read, "summing never adds an item");
         assert!((p.usd() - (p.rcu * 0.125 + p.wcu * 0.625) / 1e6).abs() < 1e-12);
         assert_eq!(p.seconds(100.0, 1000.0), 16.384, "the slower budget: 16,384 WCU at 1,000 a second");
-        assert_eq!(p.seconds(10.0, 1e6), 10.0, "100 RCU at 10 a second");
+        assert_eq!(p.seconds(10.0, 1e6), 20.0, "200 RCU at 10 a second");
     }
 }
