@@ -147,7 +147,10 @@ pub async fn check<T: SortedTable + ?Sized>(
         past_retention: Vec::new(),
         counted_from_cut: Vec::new(),
     };
-    let since = since_cut(table).await?;
+    // Retried as every other read of the check is (`Paced`), and counted.
+    let retried = crate::throttle::Retried::new(table);
+    let since = since_cut(&retried).await?;
+    report.actual.retries += retried.retries();
     for km in projections.iter() {
         let mut rollups: Vec<Rollup> = km.rollups().collect();
         rollups.sort_by_key(|r| r.unit_ms());

@@ -122,7 +122,8 @@ impl<T: SortedTable + ?Sized> SortedTable for Paced<'_, T> {
 /// whose writes are all idempotent: the layout fill (puts of whole items,
 /// upward change marks, statistics merged as sketches, progress set) and
 /// `delete-dropped` (deletes). A write that applied and then timed out is
-/// applied again to the same result.
+/// applied again to the same result. Also for the small reads beside a
+/// report's or a check's (the layout versions), whose items `Paced` reads.
 pub struct Retried<'a, T: SortedTable + ?Sized> {
     inner: &'a T,
     retry: RetryPolicy,

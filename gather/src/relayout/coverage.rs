@@ -77,8 +77,10 @@ pub async fn states(table: &dyn SortedTable, stored: &Stored) -> Result<Vec<Targ
 /// What a report over `[from, to)` may read of the targets the table's
 /// versions added (nothing to say on a table with one version): its
 /// layout items read, and the window widened by a day each way, since a
-/// plan may read the buckets around it.
+/// plan may read the buckets around it. Throttled reads are retried, as
+/// the report's own are.
 pub async fn filling_of(table: &dyn SortedTable, from: i64, to: i64) -> Result<Filling> {
+    let table = &crate::throttle::Retried::new(table);
     let stored = zigzag_model::versions::load(table).await.map_err(|e| GatherError::Config(e.to_string()))?;
     match stored {
         Some(s) if s.versions.len() > 1 => {
