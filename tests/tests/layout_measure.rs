@@ -217,7 +217,7 @@ impl SortedTable for ThrottledLayout {
         self.inner.put(item).await
     }
     async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
-        if req.pk == zigzag_model::layout::LAYOUT_PK && self.reads.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+        if req.pk == zigzag_model::layout::LAYOUT_PK && self.reads.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
             return Err(TableError::Throttled("ProvisionedThroughputExceededException (injected)".into()));
         }
         self.inner.query(req).await
