@@ -59,3 +59,4 @@ pub use complete::Completeness;
 pub use error::GatherError;
 pub use run::{gather, plan_report, Gathered, Planned};
 pub use statistics::{kept_span, written_to};
+pub use throttle::Retried;

@@ -179,7 +179,8 @@ impl Engine {
 
     /// The table's layout and the identity of its layout item.
     async fn load(&self) -> Result<(Option<zigzag_model::layout::Layout>, String)> {
-        let stored = zigzag_model::versions::load(self.table())
+        // Retried when throttled, as the query's reads of items are.
+        let stored = zigzag_model::versions::load(&zigzag_gather::Retried::new(self.table()))
             .await
             .map_err(|e| ServeError::Layout(format!("reading the table's layout: {e}")))?;
         let identity = stored.as_ref().map_or_else(|| "no layout".to_string(), |s| s.identity());

@@ -49,6 +49,30 @@ fn total(v: &Value) -> f64 {
     }
 }
 
+/// The layout item is read beside every query: a read of it throttled is
+/// retried, as the query's reads of items are, not answered with an error.
+#[tokio::test]
+async fn a_throttled_read_of_the_layout_is_retried_and_answers_the_same() {
+    let config = fixture::config(4, ScatterMode::Random);
+    let table = written(&config, 3).await;
+    let throttled =
+        Arc::new(zigzag_testkit::throttled::ThrottledEveryOther::new(table.clone(), zigzag_model::layout::LAYOUT_PK));
+    let engine = |t: Arc<dyn SortedTable>| {
+        let catalog = Catalog::recorded(config.clone(), Some(Layout::of(&config))).unwrap();
+        Engine::new(t, catalog, ExecOptions::default(), Limits::default()).with_base(Config::default())
+    };
+    let q = "sum by (country) (sum_over_time(clicks[2d]))";
+    let t = vec![T0 + 2 * DAY];
+    let want = engine(table).query(q, t.clone(), T0 + 10 * DAY).await.unwrap();
+    let got = engine(throttled.clone()).query(q, t, T0 + 10 * DAY).await.expect("retried, answered");
+    assert!(throttled.throttled() > 0, "the layout was read, and throttled");
+    assert_eq!(got.value, want.value);
+    let clicks = fixture::events(3, 2_000).iter().filter(|e| e.click).count() as f64;
+    let Value::Vector(v) = &got.value else { panic!("a vector") };
+    let sum: f64 = v.series.values().map(|xs| xs[0].unwrap_or(0.0)).sum();
+    assert_eq!(sum, clicks, "every click, by country");
+}
+
 #[tokio::test]
 async fn a_recreated_table_is_read_with_its_own_layout() {
     let (four, eight) = (fixture::config(4, ScatterMode::Random), fixture::config(8, ScatterMode::Random));

@@ -8,6 +8,8 @@
 //!
 //! [`sources`]: the workspace's own sources, for tests that read the code.
 //!
+//! [`throttled`]: a table that throttles every other read of a partition.
+//!
 //! [`http_get`]: one request to a server a test started on loopback.
 //!
 //! [`promtool_check_metrics`]: a scrape checked by Prometheus's own
@@ -21,6 +23,7 @@
 pub mod fixture;
 pub mod promql;
 pub mod sources;
+pub mod throttled;
 
 use std::io::{self, BufRead, BufReader};
 use std::net::SocketAddr;

@@ -19,11 +19,7 @@ mod layout_support;
 
 use layout_support::*;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use zigzag_core::schema::format_instant;
-use zigzag_core::table::{
-    DeleteOutcome, DeleteRequest, Item, QueryPage, QueryRequest, SortedTable, TableError, UpdateOutcome, UpdateRequest,
-};
 use zigzag_gather::execute::ExecOptions;
 use zigzag_gather::filter::FilterSet;
 use zigzag_gather::merge::GroupKey;
@@ -35,6 +31,7 @@ use zigzag_model::measure::MeasureValue;
 use zigzag_model::versions::{self, NewMeasures};
 use zigzag_model::{Config, Rollup};
 use zigzag_sqlite::SqliteTable;
+use zigzag_testkit::throttled::ThrottledEveryOther;
 
 const NEW: [&str; 2] = GAINED;
 
@@ -194,38 +191,12 @@ async fn measures_added_to_projections_count_from_the_cut_and_reports_before_it_
 
     // Throttled reads of the layout versions are retried, and counted, as
     // the check's reads of items are (CI once failed a check on one).
-    let throttled = ThrottledLayout { inner: SqliteTable::open(&a).unwrap(), reads: AtomicU64::new(0) };
+    let throttled = ThrottledEveryOther::new(&table, zigzag_model::layout::LAYOUT_PK);
     let again = zigzag_gather::check::check(&throttled, &new_ps, &truth, T0 + 3 * DAY, &ExecOptions::default())
         .await
         .expect("a throttled read of the layout versions is retried");
-    let throttles = throttled.reads.load(Ordering::SeqCst).div_ceil(2);
+    let throttles = throttled.throttled();
     assert!(throttles > 0, "the check reads the layout versions");
     assert_eq!(again.actual.retries, throttles, "one retry per throttled read");
     assert_eq!(zigzag_gather::check::render(&again), said);
-}
-
-/// A table whose every other read of the layout partition is throttled
-/// (the first of each pair).
-struct ThrottledLayout {
-    inner: SqliteTable,
-    reads: AtomicU64,
-}
-
-#[async_trait::async_trait]
-impl SortedTable for ThrottledLayout {
-    async fn put(&self, item: Item) -> Result<(), TableError> {
-        self.inner.put(item).await
-    }
-    async fn query(&self, req: &QueryRequest) -> Result<QueryPage, TableError> {
-        if req.pk == zigzag_model::layout::LAYOUT_PK && self.reads.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
-            return Err(TableError::Throttled("ProvisionedThroughputExceededException (injected)".into()));
-        }
-        self.inner.query(req).await
-    }
-    async fn update(&self, req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
-        self.inner.update(req).await
-    }
-    async fn delete(&self, req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
-        self.inner.delete(req).await
-    }
 }
