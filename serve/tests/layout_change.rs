@@ -56,7 +56,7 @@ async fn a_throttled_read_of_the_layout_is_retried_and_answers_the_same() {
     let config = fixture::config(4, ScatterMode::Random);
     let table = written(&config, 3).await;
     let throttled =
-        Arc::new(zigzag_testkit::throttled::ThrottledEveryOther::new(table.clone(), zigzag_model::layout::LAYOUT_PK));
+        Arc::new(zigzag_testkit::throttled::ThrottledReads::new(table.clone(), zigzag_model::layout::LAYOUT_PK));
     let engine = |t: Arc<dyn SortedTable>| {
         let catalog = Catalog::recorded(config.clone(), Some(Layout::of(&config))).unwrap();
         Engine::new(t, catalog, ExecOptions::default(), Limits::default()).with_base(Config::default())

@@ -8,7 +8,7 @@
 //!
 //! [`sources`]: the workspace's own sources, for tests that read the code.
 //!
-//! [`throttled`]: a table that throttles every other read of a partition.
+//! [`throttled`]: a table that throttles some reads of a partition.
 //!
 //! [`http_get`]: one request to a server a test started on loopback.
 //!

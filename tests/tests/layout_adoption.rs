@@ -9,7 +9,8 @@
 //! item of every target and source then equals, attribute for attribute
 //! (sketches byte for byte), what ingest writes into a table that had
 //! version 2 from the start: no event reached a target twice or never,
-//! and no worker restarted.
+//! and no worker restarted. One worker's reads of the layout versions are
+//! throttled now and then: it retries each one, and counts it.
 
 mod layout_support;
 
@@ -28,6 +29,7 @@ use zigzag_loadgen::SyntheticSource;
 use zigzag_model::versions;
 use zigzag_model::Rollup;
 use zigzag_sqlite::SqliteTable;
+use zigzag_testkit::throttled::ThrottledReads;
 
 /// Synthetic traffic read up to a gate (a record number per shard): later
 /// records wait until it opens.
@@ -102,9 +104,16 @@ async fn a_version_announced_while_workers_run_is_adopted_without_a_restart_and_
         Arc::new(Gated { inner: SyntheticSource::new(gen.clone(), None), open_to: gate.clone() });
     let aggregates: Arc<dyn SortedTable> = Arc::new(SqliteTable::open(&a).unwrap());
     let leases: Arc<dyn SortedTable> = Arc::new(SqliteTable::open_table(&a, "checkpoints").unwrap());
+    // w2's reads of the layout versions are throttled now and then:
+    // its join, its checks for a newer version and its adoption retry them.
+    let throttled = Arc::new(ThrottledReads::new(aggregates.clone(), zigzag_model::layout::LAYOUT_PK));
     let workers: Vec<_> = ["w1", "w2"]
         .into_iter()
         .map(|w| {
+            let aggregates: Arc<dyn SortedTable> = match w {
+                "w2" => throttled.clone(),
+                _ => aggregates.clone(),
+            };
             let opts = PipelineOptions {
                 failover: Duration::from_secs(5),
                 max_pause: Duration::from_millis(200),
@@ -186,11 +195,14 @@ async fn a_version_announced_while_workers_run_is_adopted_without_a_restart_and_
 
     gate.store(u64::MAX, Ordering::SeqCst);
     let mut valid = 0;
-    for w in workers {
+    for (name, w) in ["w1", "w2"].into_iter().zip(workers) {
         let s = tokio::time::timeout(Duration::from_secs(120), w).await.expect("in time").unwrap().expect("run");
         assert_eq!(s.adopt, None, "the last pipeline ended with its shards");
         valid += s.valid;
+        let throttles = if name == "w2" { throttled.throttled() } else { 0 };
+        assert_eq!(s.retries, throttles, "{name}: one retry per throttled read of the layout versions");
     }
+    assert!(throttled.throttled() >= 3, "w2's join, a check and its adoption read the versions");
     assert!(valid >= 6_000, "every record was read (some twice, by a worker that took a shard after another)");
 
     let version = versions::load(&table).await.unwrap().unwrap().newest;

@@ -31,7 +31,7 @@ use zigzag_model::measure::MeasureValue;
 use zigzag_model::versions::{self, NewMeasures};
 use zigzag_model::{Config, Rollup};
 use zigzag_sqlite::SqliteTable;
-use zigzag_testkit::throttled::ThrottledEveryOther;
+use zigzag_testkit::throttled::ThrottledReads;
 
 const NEW: [&str; 2] = GAINED;
 
@@ -191,7 +191,7 @@ async fn measures_added_to_projections_count_from_the_cut_and_reports_before_it_
 
     // Throttled reads of the layout versions are retried, and counted, as
     // the check's reads of items are (CI once failed a check on one).
-    let throttled = ThrottledEveryOther::new(&table, zigzag_model::layout::LAYOUT_PK);
+    let throttled = ThrottledReads::new(&table, zigzag_model::layout::LAYOUT_PK);
     let again = zigzag_gather::check::check(&throttled, &new_ps, &truth, T0 + 3 * DAY, &ExecOptions::default())
         .await
         .expect("a throttled read of the layout versions is retried");

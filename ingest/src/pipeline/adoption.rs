@@ -25,18 +25,25 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use zigzag_core::table::SortedTable;
+use zigzag_model::layout::LayoutError;
 
 impl Pipeline {
     /// Whether a newer layout version was announced (asked at most every
-    /// `layout_check`): the run then stops to adopt it. A failed read is
-    /// logged and asked again later; it never stops the worker.
+    /// `layout_check`): the run then stops to adopt it. A throttled read is
+    /// retried (`opts.retry`); one that still fails is logged and asked
+    /// again later: it never stops the worker.
     pub(super) async fn newer_layout(&self, run: &mut Run) -> bool {
         if run.stopping || run.layout_checked.elapsed() < self.opts.layout_check {
             return false;
         }
         run.layout_checked = Instant::now();
         let mine = self.version.load(Ordering::Relaxed);
-        match zigzag_model::versions::newer_than(self.aggregates.as_ref(), mine).await {
+        let asked = self
+            .opts
+            .retry
+            .run(&self.counters.layout_retries, || zigzag_model::versions::newer_than(self.aggregates.as_ref(), mine))
+            .await;
+        match asked {
             Ok(Some(newer)) => {
                 tracing::info!(
                     version = newer,
@@ -52,6 +59,13 @@ impl Pipeline {
                 false
             }
         }
+    }
+
+    /// The table's layout versions, a throttled read retried (counted with
+    /// the run's retries).
+    pub(super) async fn versions(&self) -> Result<Option<zigzag_model::versions::Stored>, LayoutError> {
+        let load = || zigzag_model::versions::load(self.aggregates.as_ref());
+        self.opts.retry.run(&self.counters.layout_retries, load).await
     }
 
     /// The layout version this pipeline writes (0 before it joined).
@@ -89,9 +103,15 @@ pub async fn run_adopting(
         if adopt.is_none() || stop.is_cancelled() {
             return Ok(total.unwrap_or_default());
         }
-        let stored = zigzag_model::versions::load(aggregates.as_ref())
-            .await?
-            .ok_or_else(|| zigzag_model::layout::LayoutError::Corrupt("the #layout item vanished".into()))?;
+        // Retried when throttled (a worker between two pipelines has
+        // nothing else to do), and counted with the run's retries.
+        let retried = std::sync::atomic::AtomicU64::new(0);
+        let stored = opts.retry.run(&retried, || zigzag_model::versions::load(aggregates.as_ref())).await;
+        if let Some(t) = total.as_mut() {
+            t.retries += retried.into_inner();
+        }
+        let stored =
+            stored?.ok_or_else(|| zigzag_model::layout::LayoutError::Corrupt("the #layout item vanished".into()))?;
         tracing::info!(from = mine, version = stored.newest.number, "adopting the table's newest layout");
         opts.config = stored.layout().apply(&opts.config);
         // The end of the newest event's finest bucket would do; the event's

@@ -21,6 +21,8 @@ pub(super) struct Counters {
     /// Joins tried again after a retryable failure (the store's other
     /// retries are counted by the flusher and the coordinator).
     pub(super) join_retries: AtomicU64,
+    /// Reads of the layout versions (the layout check) tried again.
+    pub(super) layout_retries: AtomicU64,
     /// Why the join being waited out last failed (readiness).
     pub(super) join_failure: std::sync::Mutex<Option<String>>,
     /// Flushes are paused on a failing store (readiness).
@@ -84,7 +86,10 @@ impl Pipeline {
             largest_item: get(&s.largest_item),
             skipped: get(&s.skipped),
             lease_requests: get(&l.requests),
-            retries: get(&s.retries) + get(&l.retries) + get(&self.counters.join_retries),
+            retries: get(&s.retries)
+                + get(&l.retries)
+                + get(&self.counters.join_retries)
+                + get(&self.counters.layout_retries),
             leases_taken: get(&l.taken),
             leases_lost: get(&l.lost),
             leases_handed_off: get(&l.handed_off),

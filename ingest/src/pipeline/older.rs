@@ -22,7 +22,6 @@ use super::{Pipeline, PipelineError};
 use crate::aggregate::Aggregator;
 use crate::flush::Flusher;
 use zigzag_lease::{Intent, Ready};
-use zigzag_model::versions;
 use zigzag_model::Projections;
 
 /// What a re-read is aggregated and written with.
@@ -56,7 +55,7 @@ impl Pipeline {
     /// `lane`); refused when it is none of them.
     pub(super) async fn older_writer(&self, lane: u32, intent: &Intent) -> Result<OlderWriter, PipelineError> {
         let refused = PipelineError::LayoutChanged { lane, flush: intent.k };
-        let Some(stored) = versions::load(self.aggregates.as_ref()).await? else { return Err(refused) };
+        let Some(stored) = self.versions().await? else { return Err(refused) };
         let Some(version) = stored.versions.iter().find(|v| v.layout.digest() == intent.layout) else {
             return Err(refused);
         };
@@ -88,7 +87,7 @@ impl Pipeline {
             return Ok(Some(ready.clone()));
         };
         let unknown = || PipelineError::SetsOfAnotherLayout { shard: ready.shard.clone() };
-        let stored = versions::load(self.aggregates.as_ref()).await?.ok_or_else(unknown)?;
+        let stored = self.versions().await?.ok_or_else(unknown)?;
         let version = stored.versions.iter().find(|v| v.layout.digest() == theirs).ok_or_else(unknown)?;
         let old = version.layout.apply(&self.opts.config).item_sets();
         let mine = self.flusher.item_sets();

@@ -220,7 +220,11 @@ pub async fn load<T: SortedTable + ?Sized>(table: &T) -> Result<Option<Stored>, 
     req.consistent = true;
     let items = zigzag_core::query::run_key_range(table, req)
         .await
-        .map_err(|e| LayoutError::Corrupt(format!("reading the layout items: {e}")))?
+        .map_err(|e| match e {
+            // A table's error stays one: a throttle is retried by callers.
+            zigzag_core::query::QueryError::Table(e) => LayoutError::Table(e),
+            other => LayoutError::Corrupt(format!("reading the layout items: {other}")),
+        })?
         .items;
     let Some(item) = items.iter().find(|i| i.sk == LAYOUT_SK).cloned() else { return Ok(None) };
     let mut versions =

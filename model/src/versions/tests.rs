@@ -1,6 +1,6 @@
 use super::*;
 use crate::config::Config;
-use zigzag_core::table::MemoryTable;
+use zigzag_core::table::{DeleteOutcome, DeleteRequest, MemoryTable, QueryPage, TableError, UpdateOutcome};
 
 fn layouts() -> (Layout, Layout) {
     let v1 = Layout::of(&Config::default());
@@ -149,4 +149,35 @@ async fn a_gained_measure_is_held_from_the_cut_of_the_version_that_added_it_last
     // Versions recorded before measures were: their text has no such field.
     let item = table.get(LAYOUT_PK, &Version::sk(3)).await.unwrap().expect("kept");
     assert!(matches!(item.attrs.get(FILLS), Some(AttrValue::S(s)) if !s.contains("measures")), "{item:?}");
+}
+
+/// A table every read of which is throttled.
+struct Throttling;
+
+#[async_trait::async_trait]
+impl SortedTable for Throttling {
+    async fn put(&self, _item: Item) -> Result<(), TableError> {
+        Ok(())
+    }
+    async fn query(&self, _req: &QueryRequest) -> Result<QueryPage, TableError> {
+        Err(TableError::Throttled("ProvisionedThroughputExceededException".into()))
+    }
+    async fn update(&self, _req: &UpdateRequest) -> Result<UpdateOutcome, TableError> {
+        Err(TableError::Throttled("ProvisionedThroughputExceededException".into()))
+    }
+    async fn delete(&self, _req: &DeleteRequest) -> Result<DeleteOutcome, TableError> {
+        Err(TableError::Throttled("ProvisionedThroughputExceededException".into()))
+    }
+}
+
+/// Workers retry a throttled read of the versions (their join, their
+/// adoption); one reported as an unreadable layout item was never retried.
+#[tokio::test]
+async fn a_throttled_read_of_the_versions_is_a_store_error_callers_retry() {
+    use zigzag_core::retry::Retryable;
+    let e = load(&Throttling).await.unwrap_err();
+    assert!(matches!(e, LayoutError::Table(TableError::Throttled(_))), "{e}");
+    assert!(e.is_retryable(), "{e}");
+    let e = newer_than(&Throttling, 1).await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
 }
