@@ -21,7 +21,8 @@ pub(super) struct Counters {
     /// Joins tried again after a retryable failure (the store's other
     /// retries are counted by the flusher and the coordinator).
     pub(super) join_retries: AtomicU64,
-    /// Reads of the layout versions (the layout check) tried again.
+    /// Reads of the layout versions tried again (the layout check, the
+    /// writers of older versions' flushes).
     pub(super) layout_retries: AtomicU64,
     /// Why the join being waited out last failed (readiness).
     pub(super) join_failure: std::sync::Mutex<Option<String>>,
