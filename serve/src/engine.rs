@@ -177,12 +177,17 @@ impl Engine {
         self.answer(&self.catalog(), &self.identity(), text, &ts, now).await
     }
 
+    /// The table's layout versions, through the shared reads; a throttled
+    /// read retried, as the query's reads of items are.
+    pub(crate) async fn versions(&self) -> Result<Option<zigzag_model::versions::Stored>> {
+        zigzag_model::versions::load(&zigzag_gather::Retried::new(self.table()))
+            .await
+            .map_err(|e| ServeError::Layout(format!("reading the table's layout: {e}")))
+    }
+
     /// The table's layout and the identity of its layout item.
     async fn load(&self) -> Result<(Option<zigzag_model::layout::Layout>, String)> {
-        // Retried when throttled, as the query's reads of items are.
-        let stored = zigzag_model::versions::load(&zigzag_gather::Retried::new(self.table()))
-            .await
-            .map_err(|e| ServeError::Layout(format!("reading the table's layout: {e}")))?;
+        let stored = self.versions().await?;
         let identity = stored.as_ref().map_or_else(|| "no layout".to_string(), |s| s.identity());
         if let Some(s) = &stored {
             self.fills.refresh(self.table.clone(), s);

@@ -112,9 +112,7 @@ impl Engine {
     /// Whether the table's value catalog holds every value its items ever
     /// had (its layout item says so).
     async fn catalog_is_whole(&self) -> Result<bool> {
-        let stored = zigzag_model::versions::load(&zigzag_gather::Retried::new(self.table()))
-            .await
-            .map_err(|e| ServeError::Layout(format!("reading the table's layout item: {e}")))?;
+        let stored = self.versions().await?;
         Ok(value_catalog::is_whole(stored.map(|s| s.item).as_ref()))
     }
 
